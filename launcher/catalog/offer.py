@@ -1,0 +1,44 @@
+"""The catalog's row type.
+
+One `Offer` per (cloud, region, zone, instance type). Prices are USD per
+instance-hour. `None` always means "unknown / not offered", never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# Fabrics a catalog row may carry. `None` in a row means nobody has told us.
+FABRICS = ("infiniband", "efa", "roce", "tcpx", "ethernet")
+# Fabrics that give RDMA between nodes (what `fabric: rdma` asks for).
+RDMA_FABRICS = frozenset({"infiniband", "efa", "roce"})
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    accelerator: str | None
+    accelerator_count: float
+    accelerator_memory_gib: float | None
+    vcpus: float | None
+    memory_gib: float | None
+    price: float | None  # on-demand $/h; None = no on-demand offer listed
+    spot_price: float | None  # spot $/h; None = no spot offer listed
+    fabric: str | None  # one of FABRICS, or None when no source says
+    fabric_gbps: float | None
+    nvlink: bool | None
+    max_nodes: int | None  # nodes one cluster may have; None = no known limit
+    arch: str  # "x86_64" or "arm64"
+    source: str  # where the row came from (file or API)
+    fetched_at: str  # ISO-8601 date/time the source was read
+
+    def hourly_price(self, use_spot: bool) -> float | None:
+        """Price of one node per hour in the given market, or None if not offered."""
+        return self.spot_price if use_spot else self.price
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,169 @@
+"""The interface every cloud implements, and the typed errors that drive failover.
+
+Failover rules (the launch loop in the API applies them):
+- `CapacityError`      -> block the zone, try the next placement
+- `QuotaError`         -> block the region
+- `AuthError`          -> block the cloud
+- `InvalidRequestError`-> stop and tell the user (retrying elsewhere won't help)
+The provisioning loop raises `ProvisionFailedError` carrying every attempt.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from launcher.errors import LauncherError
+
+
+class CloudError(LauncherError):
+    """A typed provisioning failure. `cloud`, `region`, `zone` say where it happened."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cloud: str = "",
+        region: str | None = None,
+        zone: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.cloud = cloud
+        self.region = region
+        self.zone = zone
+
+
+class CapacityError(CloudError):
+    """No capacity for the request in this zone (or region) right now."""
+
+
+class QuotaError(CloudError):
+    """The account's quota in this region does not allow the request."""
+
+
+class AuthError(CloudError):
+    """Credentials missing, expired or not allowed to do this."""
+
+
+class InvalidRequestError(CloudError):
+    """The request itself is wrong (bad image, bad instance type): do not fail over."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class FailoverAttempt:
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    error_type: str  # "CapacityError", ...
+    message: str
+
+
+class ProvisionFailedError(LauncherError):
+    """Every placement was tried and failed; `attempts` is the whole history."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, attempts: list[FailoverAttempt]) -> None:
+        lines = [message]
+        for a in attempts:
+            where = "/".join(p for p in (a.cloud, a.region, a.zone) if p)
+            lines.append(f"  - {where} {a.instance_type}: {a.error_type}: {a.message}")
+        super().__init__("\n".join(lines))
+        self.attempts = attempts
+
+
+class NodeState(enum.StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    STOPPED = "STOPPED"
+    PREEMPTED = "PREEMPTED"
+    TERMINATED = "TERMINATED"
+    UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True)
+class CredentialStatus:
+    enabled: bool
+    reason: str = ""  # why not enabled, or which identity is in use
+
+
+@dataclass(frozen=True)
+class ProvisionRequest:
+    cluster_name: str
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    num_nodes: int
+    use_spot: bool
+    accelerator: str | None = None
+    accelerator_count: float = 0
+    fabric: str | None = None  # the fabric the placement was chosen for
+    disk_size_gb: int | None = None
+    image_id: str | None = None
+    ports: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    ssh_public_key: str | None = None  # authorized on every node
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    rank: int
+    node_id: str  # the cloud's instance id (local: "<cluster>-<rank>")
+    internal_ip: str
+    external_ip: str | None = None
+    ssh_user: str | None = None  # None: not reached over SSH (local cloud)
+    ssh_port: int = 22
+    ssh_host_key: str | None = None  # "ssh-ed25519 AAAA..." pinned at provision time
+    local_root: str | None = None  # local cloud: the node's home directory on this machine
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    cluster_name: str
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    use_spot: bool
+    nodes: tuple[NodeInfo, ...]
+    ssh_key_path: str | None = None  # private key the client uses to reach the nodes
+
+    @property
+    def head(self) -> NodeInfo:
+        return self.nodes[0]
+
+
+@runtime_checkable
+class Cloud(Protocol):
+    name: str
+
+    def check(self) -> CredentialStatus:
+        """Are credentials usable? Never raises."""
+        ...
+
+    def provision(self, req: ProvisionRequest) -> ClusterInfo:
+        """Create all `req.num_nodes` nodes or none (gang). Blocking.
+
+        Raises a `CloudError` subclass; on failure nothing is left running.
+        Every instance is tagged with the cluster name before anything else
+        can fail, so `terminate(cluster)` always finds it.
+        """
+        ...
+
+    def query(self, cluster: str) -> dict[str, NodeState]:
+        """The cloud's own view of each node of the cluster (node_id -> state)."""
+        ...
+
+    def terminate(self, cluster: str) -> None:
+        """Delete every node tagged with the cluster. Idempotent."""
+        ...
+
+
+class SupportsStop(Protocol):
+    def stop(self, cluster: str) -> None: ...
+    def start(self, cluster: str) -> ClusterInfo: ...
