@@ -1,0 +1,43 @@
+"""Cloud name -> implementation, loaded lazily so no SDK is imported until used.
+
+`IMPLEMENTED` lists clouds we can actually provision on. Catalog clouds without an
+implementation still appear in cost queries and dry runs, marked not enabled.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+
+from launcher.clouds.base import Cloud, CredentialStatus
+
+# name -> "module:Class"
+IMPLEMENTED: dict[str, str] = {
+    "local": "launcher.clouds.local:LocalCloud",
+    "ssh": "launcher.clouds.ssh:SSHCloud",
+}
+
+
+@cache
+def get_cloud(name: str) -> Cloud:
+    """The cloud object for `name`. Raises KeyError for a cloud with no implementation."""
+    target = IMPLEMENTED[name]
+    module_name, cls_name = target.split(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    cloud: Cloud = cls()
+    return cloud
+
+
+def credential_status(name: str) -> CredentialStatus:
+    """Whether launches on `name` can work now. Never raises."""
+    if name not in IMPLEMENTED:
+        return CredentialStatus(False, f"no '{name}' provisioner in this version (cost queries only)")
+    try:
+        return get_cloud(name).check()
+    except Exception as exc:  # a broken cloud module must not break `launcher gpus`
+        return CredentialStatus(False, f"{type(exc).__name__}: {exc}")
+
+
+def enabled_clouds() -> dict[str, CredentialStatus]:
+    """Status of every implemented cloud, by name."""
+    return {name: credential_status(name) for name in IMPLEMENTED}
