@@ -38,3 +38,8 @@ class ResourceCandidate:
     max_hourly_cost: float | None = None  # cap on the whole placement's $/h (all nodes)
     network: NetworkRequest | None = None
     preference: int = 0
+    # Carried through to provisioning; the optimizer ignores them.
+    disk_size_gb: int | None = None
+    image_id: str | None = None
+    ports: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
