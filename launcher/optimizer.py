@@ -2,16 +2,38 @@
 
 CONTRACT (shared): `Placement`, `Rejection`, `Ranking`, `Blocked` and
 `rank(task, offers, blocked=Blocked(), hours=None) -> Ranking`.
+
+How an offer is matched against one `ResourceCandidate` (checks run in this order;
+the first one that fails is the offer's rejection reason):
+
+1. accelerator name and exact per-node count (`accelerator=None` asks for a CPU-only
+   node, unless the candidate names an `instance_type`, which then decides alone);
+2. instance type, cloud, region, zone (the `local` cloud only takes part when the
+   candidate names it, or when the caller passes `include_local=True`);
+3. vCPUs and memory (at least, or exactly);
+4. the market: a spot price for `use_spot`, an on-demand price otherwise;
+5. gang size: `num_nodes <= max_nodes` when the offer has a limit;
+6. network: `fabric: rdma` = any of RDMA_FABRICS, a named fabric must match exactly,
+   an unknown fabric (None) never satisfies a fabric request; `min_gbps` needs a known
+   bandwidth at least that large;
+7. `max_hourly_cost` against node price x num_nodes;
+8. the blocked set (cloud, then region, then zone).
+
+A placement is `num_nodes` nodes of one offer, so all nodes share one zone (or one
+region where the offer has no zone).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from launcher.catalog.offer import Offer
+from launcher.catalog.offer import RDMA_FABRICS, Offer
 from launcher.resources import ResourceCandidate
+
+LOCAL_CLOUD = "local"
+_EPS = 1e-9
 
 
 class TaskLike(Protocol):
@@ -39,6 +61,9 @@ class Blocked:
 
     def with_zone(self, cloud: str, region: str, zone: str) -> Blocked:
         return Blocked(self.clouds, self.regions, self.zones | {(cloud, region, zone)})
+
+    def __bool__(self) -> bool:
+        return bool(self.clouds or self.regions or self.zones)
 
 
 @dataclass(frozen=True)
@@ -77,16 +102,510 @@ class Ranking:
     rejected: list[Rejection]
 
 
+# Constraint kinds, in check order. `Failure.kind` lets callers group reasons
+# (the planning API explains an empty ranking per constraint with them).
+KIND_ACCELERATOR = "accelerator"
+KIND_INSTANCE_TYPE = "instance_type"
+KIND_LOCATION = "location"
+KIND_CPUS = "cpus"
+KIND_MEMORY = "memory"
+KIND_MARKET = "market"
+KIND_GANG = "gang"
+KIND_FABRIC = "fabric"
+KIND_BANDWIDTH = "bandwidth"
+KIND_COST = "cost"
+KIND_BLOCKED = "blocked"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One constraint an offer fails for one candidate."""
+
+    kind: str  # one of the KIND_* names
+    reason: str
+
+
+def fmt_count(count: float) -> str:
+    """8.0 -> "8", 0.5 -> "0.5"."""
+    return str(int(count)) if float(count).is_integer() else f"{count:g}"
+
+
+def fmt_money(amount: float) -> str:
+    """50.0 -> "$50", 98.3219 -> "$98.32"."""
+    return f"${amount:.0f}" if float(amount).is_integer() else f"${amount:.2f}"
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
+
+
+def _fmt_gbps(gbps: float) -> str:
+    return f"{fmt_count(gbps)} Gbps"
+
+
+def _accelerator_mismatch(offer: Offer, cand: ResourceCandidate) -> str | None:
+    """Why `offer`'s accelerators are not what `cand` asks for (None = they are)."""
+    if cand.accelerator is None:
+        if cand.instance_type is None and offer.accelerator is not None:
+            return (
+                f"needs no accelerator, offer has {fmt_count(offer.accelerator_count)}"
+                f" x {offer.accelerator}"
+            )
+        return None
+    needs = f"needs {fmt_count(cand.accelerator_count)} x {cand.accelerator}"
+    if offer.accelerator != cand.accelerator:
+        if offer.accelerator is None:
+            return f"{needs}, offer has no accelerator"
+        return f"{needs}, offer has {fmt_count(offer.accelerator_count)} x {offer.accelerator}"
+    if abs(offer.accelerator_count - cand.accelerator_count) > _EPS:
+        return f"{needs}, offer has {fmt_count(offer.accelerator_count)}"
+    return None
+
+
+def candidate_failures(
+    offer: Offer,
+    cand: ResourceCandidate,
+    num_nodes: int,
+    blocked: Blocked = Blocked(),
+    include_local: bool = False,
+    first_only: bool = False,
+) -> list[Failure]:
+    """Every constraint `offer` fails for `cand` (check order), or only the first one.
+
+    An empty list means the offer can serve the candidate. Pure; never raises.
+    """
+    out: list[Failure] = []
+
+    def fail(kind: str, reason: str) -> bool:
+        out.append(Failure(kind, reason))
+        return first_only
+
+    # 1. accelerator
+    acc_reason = _accelerator_mismatch(offer, cand)
+    if acc_reason is not None and fail(KIND_ACCELERATOR, acc_reason):
+        return out
+    # 2. instance type and location
+    if (
+        cand.instance_type is not None
+        and offer.instance_type != cand.instance_type
+        and fail(KIND_INSTANCE_TYPE, f"instance type {offer.instance_type} != {cand.instance_type}")
+    ):
+        return out
+    if cand.cloud is not None:
+        if offer.cloud != cand.cloud and fail(
+            KIND_LOCATION, f"cloud {offer.cloud} != {cand.cloud}"
+        ):
+            return out
+    elif (
+        offer.cloud == LOCAL_CLOUD
+        and not include_local
+        and fail(KIND_LOCATION, "local cloud is used only when the task names it")
+    ):
+        return out
+    if (
+        cand.region is not None
+        and offer.region != cand.region
+        and fail(KIND_LOCATION, f"region {offer.region} != {cand.region}")
+    ):
+        return out
+    if (
+        cand.zone is not None
+        and offer.zone != cand.zone
+        and fail(KIND_LOCATION, f"zone {offer.zone or 'none'} != {cand.zone}")
+    ):
+        return out
+    # 3. cpus / memory
+    if cand.cpus is not None:
+        v = offer.vcpus
+        if v is None:
+            if fail(KIND_CPUS, "vCPUs unknown"):
+                return out
+        elif cand.cpus_at_least:
+            if v + _EPS < cand.cpus and fail(
+                KIND_CPUS, f"{fmt_count(v)} vCPUs < {fmt_count(cand.cpus)}"
+            ):
+                return out
+        elif abs(v - cand.cpus) > _EPS and fail(
+            KIND_CPUS, f"{fmt_count(v)} vCPUs != {fmt_count(cand.cpus)}"
+        ):
+            return out
+    if cand.memory_gib is not None:
+        m = offer.memory_gib
+        if m is None:
+            if fail(KIND_MEMORY, "memory unknown"):
+                return out
+        elif cand.memory_at_least:
+            if m + _EPS < cand.memory_gib and fail(
+                KIND_MEMORY, f"memory {fmt_count(m)} GiB < {fmt_count(cand.memory_gib)}"
+            ):
+                return out
+        elif abs(m - cand.memory_gib) > _EPS and fail(
+            KIND_MEMORY, f"memory {fmt_count(m)} GiB != {fmt_count(cand.memory_gib)}"
+        ):
+            return out
+    # 4. market
+    price = offer.spot_price if cand.use_spot else offer.price
+    if price is None and fail(
+        KIND_MARKET, "no spot price" if cand.use_spot else "no on-demand price"
+    ):
+        return out
+    # 5. gang size
+    if (
+        offer.max_nodes is not None
+        and num_nodes > offer.max_nodes
+        and fail(KIND_GANG, f"max {_nodes(offer.max_nodes)} < {num_nodes}")
+    ):
+        return out
+    # 6. network
+    net = cand.network
+    if net is not None:
+        wanted = net.fabric
+        if wanted != "any":
+            have = offer.fabric
+            if have is None:
+                if fail(KIND_FABRIC, "fabric unknown (no source)"):
+                    return out
+            elif wanted == "rdma":
+                if have not in RDMA_FABRICS and fail(KIND_FABRIC, f"fabric {have} is not RDMA"):
+                    return out
+            elif have != wanted and fail(KIND_FABRIC, f"fabric {have} is not {wanted}"):
+                return out
+        if net.min_gbps is not None:
+            gbps = offer.fabric_gbps
+            if gbps is None:
+                if fail(KIND_BANDWIDTH, "bandwidth unknown (no source)"):
+                    return out
+            elif gbps + _EPS < net.min_gbps and fail(
+                KIND_BANDWIDTH, f"{_fmt_gbps(gbps)} < min_gbps {fmt_count(net.min_gbps)}"
+            ):
+                return out
+    # 7. cost cap
+    if price is not None and cand.max_hourly_cost is not None:
+        hourly = price * num_nodes
+        if hourly > cand.max_hourly_cost + _EPS and fail(
+            KIND_COST, f"{fmt_money(hourly)}/h > max_hourly_cost {fmt_money(cand.max_hourly_cost)}"
+        ):
+            return out
+    # 8. blocked
+    if blocked:
+        if offer.cloud in blocked.clouds:
+            if fail(KIND_BLOCKED, f"blocked: cloud {offer.cloud}"):
+                return out
+        elif (offer.cloud, offer.region) in blocked.regions:
+            if fail(KIND_BLOCKED, f"blocked: region {offer.region}"):
+                return out
+        elif (
+            offer.zone is not None
+            and (offer.cloud, offer.region, offer.zone) in blocked.zones
+            and fail(KIND_BLOCKED, f"blocked: zone {offer.zone}")
+        ):
+            return out
+    return out
+
+
+class _Matcher:
+    """A candidate's constraints, flattened once so the per-offer test is cheap."""
+
+    __slots__ = (
+        "cand",
+        "acc",
+        "count",
+        "cpu_only",
+        "itype",
+        "cloud",
+        "region",
+        "zone",
+        "local_ok",
+        "cpus",
+        "cpus_min",
+        "mem",
+        "mem_min",
+        "spot",
+        "cap",
+        "fabric",
+        "min_gbps",
+        "num_nodes",
+        "blocked",
+    )
+
+    def __init__(
+        self, cand: ResourceCandidate, num_nodes: int, blocked: Blocked, include_local: bool
+    ) -> None:
+        self.cand = cand
+        self.acc = cand.accelerator
+        self.count = cand.accelerator_count
+        self.cpu_only = cand.accelerator is None and cand.instance_type is None
+        self.itype = cand.instance_type
+        self.cloud = cand.cloud
+        self.region = cand.region
+        self.zone = cand.zone
+        self.local_ok = include_local or cand.cloud == LOCAL_CLOUD
+        self.cpus = cand.cpus
+        self.cpus_min = cand.cpus_at_least
+        self.mem = cand.memory_gib
+        self.mem_min = cand.memory_at_least
+        self.spot = cand.use_spot
+        self.cap = cand.max_hourly_cost
+        net = cand.network
+        self.fabric = net.fabric if net is not None and net.fabric != "any" else None
+        self.min_gbps = net.min_gbps if net is not None else None
+        self.num_nodes = num_nodes
+        self.blocked = blocked if blocked else None
+
+    def price(self, o: Offer) -> float | None:
+        """The node price if `o` serves this candidate, else None (fast path, no reasons)."""
+        if self.acc is None:
+            if self.cpu_only and o.accelerator is not None:
+                return None
+        elif o.accelerator != self.acc or abs(o.accelerator_count - self.count) > _EPS:
+            return None
+        if self.itype is not None and o.instance_type != self.itype:
+            return None
+        if self.cloud is not None:
+            if o.cloud != self.cloud:
+                return None
+        elif o.cloud == LOCAL_CLOUD and not self.local_ok:
+            return None
+        if self.region is not None and o.region != self.region:
+            return None
+        if self.zone is not None and o.zone != self.zone:
+            return None
+        if self.cpus is not None:
+            v = o.vcpus
+            if v is None:
+                return None
+            if self.cpus_min:
+                if v + _EPS < self.cpus:
+                    return None
+            elif abs(v - self.cpus) > _EPS:
+                return None
+        if self.mem is not None:
+            m = o.memory_gib
+            if m is None:
+                return None
+            if self.mem_min:
+                if m + _EPS < self.mem:
+                    return None
+            elif abs(m - self.mem) > _EPS:
+                return None
+        price = o.spot_price if self.spot else o.price
+        if price is None:
+            return None
+        if o.max_nodes is not None and self.num_nodes > o.max_nodes:
+            return None
+        fabric = self.fabric
+        if fabric is not None:
+            have = o.fabric
+            if have is None:
+                return None
+            if fabric == "rdma":
+                if have not in RDMA_FABRICS:
+                    return None
+            elif have != fabric:
+                return None
+        if self.min_gbps is not None and (
+            o.fabric_gbps is None or o.fabric_gbps + _EPS < self.min_gbps
+        ):
+            return None
+        if self.cap is not None and price * self.num_nodes > self.cap + _EPS:
+            return None
+        b = self.blocked
+        if b is not None and (
+            o.cloud in b.clouds
+            or (o.cloud, o.region) in b.regions
+            or (o.zone is not None and (o.cloud, o.region, o.zone) in b.zones)
+        ):
+            return None
+        return price
+
+
+def failure_key(cand: ResourceCandidate, blocked: Blocked) -> Callable[[Offer], tuple[object, ...]]:
+    """A key function: offers with equal keys fail `cand` in exactly the same way
+    (same failures, same reason texts), so callers can compute failures once per key.
+    Region, zone and prices are part of the key only when a check reads them."""
+    need_region = cand.region is not None or bool(blocked.regions or blocked.zones)
+    need_zone = cand.zone is not None or bool(blocked.zones)
+    need_price = cand.max_hourly_cost is not None
+
+    def key(o: Offer) -> tuple[object, ...]:
+        return (
+            o.cloud,
+            o.region if need_region else None,
+            o.zone if need_zone else None,
+            o.instance_type,
+            o.accelerator,
+            o.accelerator_count,
+            o.vcpus,
+            o.memory_gib,
+            o.price if need_price else o.price is None,
+            o.spot_price if need_price else o.spot_price is None,
+            o.max_nodes,
+            o.fabric,
+            o.fabric_gbps,
+        )
+
+    return key
+
+
+def _first_reason(
+    o: Offer, cand: ResourceCandidate, num_nodes: int, blocked: Blocked, include_local: bool
+) -> str:
+    failures = candidate_failures(o, cand, num_nodes, blocked, include_local, first_only=True)
+    return failures[0].reason if failures else "not selected"
+
+
+# Frozen dataclasses set each field through object.__setattr__ (~0.5 us a field);
+# a full-catalog ranking builds tens of thousands of these, so fill __dict__ directly.
+# Equal to normal construction (tests check it); neither class uses __slots__.
+_new = object.__new__
+
+
+def _new_placement(
+    o: Offer,
+    cand: ResourceCandidate,
+    num_nodes: int,
+    spot: bool,
+    price: float,
+    hourly: float,
+    total: float | None,
+) -> Placement:
+    p = _new(Placement)
+    p.__dict__.update(
+        cloud=o.cloud,
+        region=o.region,
+        zone=o.zone,
+        instance_type=o.instance_type,
+        accelerator=o.accelerator,
+        accelerator_count=o.accelerator_count,
+        num_nodes=num_nodes,
+        use_spot=spot,
+        node_price=price,
+        hourly_cost=hourly,
+        total_cost=total,
+        fabric=o.fabric,
+        fabric_gbps=o.fabric_gbps,
+        offer=o,
+        candidate=cand,
+    )
+    return p
+
+
+def _new_rejection(o: Offer, reason: str) -> Rejection:
+    r = _new(Rejection)
+    r.__dict__.update(
+        cloud=o.cloud, instance_type=o.instance_type, region=o.region, zone=o.zone, reason=reason
+    )
+    return r
+
+
 def rank(
     task: TaskLike,
     offers: Iterable[Offer],
     blocked: Blocked = Blocked(),
     hours: float | None = None,
+    *,
+    include_local: bool = False,
 ) -> Ranking:
     """Rank `offers` for `task`. Deterministic; never raises for an unsatisfiable task
-    (an empty `placements` with reasons in `rejected` says why)."""
-    raise NotImplementedError  # implemented by the optimizer work (issue 2)
+    (an empty `placements` with reasons in `rejected` says why).
 
+    Placements are sorted by (candidate preference, hourly cost, cloud, region, zone,
+    instance type, on-demand before spot); only the best placement per (offer, market)
+    is kept. Every offer that served no candidate gets one `Rejection`: the first failing
+    check of the most-preferred candidate asking for the offer's accelerator (or of the
+    first candidate when none does). `include_local=True` lets candidates that name no
+    cloud use the `local` cloud (the planning API sets it when no other cloud is enabled).
+    """
+    offer_list: Sequence[Offer] = offers if isinstance(offers, Sequence) else list(offers)
+    num_nodes = task.num_nodes
+    cands = sorted(task.candidates(), key=lambda c: c.preference)  # stable: ties keep order
+    matchers = [_Matcher(c, num_nodes, blocked, include_local) for c in cands]
 
-def _unused(_: Sequence[Offer]) -> None:  # placeholder to keep imports used until rank lands
-    return None
+    # Offers indexed by accelerator once, so each candidate scans only its own group.
+    by_acc: dict[str | None, list[int]] = {}
+    for i, o in enumerate(offer_list):
+        group = by_acc.get(o.accelerator)
+        if group is None:
+            by_acc[o.accelerator] = [i]
+        else:
+            group.append(i)
+
+    # One entry per (offer, market): matchers run in preference order and an offer's
+    # price depends only on the market, so the first matcher to serve a slot is its best.
+    taken: set[tuple[int, bool]] = set()
+    served: set[int] = set()
+    entries: list[tuple[int, float, str, str, str, str, bool, int, _Matcher, float]] = []
+    for m in matchers:
+        if m.acc is not None:
+            idxs: Iterable[int] = by_acc.get(m.acc, ())
+        elif m.cpu_only:
+            idxs = by_acc.get(None, ())
+        else:
+            idxs = range(len(offer_list))  # an instance type was named: any offer may be it
+        pref = m.cand.preference
+        spot = m.spot
+        for i in idxs:
+            slot = (i, spot)
+            if slot in taken:
+                continue
+            o = offer_list[i]
+            price = m.price(o)
+            if price is None:
+                continue
+            taken.add(slot)
+            served.add(i)
+            entries.append(
+                (
+                    pref,
+                    price * num_nodes,
+                    o.cloud,
+                    o.region,
+                    o.zone or "",
+                    o.instance_type,
+                    spot,
+                    i,
+                    m,
+                    price,
+                )
+            )
+    entries.sort()  # the index breaks any tie before the matcher would be compared
+
+    placements = [
+        _new_placement(
+            offer_list[e[7]],
+            e[8].cand,
+            num_nodes,
+            e[6],
+            e[9],
+            e[1],
+            e[1] * hours if hours is not None else None,
+        )
+        for e in entries
+    ]
+
+    rejected: list[Rejection] = []
+    if not cands:
+        rejected = [_new_rejection(o, "task has no resource candidates") for o in offer_list]
+    elif len(served) < len(offer_list):
+        # most-preferred candidate per accelerator name (first wins on ties: cands is sorted)
+        explain_by_acc: dict[str | None, ResourceCandidate] = {}
+        for c in cands:
+            explain_by_acc.setdefault(c.accelerator, c)
+        first = cands[0]
+        # Offers with equal failure keys get the same reason: computed once per key
+        # (most unserved rows of a full catalog repeat an instance type across regions).
+        keyers: dict[int, Callable[[Offer], tuple[object, ...]]] = {}
+        reasons: dict[tuple[int, tuple[object, ...]], str] = {}
+        for i, o in enumerate(offer_list):
+            if i in served:
+                continue
+            cand = explain_by_acc.get(o.accelerator, first)
+            keyer = keyers.get(id(cand))
+            if keyer is None:
+                keyer = keyers[id(cand)] = failure_key(cand, blocked)
+            rkey = (id(cand), keyer(o))
+            reason = reasons.get(rkey)
+            if reason is None:
+                reason = reasons[rkey] = _first_reason(o, cand, num_nodes, blocked, include_local)
+            rejected.append(_new_rejection(o, reason))
+    return Ranking(placements, rejected)

@@ -18,6 +18,30 @@ _EXPORTS: dict[str, str] = {
     "plan": "launcher.api.planning",
     "catalog_status": "launcher.api.planning",
     "enabled_clouds": "launcher.api.planning",
+    # managed jobs (issue 4)
+    "jobs_launch": "launcher.api.jobs",
+    "jobs_queue": "launcher.api.jobs",
+    "jobs_status": "launcher.api.jobs",
+    "jobs_detail": "launcher.api.jobs",
+    "jobs_cancel": "launcher.api.jobs",
+    "jobs_logs": "launcher.api.jobs",
+    "jobs_wait": "launcher.api.jobs",
+    "jobs_controller_status": "launcher.api.jobs",
+    "jobs_controller_start": "launcher.api.jobs",
+    "jobs_controller_stop": "launcher.api.jobs",
+    # clusters (issue 3)
+    "launch": "launcher.api.launch",
+    "exec_": "launcher.api.exec_job",
+    "LaunchResult": "launcher.api.cluster_common",
+    "status": "launcher.api.clusters",
+    "queue": "launcher.api.clusters",
+    "logs": "launcher.api.clusters",
+    "cancel": "launcher.api.clusters",
+    "stop": "launcher.api.clusters",
+    "start": "launcher.api.clusters",
+    "down": "launcher.api.clusters",
+    "autostop": "launcher.api.clusters",
+    "local_preempt": "launcher.api.clusters",
 }
 
 

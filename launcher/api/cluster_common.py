@@ -1,0 +1,194 @@
+"""Pieces shared by the cluster verbs (launch, exec, status, down...). Kept light:
+nothing here imports the optimizer, the catalog or a cloud at module level, so
+`launcher exec` and `launcher queue` start fast."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from launcher.clouds.base import FailoverAttempt
+from launcher.errors import LauncherError
+from launcher.state import ClusterRecord, ClusterStatus, StateDB
+
+if TYPE_CHECKING:
+    from launcher.clouds.base import Cloud, ClusterInfo
+    from launcher.runtime.jobspec import JobRecord, JobSpec
+    from launcher.task import Task
+
+CloudFn = Callable[[str], "Cloud"]
+LineCallback = Callable[[str], None]
+
+
+def default_cloud(name: str) -> Cloud:
+    """The registered cloud object for `name` (KeyError when not implemented)."""
+    from launcher.clouds.registry import get_cloud
+
+    return get_cloud(name)
+
+
+def noop(_: str) -> None:
+    return None
+
+
+class ClusterNotReadyError(LauncherError):
+    """The cluster exists but cannot take jobs now (STOPPED, INIT, PREEMPTED)."""
+
+    exit_code = 4
+
+
+class TaskDoesNotFitError(LauncherError):
+    """An existing cluster cannot run the task (fewer nodes, other GPUs, other cloud)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """What `launch` / `exec_` did. `exit_code` is None when the run was detached or
+    the task has no `run`; `job_id` None when nothing was submitted."""
+
+    cluster_name: str
+    cloud: str
+    region: str
+    zone: str | None
+    num_nodes: int
+    hourly_cost: float
+    created: bool = False  # a new cluster was provisioned by this call
+    reused: bool = False  # an UP cluster was reused as is
+    job_id: int | None = None
+    exit_code: int | None = None
+    job_status: str | None = None
+    failed_rank: int | None = None
+    reason: str | None = None
+    attempts: list[FailoverAttempt] = field(default_factory=list)
+
+
+def require_up(rec: ClusterRecord) -> None:
+    """Raise ClusterNotReadyError (with what to do) unless the cluster is UP."""
+    if rec.status is ClusterStatus.UP:
+        return
+    hint = {
+        ClusterStatus.STOPPED: f"start it with `launcher start {rec.name}`",
+        ClusterStatus.INIT: (
+            "it is being launched, or its launch failed: relaunch with "
+            f"`launcher launch -c {rec.name} TASK` or `launcher down {rec.name}`"
+        ),
+        ClusterStatus.PREEMPTED: (
+            f"relaunch it with `launcher launch -c {rec.name} TASK` or `launcher down {rec.name}`"
+        ),
+    }[rec.status]
+    raise ClusterNotReadyError(f"Cluster {rec.name!r} is {rec.status.value}: {hint}.")
+
+
+def require_user_owned(rec: ClusterRecord) -> None:
+    """Refuse to launch or exec on a cluster a managed job owns (its controller does)."""
+    if rec.owner is not None:
+        raise ClusterNotReadyError(
+            f"Cluster {rec.name!r} belongs to {rec.owner}; it is managed by the jobs "
+            "controller (see `launcher jobs queue`). Use another cluster name."
+        )
+
+
+def fit_problem(rec: ClusterRecord, task: Task) -> str | None:
+    """Why the existing cluster cannot run `task` (None = it can)."""
+    if task.num_nodes > rec.num_nodes:
+        return f"the task needs {task.num_nodes} nodes, the cluster has {rec.num_nodes}"
+    reasons: list[str] = []
+    for c in task.candidates():
+        if c.cloud and c.cloud != rec.cloud:
+            reasons.append(f"cloud {c.cloud}")
+        elif c.region and c.region != rec.region:
+            reasons.append(f"region {c.region}")
+        elif c.zone and c.zone != rec.zone:
+            reasons.append(f"zone {c.zone}")
+        elif c.instance_type and c.instance_type != rec.instance_type:
+            reasons.append(f"instance type {c.instance_type}")
+        elif c.accelerator and (
+            (rec.accelerator or "").lower() != c.accelerator.lower()
+            or rec.accelerator_count < c.accelerator_count
+        ):
+            reasons.append(f"{c.accelerator}:{c.accelerator_count:g}")
+        elif c.use_spot != rec.use_spot:
+            reasons.append("spot" if c.use_spot else "on-demand")
+        else:
+            return None
+    return "it asks for " + " or ".join(dict.fromkeys(reasons))
+
+
+def job_spec_for(
+    task: Task,
+    cluster: ClusterInfo,
+    rec: ClusterRecord,
+    *,
+    task_id: str | None = None,
+    checkpoint_dir: str | None = None,
+    extra_envs: dict[str, str] | None = None,
+) -> JobSpec:
+    """The agent JobSpec that runs `task.run` on `task.num_nodes` nodes of the cluster.
+
+    Secrets travel in `envs` and are listed in `secret_names`, which the agent never shows.
+    """
+    from launcher.runtime.execution import REMOTE_WORKDIR, cluster_info_json
+    from launcher.runtime.jobspec import JobSpec
+
+    if not task.run:
+        raise LauncherError("The task has no `run` to submit.")
+    return JobSpec(
+        run=task.run,
+        name=task.name,
+        envs={**task.envs, **(extra_envs or {}), **task.secrets},
+        secret_names=tuple(sorted(task.secrets)),
+        num_nodes=task.num_nodes,
+        gpus_per_node=rec.accelerator_count,
+        workdir=REMOTE_WORKDIR if task.workdir else None,
+        task_id=task_id,
+        checkpoint_dir=checkpoint_dir,
+        cluster_info_json=cluster_info_json(cluster),
+    )
+
+
+def job_exit_code(record: JobRecord) -> int:
+    """The exit code a CLI following the job exits with: 0 for SUCCEEDED, the failing
+    rank's code for FAILED, 1 when there is none (e.g. CANCELLED before it started)."""
+    if record.status.value == "SUCCEEDED":
+        return 0
+    if record.exit_code is not None and record.exit_code != 0:
+        return record.exit_code
+    return 1
+
+
+def finished(result: LaunchResult, record: JobRecord) -> LaunchResult:
+    """`result` completed with the job's final record."""
+    from dataclasses import replace
+
+    return replace(
+        result,
+        exit_code=job_exit_code(record),
+        job_status=record.status.value,
+        failed_rank=record.failed_rank,
+        reason=record.reason,
+    )
+
+
+def terminate_everywhere(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> None:
+    """Terminate the cluster on its cloud and on every cloud a launch attempt touched
+    (a launch killed mid-failover may have left nodes on an earlier cloud).
+    Raises LauncherError naming the clouds that failed; the row is then kept."""
+    clouds = dict.fromkeys([rec.cloud, *db.clouds_touched(rec.name)])
+    errors = []
+    for cloud_name in clouds:
+        try:
+            cloud = cloud_fn(cloud_name)
+        except KeyError:
+            continue  # a cloud this version cannot provision on never got instances
+        try:
+            cloud.terminate(rec.name)
+        except Exception as exc:
+            errors.append(f"{cloud_name}: {type(exc).__name__}: {exc}")
+    if errors:
+        raise LauncherError(
+            f"Could not terminate every node of {rec.name!r}: {'; '.join(errors)}. "
+            "The cluster is kept in `launcher status`; retry `launcher down`."
+        )

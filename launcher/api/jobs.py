@@ -1,0 +1,363 @@
+"""Managed jobs: the Python API behind `launcher jobs ...`.
+
+A managed job is submitted to the state DB and driven by the controller process
+(started here on demand, one per LAUNCHER_HOME). Nothing here prints; the CLI renders.
+
+    jobs_launch(task, name=None) -> ManagedJob          submit; starts the controller
+    jobs_queue() -> list[JobSummary]                    every managed job, oldest first
+    jobs_status(job_id) -> JobSummary
+    jobs_detail(job_id) -> ManagedJobDetail             + attempts, events
+    jobs_cancel(job_id) -> JobSummary                   also during recovery
+    jobs_logs(job_id, on_line, follow=True) -> JobSummary
+    jobs_wait(job_id, timeout=None) -> JobSummary
+    jobs_controller_status() / jobs_controller_start() / jobs_controller_stop()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from launcher.errors import LauncherError, TaskValidationError
+from launcher.jobs import paths
+from launcher.jobs.accounting import JobSummary, attempt_cost, summarize
+from launcher.jobs.daemon import ControllerInfo, probe
+from launcher.jobs.recovery import normalize_strategy
+from launcher.jobs.store import AttemptRow, EventRow, JobStore
+
+if TYPE_CHECKING:
+    from launcher.task import Task
+
+LineCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ManagedJob:
+    id: int
+    name: str
+    task_id: str
+    controller_pid: int | None
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    attempt: int
+    cluster: str
+    cause: str
+    where: str
+    instance_type: str | None
+    num_nodes: int | None
+    use_spot: bool | None
+    node_price: float | None
+    started_at: float
+    running_at: float | None
+    ended_at: float | None
+    outcome: str | None
+    reason: str | None
+    exit_code: int | None
+    recovery_s: float | None
+    work_lost_s: float | None
+    node_hours: float
+    cost: float
+
+    @staticmethod
+    def of(a: AttemptRow) -> AttemptView:
+        c = attempt_cost(a)
+        return AttemptView(
+            attempt=a.attempt, cluster=a.cluster_name, cause=a.cause, where=a.where,
+            instance_type=a.instance_type, num_nodes=a.num_nodes, use_spot=a.use_spot,
+            node_price=a.node_price, started_at=a.created_at, running_at=a.running_at,
+            ended_at=a.ended_at, outcome=a.outcome, reason=a.outcome_reason,
+            exit_code=a.exit_code, recovery_s=a.recovery_s, work_lost_s=a.work_lost_s,
+            node_hours=round(c.node_hours, 6), cost=round(c.cost, 6),
+        )
+
+
+@dataclass(frozen=True)
+class ManagedJobDetail:
+    summary: JobSummary
+    attempts: list[AttemptView]
+    events: list[EventRow]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.summary.to_json(),
+            "attempts_detail": [asdict(a) for a in self.attempts],
+            "events": [asdict(e) for e in self.events],
+        }
+
+
+def _validate(task: Task) -> None:
+    if not task.run:
+        raise TaskValidationError("a managed job needs a `run` command.", field="run",
+                                  source=task.source_path)
+
+
+def jobs_launch(task: Task | str, name: str | None = None, *, start_controller: bool = True
+                ) -> ManagedJob:
+    """Submit `task` (a Task or a YAML path) as a managed job. Returns at once.
+
+    Raises TaskValidationError for a bad task (including an unknown
+    job_recovery strategy)."""
+    from launcher.task import Task as TaskCls
+
+    t = TaskCls.from_yaml(task) if isinstance(task, str) else task
+    _validate(t)
+    rec = t.job_recovery
+    try:
+        strategy = normalize_strategy(rec.strategy if rec else None)
+    except ValueError as exc:
+        raise TaskValidationError(str(exc), field="resources.job_recovery.strategy",
+                                  source=t.source_path) from None
+    job_name = name or t.name or (Path(t.source_path).stem if t.source_path else "managed-job")
+    store = JobStore()
+    try:
+        row = store.add_job(
+            name=job_name,
+            task_yaml=json.dumps(t.to_dict(include_secrets=True)),
+            task_source=t.source_path,
+            strategy=strategy,
+            max_restarts_on_errors=rec.max_restarts_on_errors if rec else 0,
+            recover_on_exit_codes=rec.recover_on_exit_codes if rec else (),
+        )
+    finally:
+        store.close()
+    pid = jobs_controller_start().pid if start_controller else None
+    return ManagedJob(row.id, row.name, row.task_id, pid)
+
+
+def jobs_queue() -> list[JobSummary]:
+    store = JobStore()
+    try:
+        now = time.time()
+        return [summarize(j, store.attempts(j.id), now) for j in store.jobs()]
+    finally:
+        store.close()
+
+
+def jobs_status(job_id: int) -> JobSummary:
+    """Raises ManagedJobNotFoundError."""
+    store = JobStore()
+    try:
+        return summarize(store.job(job_id), store.attempts(job_id))
+    finally:
+        store.close()
+
+
+def jobs_detail(job_id: int) -> ManagedJobDetail:
+    store = JobStore()
+    try:
+        job = store.job(job_id)
+        attempts = store.attempts(job_id)
+        return ManagedJobDetail(summarize(job, attempts), [AttemptView.of(a) for a in attempts],
+                                store.events(job_id))
+    finally:
+        store.close()
+
+
+def jobs_cancel(job_id: int) -> JobSummary:
+    """Ask the controller to cancel the job (idempotent; a finished job is left as is).
+    Starts the controller if none runs, so the request is acted on."""
+    store = JobStore()
+    try:
+        job = store.job(job_id)
+        if not job.status.is_terminal:
+            store.request_cancel(job_id)
+            jobs_controller_start()
+        return summarize(store.job(job_id), store.attempts(job_id))
+    finally:
+        store.close()
+
+
+def jobs_wait(job_id: int, timeout: float | None = None, poll_s: float = 0.2) -> JobSummary:
+    """Block until the job reaches a terminal status (or `timeout` passes)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    store = JobStore()
+    try:
+        while True:
+            job = store.job(job_id)
+            if job.status.is_terminal or (end is not None and time.monotonic() >= end):
+                return summarize(job, store.attempts(job_id))
+            time.sleep(poll_s)
+    finally:
+        store.close()
+
+
+# ---- logs -----------------------------------------------------------------------------
+
+
+def attempt_header(a: AttemptRow) -> str:
+    what = a.instance_type or "?"
+    nodes = f"{a.num_nodes}x " if a.num_nodes else ""
+    return (f"=== attempt {a.attempt} ({a.cause}) on {a.where}: {nodes}{what}"
+            f"{' spot' if a.use_spot else ''}, cluster {a.cluster_name} ===")
+
+
+def attempt_footer(a: AttemptRow) -> str:
+    why = f": {a.outcome_reason}" if a.outcome_reason else ""
+    return f"=== attempt {a.attempt} ended {a.outcome or 'ENDED'}{why} ==="
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
+              poll_s: float = 0.3) -> JobSummary:
+    """Write the job's output to `on_line`, every attempt in order, each headed by where
+    it ran. Past attempts come from the local copies the controller keeps; the
+    current one is streamed from its cluster. With `follow`, returns when the job
+    has ended (its final summary); else after one pass."""
+    from launcher.jobs.cluster_ops import RealClusterOps
+
+    ops = RealClusterOps()
+    store = JobStore()
+    done: set[int] = set()
+    shown: dict[int, int] = {}  # attempt -> job lines already shown
+    headed: set[int] = set()
+    try:
+        while True:
+            job = store.job(job_id)
+            attempts = store.attempts(job_id)
+            for a in attempts:
+                if a.attempt in done:
+                    continue
+                saved = paths.attempt_log_path(job_id, a.attempt)
+                finished = a.torn_down_at is not None or a.phase == "ENDED"
+                if a.cloud is None and not finished:
+                    break  # still provisioning: nothing to show yet
+                if a.attempt not in headed:
+                    on_line(attempt_header(a))
+                    headed.add(a.attempt)
+                    for line in _read_lines(saved.with_suffix(".setup.log")):
+                        on_line(f"(setup) {line}")
+                if a.torn_down_at is not None or (finished and saved.exists()):
+                    for line in _read_lines(saved)[shown.get(a.attempt, 0):]:
+                        on_line(line)
+                    on_line(attempt_footer(a))
+                    done.add(a.attempt)
+                    continue
+                if a.cluster_job_id is None:
+                    break
+                # Live: stream from the cluster (follow) or take a snapshot. The stream is
+                # given up as soon as the controller decides the attempt's outcome (a
+                # preempted head may never report its job as ended); the rest of its
+                # output then comes from the copy the controller saves.
+                shown[a.attempt] = _stream_live(ops, store, a, on_line, shown.get(a.attempt, 0),
+                                                follow)
+                break
+            if not follow:
+                return summarize(job, attempts)
+            if job.status.is_terminal and len(done) == len(attempts):
+                return summarize(job, attempts)
+            time.sleep(poll_s)
+    finally:
+        store.close()
+
+
+def _stream_live(ops: Any, store: JobStore, a: AttemptRow, on_line: LineCallback, already: int,
+                 follow: bool) -> int:
+    """Stream attempt `a`'s output from its cluster, skipping the first `already` lines.
+    Returns how many lines have now been shown."""
+    lock = threading.Lock()
+    stopped = threading.Event()
+    seen = 0
+
+    def emit(line: str) -> None:
+        nonlocal seen
+        with lock:
+            if stopped.is_set():
+                return
+            seen += 1
+            if seen > already:
+                on_line(line.rstrip("\n"))
+
+    def work() -> None:
+        with contextlib.suppress(Exception):  # unreachable node: the saved copy follows
+            ops.fetch_logs(a.cluster_name, a.cluster_job_id, emit, follow)
+
+    t = threading.Thread(target=work, daemon=True, name=f"logs-{a.cluster_name}")
+    t.start()
+    if not follow:
+        t.join(30.0)
+    while t.is_alive():
+        t.join(0.3)
+        now = store.attempt(a.job_id, a.attempt)
+        if now.outcome is not None or now.phase == "ENDED":
+            t.join(1.0)
+            break
+    with lock:
+        stopped.set()
+        return max(already, seen)
+
+
+def controller_log_lines(job_id: int | None = None) -> list[str]:
+    """The controller's log (only lines about `job_id` when given)."""
+    lines = _read_lines(paths.controller_log_path())
+    if job_id is None:
+        return lines
+    tag = f"job {job_id}:"
+    return [ln for ln in lines if tag in ln]
+
+
+# ---- the controller process ---------------------------------------------------------------
+
+
+def jobs_controller_status() -> ControllerInfo:
+    return probe()
+
+
+def jobs_controller_start(wait_s: float = 5.0) -> ControllerInfo:
+    """Start the controller unless one runs. Returns once it holds its lock (or the
+    wait expires: the process may still be starting). Idempotent."""
+    info = probe()
+    if info.running:
+        return info
+    paths.jobs_dir().mkdir(parents=True, exist_ok=True)
+    with open(paths.controller_log_path(), "a") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "launcher.jobs.daemon"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            close_fds=True, env=dict(os.environ),
+        )
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        info = probe()
+        if info.running:
+            return info
+        if proc.poll() is not None:  # lost the race to another controller, or died
+            return probe()
+        time.sleep(0.02)
+    return probe()
+
+
+def jobs_controller_stop(timeout: float = 30.0) -> ControllerInfo:
+    """SIGTERM the controller and wait for it to let go of its lock. Jobs keep running
+    on their clusters; the next controller resumes them."""
+    info = probe()
+    if not info.running or info.pid is None:
+        return info
+    try:
+        os.kill(info.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return probe()
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        info = probe()
+        if not info.running:
+            return info
+        time.sleep(0.05)
+    raise LauncherError(f"The controller (pid {info.pid}) did not stop within {timeout:.0f} s.")

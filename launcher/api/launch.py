@@ -1,0 +1,319 @@
+"""`launch` and `exec_`: bring a cluster up (or reuse it), set it up, run a job on it.
+
+The launch flow (blocking; `on_event` gets progress lines, `on_line` job output):
+1. Name: the given one (validated) or a fresh `launcher-<4 hex>`.
+2. Take the cluster's lock (a second launch of the same name fails at once with
+   ClusterBusyError) - held until the job is submitted, not while logs stream.
+3. An existing UP cluster that fits the task is reused (sync + setup + run, like
+   `sky launch -c`); a STOPPED one is started; one left INIT by a dead launch,
+   or PREEMPTED, is terminated and provisioned afresh. Otherwise: plan and
+   provision with failover (launcher.api.provision), recording the cluster
+   before any cloud call.
+4. Agent install (in parallel with the file sync), sync workdir + file_mounts,
+   setup on all nodes (fail fast), then the run is submitted as a job and
+   its output streamed with rank prefixes until it ends (unless detach_run).
+
+Failure policy:
+- during provisioning: every partial attempt is terminated; if the launch
+  created the cluster and no placement worked, its row is removed.
+- after provisioning (sync, setup, agent): the cluster is kept UP so it can be
+  inspected or relaunched (SkyPilot does the same) - unless the launch created
+  it with `down=True`, in which case it is taken down before the error is raised.
+- Ctrl-C while provisioning terminates what was being created; Ctrl-C while
+  following the job leaves the job running (`launcher logs` re-attaches).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from launcher.api.cluster_common import (
+    CloudFn,
+    ClusterNotReadyError,
+    LaunchResult,
+    LineCallback,
+    TaskDoesNotFitError,
+    default_cloud,
+    finished,
+    fit_problem,
+    job_spec_for,
+    noop,
+    require_user_owned,
+    terminate_everywhere,
+)
+from launcher.api.provision import (
+    ConfirmCallback,
+    EventCallback,
+    PlanFn,
+    default_plan,
+    provision_with_failover,
+)
+from launcher.clouds.base import ClusterInfo, FailoverAttempt, NodeState
+from launcher.errors import ClusterNotFoundError
+from launcher.state import (
+    ClusterStatus,
+    StateDB,
+    acquire_cluster_lock,
+    validate_cluster_name,
+)
+
+if TYPE_CHECKING:
+    from launcher.runtime.agent_client import AgentClient
+    from launcher.task import Task
+
+__all__ = [
+    "ClusterNotReadyError",
+    "LaunchResult",
+    "TaskDoesNotFitError",
+    "generate_cluster_name",
+    "job_spec_for",
+    "launch",
+    "prepare_cluster",
+]
+
+
+# `launch --down` while following the job: the agent's fallback autostop, should the
+# client die before it can take the cluster down itself.
+CLIENT_DOWN_SAFETY_MINUTES = 1.0
+
+
+def generate_cluster_name(db: StateDB) -> str:
+    """`launcher-<4 hex>`, not used by any existing cluster."""
+    while True:
+        name = f"launcher-{secrets.token_hex(2)}"
+        if db.get_cluster(name) is None:
+            return name
+
+
+# ----------------------------------------------------------------- runtime bring-up
+
+
+def _mark_up(db: StateDB, cluster: ClusterInfo) -> None:
+    db.set_nodes(cluster.cluster_name, cluster.nodes)
+    db.set_status(cluster.cluster_name, ClusterStatus.UP)
+
+
+def prepare_cluster(
+    db: StateDB,
+    cluster: ClusterInfo,
+    task: Task | None,
+    *,
+    run_setup_script: bool = True,
+    on_event: EventCallback = noop,
+    on_setup_line: LineCallback | None = None,
+    task_id: str | None = None,
+    checkpoint_dir: str | None = None,
+) -> AgentClient:
+    """Install the agent (in parallel with the file sync), sync files, run setup.
+
+    Blocking. Marks the cluster UP as soon as the agent is running (so a setup
+    failure leaves a usable cluster). Raises SetupFailedError, runner errors.
+    """
+    from launcher.runtime import execution
+
+    runners = execution.open_runners(cluster)
+    agent_result: list[AgentClient] = []
+    agent_error: list[BaseException] = []
+
+    def install() -> None:
+        try:
+            agent_result.append(execution.install_agent(cluster, runners[0]))
+        except BaseException as exc:  # re-raised below
+            agent_error.append(exc)
+
+    installer = threading.Thread(target=install, daemon=True)
+    installer.start()
+    try:
+        if task is not None:
+            execution.sync_task_files(runners, task, on_event=on_event)
+        installer.join()
+        if agent_error:
+            raise agent_error[0]
+        _mark_up(db, cluster)
+        if task is not None and task.setup and run_setup_script:
+            on_event(f"Running setup on {len(runners)} node(s)")
+            gpus = execution.gpu_devices(cluster)
+            envs = [
+                {
+                    **task.envs,
+                    **task.secrets,
+                    **execution.node_env(
+                        cluster,
+                        node.rank,
+                        gpus_per_node=_gpus_per_node(task, db, cluster.cluster_name),
+                        cuda_visible_devices=gpus.get(node.rank),
+                        task_id=task_id,
+                        checkpoint_dir=checkpoint_dir,
+                    ),
+                }
+                for node in cluster.nodes
+            ]
+            execution.run_setup(
+                cluster,
+                runners,
+                task.setup,
+                envs=envs,
+                log_dir=execution.setup_log_dir(cluster.cluster_name),
+                on_line=on_setup_line,
+            )
+            db.add_event(cluster.cluster_name, "setup-done", f"{len(runners)} node(s)")
+    finally:
+        installer.join()
+        execution.close_runners(runners)
+    return agent_result[0]
+
+
+def _gpus_per_node(task: Task, db: StateDB, cluster_name: str) -> float:
+    rec = db.get_cluster(cluster_name)
+    return rec.accelerator_count if rec else 0.0
+
+
+# ----------------------------------------------------------------- launch
+
+
+def launch(
+    task: Task,
+    cluster_name: str | None = None,
+    *,
+    detach_run: bool = False,
+    idle_minutes: float | None = None,
+    down: bool = False,
+    yes: bool = True,
+    confirm: ConfirmCallback | None = None,
+    on_line: LineCallback | None = None,
+    on_event: EventCallback | None = None,
+    on_setup_line: LineCallback | None = None,
+    plan_fn: PlanFn = default_plan,
+    cloud_fn: CloudFn = default_cloud,
+) -> LaunchResult:
+    """Launch `task` on a new or existing cluster and run it. Blocking.
+
+    `idle_minutes`/`down` set autostop after the job is submitted (`down=True`
+    alone = take the cluster down as soon as it is idle, i.e. after the job).
+    The task's own `autostop` is used when neither is given. `confirm` (unless
+    `yes`) is asked before provisioning a paid placement. Raises LauncherError
+    subclasses: ClusterBusyError, NoPlacementError, ProvisionFailedError,
+    LaunchAbortedError, SetupFailedError, TaskDoesNotFitError...
+    """
+    emit = on_event or noop
+    if idle_minutes is None and not down and task.autostop is not None:
+        idle_minutes, down = task.autostop.idle_minutes, task.autostop.down
+    with StateDB() as db:
+        name = validate_cluster_name(cluster_name) if cluster_name else generate_cluster_name(db)
+        lock = acquire_cluster_lock(name, purpose="launch")
+        try:
+            cluster, attempts, created, reused = _get_cluster(
+                db, name, task, plan_fn=plan_fn, cloud_fn=cloud_fn,
+                confirm=None if yes else confirm, emit=emit,
+            )
+            try:
+                client = prepare_cluster(db, cluster, task, on_event=emit, on_setup_line=on_setup_line)
+            except BaseException:
+                if created and down:
+                    emit(f"Taking {name} down (launched with --down)")
+                    _down_locked(db, name, cloud_fn)
+                raise
+            rec = db.require_cluster(name)
+            result = LaunchResult(
+                cluster_name=name, cloud=cluster.cloud, region=cluster.region, zone=cluster.zone,
+                num_nodes=len(cluster.nodes), hourly_cost=rec.hourly_cost, created=created,
+                reused=reused, attempts=attempts,
+            )
+            if task.run:
+                job_id = client.submit(job_spec_for(task, cluster, rec))
+                db.add_event(name, "job-submitted", f"job {job_id}")
+                emit(f"Job {job_id} submitted to {name}")
+                result = replace(result, job_id=job_id)
+            # `--down` with no idle time: down as soon as the job ends. While we follow
+            # the job, we do it ourselves after its last line (an agent-side down could
+            # race our log stream); the agent gets a short safety net in case we die.
+            client_downs = down and not idle_minutes and result.job_id is not None and not detach_run
+            if idle_minutes is not None or down:
+                minutes = CLIENT_DOWN_SAFETY_MINUTES if client_downs else (idle_minutes or 0)
+                client.set_autostop(minutes, down)
+                db.set_autostop(name, minutes, down)
+        finally:
+            lock.release()
+    if result.job_id is None or detach_run:
+        return result
+    done = finished(result, client.follow_logs(result.job_id, on_line or noop, follow=True))
+    if client_downs:
+        from launcher.api.clusters import down as down_cluster
+
+        emit(f"Taking {name} down (--down)")
+        with contextlib.suppress(ClusterNotFoundError):  # the safety net was faster
+            down_cluster(name, cloud_fn=cloud_fn)
+    return done
+
+
+def _get_cluster(
+    db: StateDB,
+    name: str,
+    task: Task,
+    *,
+    plan_fn: PlanFn,
+    cloud_fn: CloudFn,
+    confirm: ConfirmCallback | None,
+    emit: EventCallback,
+) -> tuple[ClusterInfo, list[FailoverAttempt], bool, bool]:
+    """(cluster, failover attempts, created, reused) with the lock held."""
+    rec = db.get_cluster(name)
+    if rec is not None:
+        require_user_owned(rec)
+    if rec is not None and rec.status in (ClusterStatus.UP, ClusterStatus.STOPPED):
+        problem = fit_problem(rec, task)
+        if problem:
+            raise TaskDoesNotFitError(
+                f"Cluster {name!r} ({rec.resources} on {rec.cloud}/{rec.region}) cannot run this "
+                f"task: {problem}. Use another cluster name, or `launcher down {name}` first."
+            )
+        cloud = cloud_fn(rec.cloud)
+        view = cloud.query(name)
+        states = set(view.values())
+        if rec.status is ClusterStatus.UP and states == {NodeState.RUNNING}:
+            emit(f"Reusing cluster {name} ({rec.resources})")
+            return db.cluster_info(name), [], False, True
+        if states and states <= {NodeState.RUNNING, NodeState.STOPPED} and hasattr(cloud, "start"):
+            emit(f"Starting stopped cluster {name}")
+            info: ClusterInfo = cloud.start(name)
+            db.set_nodes(name, info.nodes)
+            db.open_usage(db.require_cluster(name))
+            return info, [], False, False
+        emit(f"Cluster {name} is gone or damaged in the cloud ({_states(view)}): relaunching")
+    if rec is not None:
+        terminate_everywhere(db, rec, cloud_fn)
+        db.delete_cluster(name, reason="relaunch")
+    try:
+        got = provision_with_failover(
+            task, name, db, plan_fn=plan_fn, cloud_fn=cloud_fn, confirm=confirm, on_event=emit
+        )
+    except BaseException:
+        # Nothing was provisioned (every attempt was terminated): forget the name -
+        # unless a terminate failed, then the INIT row stays so `down` can retry.
+        left = db.get_cluster(name)
+        if left is not None:
+            with contextlib.suppress(Exception):
+                terminate_everywhere(db, left, cloud_fn)
+                db.delete_cluster(name, reason="launch failed")
+        raise
+    return got.cluster, got.attempts, True, False
+
+
+def _states(view: dict[str, NodeState]) -> str:
+    if not view:
+        return "no nodes"
+    return ", ".join(f"{k}: {v.value}" for k, v in sorted(view.items()))
+
+
+def _down_locked(db: StateDB, name: str, cloud_fn: CloudFn) -> None:
+    rec = db.get_cluster(name)
+    if rec is None:
+        return
+    terminate_everywhere(db, rec, cloud_fn)
+    db.delete_cluster(name, reason="down")
+
+

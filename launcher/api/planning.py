@@ -1,0 +1,764 @@
+"""Planning API: where a task can run and what it costs, over every catalog cloud.
+
+`plan`, `cost`, `gpus`, `gpu_summary`, `catalog_status`, `enabled_clouds`.
+Everything here is read-only and needs no credentials: prices come from the
+catalog snapshot, `enabled` from `launcher.clouds.registry.credential_status`.
+Results are typed dataclasses with `to_json()`; nothing here prints.
+Raises `NoPlacementError` when nothing fits (explained per constraint),
+`TaskValidationError` for unknown accelerator names, `LauncherError` for bad filters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from launcher.catalog.offer import FABRICS, RDMA_FABRICS, Offer
+from launcher.errors import LauncherError, NoPlacementError
+from launcher.optimizer import (
+    LOCAL_CLOUD,
+    Blocked,
+    Failure,
+    Placement,
+    Rejection,
+    candidate_failures,
+    failure_key,
+    fmt_count,
+    fmt_money,
+    rank,
+)
+from launcher.resources import REQUESTABLE_FABRICS, ResourceCandidate
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from launcher.catalog.status import CatalogStatus
+    from launcher.clouds.base import CredentialStatus
+    from launcher.task import Task
+
+__all__ = [
+    "GpuListing",
+    "GpuRow",
+    "GpuSummaryRow",
+    "Plan",
+    "catalog_status",
+    "cost",
+    "enabled_clouds",
+    "gpu_summary",
+    "gpus",
+    "parse_accelerator_spec",
+    "plan",
+]
+
+
+# ---------------------------------------------------------------- plan / cost
+
+# Why a catalog cloud without an implementation is not enabled.
+NO_PROVISIONER = "no provisioner in this version (cost queries only)"
+
+
+@dataclass
+class Plan:
+    """The ranked placements for a task over every catalog cloud.
+
+    `placements` best first; `enabled[i]` says whether placement i's cloud can be
+    launched on here; `chosen` is the index of the first enabled one (None when no
+    placement is on an enabled cloud); `rejected` has one entry per offer that served
+    no candidate; `notes` are plain sentences worth showing (e.g. why `local` is in).
+    """
+
+    task: Task
+    placements: list[Placement]
+    enabled: list[bool]
+    chosen: int | None
+    rejected: list[Rejection]
+    hours: float | None = None
+    notes: list[str] = field(default_factory=list)
+    disabled_reasons: dict[str, str] = field(default_factory=dict)  # cloud -> why not enabled
+
+    @property
+    def chosen_placement(self) -> Placement | None:
+        return None if self.chosen is None else self.placements[self.chosen]
+
+    def rejection_summary(self) -> list[tuple[str, int]]:
+        """(reason, count) over `rejected`, most common first, then alphabetical."""
+        counts: dict[str, int] = {}
+        for r in self.rejected:
+            counts[r.reason] = counts.get(r.reason, 0) + 1
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def to_json(self) -> dict[str, Any]:
+        """The pinned dry-run JSON: {"placements", "chosen", "rejected"} (+ "hours", "notes")."""
+        return {
+            "placements": [
+                placement_to_dict(p, e) for p, e in zip(self.placements, self.enabled, strict=True)
+            ],
+            "chosen": self.chosen,
+            "rejected": [
+                {
+                    "cloud": r.cloud,
+                    "instance_type": r.instance_type,
+                    "region": r.region,
+                    "zone": r.zone,
+                    "reason": r.reason,
+                }
+                for r in self.rejected
+            ],
+            "hours": self.hours,
+            "notes": list(self.notes),
+        }
+
+    to_dict = to_json
+
+
+def placement_to_dict(p: Placement, enabled: bool) -> dict[str, Any]:
+    """One placement in the dry-run / cost JSON shape."""
+    return {
+        "cloud": p.cloud,
+        "region": p.region,
+        "zone": p.zone,
+        "instance_type": p.instance_type,
+        "accelerator": p.accelerator,
+        "accelerator_count": p.accelerator_count,
+        "num_nodes": p.num_nodes,
+        "use_spot": p.use_spot,
+        "node_price": p.node_price,
+        "hourly_cost": p.hourly_cost,
+        "total_cost": p.total_cost,
+        "fabric": p.fabric,
+        "fabric_gbps": p.fabric_gbps,
+        "max_nodes": p.offer.max_nodes,
+        "vcpus": p.offer.vcpus,
+        "memory_gib": p.offer.memory_gib,
+        "preference": p.candidate.preference,
+        "enabled": enabled,
+    }
+
+
+def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -> Plan:
+    """Rank every catalog offer for `task`. Blocking only on local reads; no network.
+
+    Accelerator names are canonicalized against the catalog first (TaskValidationError
+    with suggestions for unknown names). The `local` cloud takes part only when the task
+    names it or when no other catalog cloud is enabled here (a note says so).
+    Raises NoPlacementError, explained per constraint, when no offer fits at all.
+    """
+    from launcher.catalog import query
+    from launcher.task import canonicalize_accelerators
+
+    if hours is not None and not hours > 0:
+        raise LauncherError(f"--hours must be a positive number of hours, got {hours:g}.")
+    task = canonicalize_accelerators(task, query.accelerator_names())
+    cands = task.candidates()
+    offers = _offers_for(query, cands)
+
+    status_cache: dict[str, CredentialStatus] = {}
+
+    def status(cloud: str) -> CredentialStatus:
+        st = status_cache.get(cloud)
+        if st is None:
+            st = status_cache[cloud] = _credential_status(cloud)
+        return st
+
+    notes: list[str] = []
+    names_local = any(c.cloud == LOCAL_CLOUD for c in cands)
+    include_local = False
+    if not names_local and any(c.cloud is None for c in cands):
+        others = sorted({o.cloud for o in offers} | _implemented_catalog_clouds(query))
+        others = [c for c in others if c != LOCAL_CLOUD]
+        if not any(status(c).enabled for c in others):
+            include_local = True
+            if any(o.cloud == LOCAL_CLOUD for o in offers):
+                notes.append(
+                    "The local cloud is a candidate because no other cloud is enabled here."
+                )
+
+    ranking = rank(task, offers, blocked, hours, include_local=include_local)
+    if not ranking.placements:
+        raise NoPlacementError(
+            explain_no_placement(task.num_nodes, cands, offers, blocked, include_local)
+        )
+
+    enabled = [status(p.cloud).enabled for p in ranking.placements]
+    chosen = next((i for i, e in enumerate(enabled) if e), None)
+    disabled = {c: s.reason for c, s in sorted(status_cache.items()) if not s.enabled}
+    if chosen is None:
+        by_reason: dict[str, list[str]] = {}
+        for c in sorted({p.cloud for p in ranking.placements}):
+            by_reason.setdefault(disabled.get(c, "not enabled"), []).append(c)
+        notes.append(
+            "No placement is on an enabled cloud ("
+            + "; ".join(f"{', '.join(cs)}: {reason}" for reason, cs in by_reason.items())
+            + ")."
+        )
+    return Plan(task, ranking.placements, enabled, chosen, ranking.rejected, hours, notes, disabled)
+
+
+def cost(task: Task, hours: float | None = None) -> Plan:
+    """`plan` with total costs for `hours` (None: hourly costs only). Same errors as `plan`."""
+    return plan(task, hours=hours)
+
+
+def _credential_status(cloud: str) -> CredentialStatus:
+    from launcher.clouds.base import CredentialStatus
+    from launcher.clouds.registry import IMPLEMENTED, credential_status
+
+    if cloud not in IMPLEMENTED:  # skip the registry import chain for catalog-only clouds
+        return CredentialStatus(False, NO_PROVISIONER)
+    return credential_status(cloud)
+
+
+def _catalog_clouds(query: Any) -> list[str]:
+    """Every cloud the catalog has rows for (from its metadata; no row is read)."""
+    return [c.cloud for c in query.status().clouds]
+
+
+def _implemented_catalog_clouds(query: Any) -> set[str]:
+    from launcher.clouds.registry import IMPLEMENTED
+
+    return set(IMPLEMENTED) & set(_catalog_clouds(query))
+
+
+def enabled_clouds(clouds: Iterable[str] | None = None) -> dict[str, CredentialStatus]:
+    """Credential status per cloud (default: every cloud with an implementation). Never raises."""
+    from launcher.clouds.registry import IMPLEMENTED
+
+    names = list(IMPLEMENTED) if clouds is None else list(clouds)
+    return {name: _credential_status(name) for name in names}
+
+
+def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
+    """The catalog rows any candidate could use, read through the catalog's index.
+
+    GPU candidates fetch their accelerators' rows only; CPU-only or instance-type
+    candidates need the rows without accelerators (or all rows), narrowed to the
+    candidates' clouds when every such candidate names one.
+    """
+    accs = sorted({c.accelerator for c in cands if c.accelerator is not None})
+    wide = [c for c in cands if c.accelerator is None]
+    out: list[Offer] = list(query.offers(accelerators=accs)) if accs else []
+    if wide:
+        clouds = (
+            None
+            if any(c.cloud is None for c in wide)
+            else sorted({c.cloud for c in wide if c.cloud})
+        )
+        need_gpu_rows = any(c.instance_type is not None for c in wide)
+        seen = set(accs)
+        for o in query.offers(clouds=clouds):
+            if o.accelerator is None or (need_gpu_rows and o.accelerator not in seen):
+                out.append(o)
+    return out
+
+
+# ---------------------------------------------------------------- explaining "nothing fits"
+
+
+def describe_candidate(c: ResourceCandidate, num_nodes: int) -> str:
+    """ "3 spot nodes of H100:8 on vast with infiniband" — what one candidate asks for."""
+    nodes = f"{num_nodes} {'spot ' if c.use_spot else ''}node{'s' if num_nodes != 1 else ''}"
+    parts = [
+        f"{nodes} of {c.accelerator}:{fmt_count(c.accelerator_count)}" if c.accelerator else nodes
+    ]
+    if c.instance_type:
+        parts.append(f"of type {c.instance_type}")
+    if c.cpus is not None:
+        parts.append(f"with {fmt_count(c.cpus)}{'+' if c.cpus_at_least else ''} vCPUs")
+    if c.memory_gib is not None:
+        parts.append(f"with {fmt_count(c.memory_gib)}{'+' if c.memory_at_least else ''} GiB memory")
+    if c.cloud:
+        parts.append(f"on {c.cloud}")
+    if c.region:
+        parts.append(f"in {c.region}")
+    if c.zone:
+        parts.append(f"in zone {c.zone}")
+    if c.network is not None:
+        if c.network.fabric == "rdma":
+            parts.append("with an RDMA fabric")
+        elif c.network.fabric != "any":
+            parts.append(f"with {c.network.fabric}")
+        if c.network.min_gbps is not None:
+            parts.append(f"at {fmt_count(c.network.min_gbps)}+ Gbps")
+    if c.max_hourly_cost is not None:
+        parts.append(f"under {fmt_money(c.max_hourly_cost)}/h")
+    return " ".join(parts)
+
+
+_SHAPE_KINDS = frozenset({"accelerator", "instance_type", "location"})
+
+
+def explain_no_placement(
+    num_nodes: int,
+    cands: Sequence[ResourceCandidate],
+    offers: Sequence[Offer],
+    blocked: Blocked = Blocked(),
+    include_local: bool = False,
+) -> str:
+    """One paragraph saying, per candidate, which constraint(s) no offer meets.
+
+    For each candidate: the offers of its accelerator, in its cloud/region/zone and of
+    its per-node count are "the right shape". If there are none, say what shapes exist.
+    Otherwise, per cloud, name what keeps its closest offers out (fewest failed checks):
+    "no offer with 3 nodes of H100:8 on vast with infiniband: vast offers max 1 node and
+    no fabric data".
+    """
+    if not cands:
+        return "The task has no resource candidates."
+    clauses: list[str] = []
+    seen: set[str] = set()
+    for c in sorted(cands, key=lambda c: c.preference):
+        desc = describe_candidate(c, num_nodes)
+        if desc in seen:
+            continue
+        seen.add(desc)
+        clauses.append(
+            f"no offer with {desc}: {_explain_candidate(c, num_nodes, offers, blocked, include_local)}"
+        )
+    text = "; ".join(clauses)
+    return text[0].upper() + text[1:] + "."
+
+
+def _explain_candidate(
+    c: ResourceCandidate,
+    num_nodes: int,
+    offers: Sequence[Offer],
+    blocked: Blocked,
+    include_local: bool,
+) -> str:
+    if c.accelerator is not None:
+        same_acc = [o for o in offers if o.accelerator == c.accelerator]
+        what = c.accelerator
+    elif c.instance_type is not None:
+        same_acc = [o for o in offers if o.instance_type == c.instance_type]
+        what = f"instance type {c.instance_type}"
+    else:
+        same_acc = [o for o in offers if o.accelerator is None]
+        what = "CPU-only instances"
+    if not same_acc:
+        return f"the catalog has no {what}"
+    # Offers with equal failure keys fail identically: work per group, not per offer.
+    keyer = failure_key(c, blocked)
+    groups: dict[tuple[object, ...], tuple[list[Failure], list[Offer]]] = {}
+    for o in same_acc:
+        k = keyer(o)
+        g = groups.get(k)
+        if g is None:
+            groups[k] = (candidate_failures(o, c, num_nodes, blocked, include_local), [o])
+        else:
+            g[1].append(o)
+    group_list = list(groups.values())
+    shaped = [(fs, offs) for fs, offs in group_list if not any(f.kind in _SHAPE_KINDS for f in fs)]
+    if not shaped:
+        return _explain_shape(c, same_acc, group_list, what)
+    by_cloud: dict[str, list[tuple[list[str], list[Offer]]]] = {}
+    for fs, offs in shaped:
+        by_cloud.setdefault(offs[0].cloud, []).append(([f.kind for f in fs], offs))
+    parts = []
+    for cloud, rows in sorted(by_cloud.items()):
+        fewest = min(len(kinds) for kinds, _ in rows)
+        kinds_in_order: list[str] = []
+        for kinds, _ in rows:
+            if len(kinds) == fewest:
+                kinds_in_order.extend(k for k in kinds if k not in kinds_in_order)
+        cloud_offers = [o for _, offs in rows for o in offs]
+        phrases = [
+            _phrase(kind, c, num_nodes, cloud_offers) for kind in _ordered_kinds(kinds_in_order)
+        ]
+        parts.append(f"{cloud} offers {' and '.join(phrases)}")
+    return "; ".join(parts)
+
+
+_KIND_ORDER = ("cpus", "memory", "market", "gang", "fabric", "bandwidth", "cost", "blocked")
+
+
+def _ordered_kinds(kinds: Iterable[str]) -> list[str]:
+    present = set(kinds)
+    return [k for k in _KIND_ORDER if k in present]
+
+
+def _phrase(kind: str, c: ResourceCandidate, num_nodes: int, offers: Sequence[Offer]) -> str:
+    """What `offers` (one cloud's right-shaped rows) have, for one failed constraint kind."""
+    if kind == "gang":
+        limits = [o.max_nodes for o in offers if o.max_nodes is not None]
+        most = max(limits) if limits else 0
+        return f"max {most} node{'s' if most != 1 else ''}"
+    if kind == "fabric":
+        known = sorted({o.fabric for o in offers if o.fabric is not None})
+        if not known:
+            return "no fabric data"
+        return f"fabric {'/'.join(known)} only" + (
+            " (others unknown)" if any(o.fabric is None for o in offers) else ""
+        )
+    if kind == "bandwidth":
+        known_gbps = [o.fabric_gbps for o in offers if o.fabric_gbps is not None]
+        if not known_gbps:
+            return "no bandwidth data"
+        return f"at most {fmt_count(max(known_gbps))} Gbps"
+    if kind == "market":
+        return "no spot price" if c.use_spot else "no on-demand price"
+    if kind == "cost":
+        prices = [p for o in offers if (p := o.hourly_price(c.use_spot)) is not None]
+        cheapest = min(prices) * num_nodes if prices else 0.0
+        cap = c.max_hourly_cost or 0.0
+        return f"nothing under max_hourly_cost {fmt_money(cap)} (cheapest {fmt_money(cheapest)}/h)"
+    if kind in ("cpus", "memory"):
+        unit = "vCPUs" if kind == "cpus" else "GiB memory"
+        vals = sorted(
+            {v for o in offers if (v := o.vcpus if kind == "cpus" else o.memory_gib) is not None}
+        )
+        if not vals:
+            return f"no {unit} data"
+        at_least = c.cpus_at_least if kind == "cpus" else c.memory_at_least
+        if at_least:
+            return f"at most {fmt_count(vals[-1])} {unit}"
+        if len(vals) <= 6:
+            return f"{', '.join(fmt_count(v) for v in vals)} {unit} only"
+        return f"{fmt_count(vals[0])} to {fmt_count(vals[-1])} {unit}, none exactly as asked"
+    if kind == "blocked":
+        return "only blocked places"
+    return kind
+
+
+def _explain_shape(
+    c: ResourceCandidate,
+    same_acc: Sequence[Offer],
+    groups: Sequence[tuple[Sequence[Failure], Sequence[Offer]]],
+    what: str,
+) -> str:
+    """Nothing has the right accelerator count / type / location: say what exists."""
+    where_ok = [
+        o
+        for fs, offs in groups
+        if not any(f.kind in ("location", "instance_type") for f in fs)
+        for o in offs
+    ]
+    if not where_ok:
+        clouds = sorted(
+            {o.cloud for o in same_acc if o.cloud != LOCAL_CLOUD or c.cloud == LOCAL_CLOUD}
+        )
+        if c.cloud is not None and c.region is None and c.zone is None and c.instance_type is None:
+            return f"{c.cloud} has no {what}" + (
+                f" ({what} is on {', '.join(clouds)})" if clouds else ""
+            )
+        first_loc = next(
+            f.reason for fs, _ in groups for f in fs if f.kind in ("location", "instance_type")
+        )
+        where = [p for p in (c.cloud, c.region, c.zone) if p]
+        place = "/".join(where) if where else "the requested place"
+        extra = f" ({what} is on {', '.join(clouds)})" if clouds else ""
+        if c.instance_type is not None and c.accelerator is not None:
+            return f"no {c.instance_type} with {what} in {place}{extra}"
+        return f"{place} has no {what}{extra}" if where else first_loc
+    counts = sorted({o.accelerator_count for o in where_ok})
+    scope = f" on {c.cloud}" if c.cloud else ""
+    if c.accelerator is None:
+        return f"no CPU-only instance{scope} matches"
+    return (
+        f"{c.accelerator} comes{scope} in {', '.join(fmt_count(n) for n in counts)} per node, "
+        f"not {fmt_count(c.accelerator_count)}"
+    )
+
+
+# ---------------------------------------------------------------- gpus
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """One row of `launcher gpus`: an offer (the cheapest region's, unless all regions
+    were asked for) with its $/GPU-h; `regions` = how many regions offer the same
+    (cloud, instance type)."""
+
+    offer: Offer
+    price_per_gpu: float | None  # on-demand $/GPU-h
+    spot_price_per_gpu: float | None
+    regions: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.offer.to_dict()
+        d["price_per_gpu_hour"] = self.price_per_gpu
+        d["spot_price_per_gpu_hour"] = self.spot_price_per_gpu
+        d["regions"] = self.regions
+        return d
+
+
+@dataclass(frozen=True)
+class GpuListing:
+    """`gpus(...)` result: rows sorted by price; `fetched_at` range of the rows shown."""
+
+    rows: list[GpuRow]
+    oldest_fetched_at: str | None
+    newest_fetched_at: str | None
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in self.rows]
+
+    to_dict = to_json
+
+    def age_days(self, now: datetime | None = None) -> float | None:
+        """Age of the oldest row shown, in days (None when the date cannot be read)."""
+        return catalog_age_days(self.oldest_fetched_at, now)
+
+
+def catalog_age_days(fetched_at: str | None, now: datetime | None = None) -> float | None:
+    """Days since an ISO-8601 timestamp (naive = UTC). None if missing/unparseable."""
+    from datetime import UTC, datetime
+
+    if not fetched_at:
+        return None
+    try:
+        when = datetime.fromisoformat(fetched_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return ((now or datetime.now(UTC)) - when).total_seconds() / 86400.0
+
+
+def parse_accelerator_spec(spec: str, known_names: Collection[str]) -> tuple[str, float | None]:
+    """ "h100:8" -> ("H100", 8.0); "H100" -> ("H100", None). Names are matched to the
+    catalog's case-insensitively. Raises LauncherError (close matches suggested)."""
+    text = spec.strip()
+    name, sep, count_text = text.partition(":")
+    name = name.strip()
+    count: float | None = None
+    if sep:
+        try:
+            count = float(count_text)
+        except ValueError:
+            raise LauncherError(
+                f"Bad accelerator '{spec}': the count after ':' must be a number (e.g. H100:8)."
+            ) from None
+        if not count > 0 or count != count or count == float("inf"):
+            raise LauncherError(f"Bad accelerator '{spec}': the count must be a positive number.")
+    if not name:
+        raise LauncherError(f"Bad accelerator '{spec}': expected NAME or NAME:COUNT (e.g. H100:8).")
+    return canonical_accelerator(name, known_names), count
+
+
+def canonical_accelerator(name: str, known_names: Collection[str]) -> str:
+    """The catalog's spelling of `name` (case-insensitive). Raises LauncherError."""
+    lowered = {n.lower(): n for n in known_names}
+    hit = lowered.get(name.lower())
+    if hit is not None:
+        return hit
+    import difflib
+
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(lowered[c] for c in close)}?" if close else ""
+    raise LauncherError(
+        f"Unknown accelerator '{name}': no catalog cloud offers it.{hint}"
+        " `launcher gpus` lists every GPU model."
+    )
+
+
+def _check_fabric(fabric: str | None) -> str | None:
+    if fabric is None:
+        return None
+    f = fabric.strip().lower()
+    if f not in REQUESTABLE_FABRICS:
+        raise LauncherError(
+            f"Unknown fabric '{fabric}': use one of {', '.join(REQUESTABLE_FABRICS)}."
+        )
+    return None if f == "any" else f
+
+
+def _fabric_ok(o: Offer, fabric: str | None, min_gbps: float | None) -> bool:
+    if fabric is not None:
+        if o.fabric is None:
+            return False
+        if fabric == "rdma":
+            if o.fabric not in RDMA_FABRICS:
+                return False
+        elif o.fabric != fabric:
+            return False
+    return min_gbps is None or (o.fabric_gbps is not None and o.fabric_gbps >= min_gbps)
+
+
+def _per_gpu(price: float | None, count: float) -> float | None:
+    return price / count if price is not None and count > 0 else None
+
+
+_INF = float("inf")
+
+
+def gpus(
+    accelerator: str | None = None,
+    count: float | None = None,
+    *,
+    cloud: str | None = None,
+    region: str | None = None,
+    spot: bool = False,
+    fabric: str | None = None,
+    min_gbps: float | None = None,
+    all_regions: bool = False,
+) -> GpuListing:
+    """GPU offers, one row per (cloud, instance type) in its cheapest region unless
+    `all_regions`. `accelerator` is matched case-insensitively (None = every GPU model);
+    `count` = GPUs per node (exact); `spot` keeps rows with a spot price and sorts by it;
+    `fabric` / `min_gbps` as in `resources.network`. The `local` cloud is listed only
+    when asked for by `cloud`. Sorted by $/GPU-h, then $/h, then cloud/type/region.
+    Raises LauncherError for an unknown accelerator, cloud or fabric, or a bad number.
+    """
+    from launcher.catalog import query
+
+    fab = _check_fabric(fabric)
+    if min_gbps is not None and not min_gbps >= 0:
+        raise LauncherError(f"--min-gbps must be a non-negative number, got {min_gbps:g}.")
+    if count is not None and not count > 0:
+        raise LauncherError(f"The accelerator count must be positive, got {count:g}.")
+    names = query.accelerator_names()
+    accs = [canonical_accelerator(accelerator, names)] if accelerator is not None else list(names)
+    clouds = None
+    if cloud is not None:
+        known = _catalog_clouds(query)
+        if cloud not in known:
+            import difflib
+
+            close = difflib.get_close_matches(cloud, known, n=2)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise LauncherError(
+                f"Unknown cloud '{cloud}': the catalog has {', '.join(sorted(known))}.{hint}"
+            )
+        clouds = [cloud]
+    rows: list[Offer] = []
+    for o in query.offers(accelerators=accs, clouds=clouds):
+        if o.accelerator is None:
+            continue
+        if o.cloud == LOCAL_CLOUD and cloud != LOCAL_CLOUD:
+            continue
+        if count is not None and abs(o.accelerator_count - count) > 1e-9:
+            continue
+        if region is not None and o.region != region:
+            continue
+        if spot and o.spot_price is None:
+            continue
+        if not _fabric_ok(o, fab, min_gbps):
+            continue
+        rows.append(o)
+
+    def market_price(o: Offer) -> float:
+        p = o.spot_price if spot else o.price
+        return _INF if p is None else p
+
+    def region_key(o: Offer) -> tuple[float, float, str, str]:
+        other = o.price if spot else o.spot_price
+        return (market_price(o), _INF if other is None else other, o.region, o.zone or "")
+
+    groups: dict[tuple[Any, ...], list[Offer]] = {}
+    for o in rows:
+        key: tuple[Any, ...] = (o.cloud, o.instance_type, o.accelerator, o.accelerator_count)
+        if all_regions:
+            key += (o.region,)
+        groups.setdefault(key, []).append(o)
+    out: list[GpuRow] = []
+    for members in groups.values():
+        best = min(members, key=region_key)
+        regions = len({m.region for m in members})
+        out.append(
+            GpuRow(
+                best,
+                _per_gpu(best.price, best.accelerator_count),
+                _per_gpu(best.spot_price, best.accelerator_count),
+                regions,
+            )
+        )
+
+    def row_key(r: GpuRow) -> tuple[float, float, str, str, str]:
+        mp = market_price(r.offer)
+        per_gpu = (
+            mp / r.offer.accelerator_count if mp != _INF and r.offer.accelerator_count else _INF
+        )
+        return (per_gpu, mp, r.offer.cloud, r.offer.instance_type, r.offer.region)
+
+    out.sort(key=row_key)
+    stamps = sorted({r.offer.fetched_at for r in out if r.offer.fetched_at})
+    return GpuListing(out, stamps[0] if stamps else None, stamps[-1] if stamps else None)
+
+
+# ---------------------------------------------------------------- gpu summary
+
+# Best fabric first, for the summary's "best fabric" column.
+_FABRIC_RANK = {f: i for i, f in enumerate(("infiniband", "efa", "roce", "tcpx", "ethernet"))}
+assert set(_FABRIC_RANK) == set(FABRICS)
+
+
+@dataclass(frozen=True)
+class GpuSummaryRow:
+    """One GPU model across the catalog (the `local` cloud excluded)."""
+
+    accelerator: str
+    accelerator_memory_gib: float | None
+    counts: tuple[float, ...]  # GPUs per node on offer
+    min_price_per_gpu: float | None  # cheapest on-demand $/GPU-h
+    min_spot_price_per_gpu: float | None
+    clouds: tuple[str, ...]
+    best_fabric: str | None  # RDMA fabrics first, then by bandwidth
+    best_fabric_gbps: float | None
+    fetched_at: str | None  # oldest row of this model
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "accelerator": self.accelerator,
+            "accelerator_memory_gib": self.accelerator_memory_gib,
+            "counts": list(self.counts),
+            "min_price_per_gpu_hour": self.min_price_per_gpu,
+            "min_spot_price_per_gpu_hour": self.min_spot_price_per_gpu,
+            "clouds": list(self.clouds),
+            "best_fabric": self.best_fabric,
+            "best_fabric_gbps": self.best_fabric_gbps,
+            "fetched_at": self.fetched_at,
+        }
+
+
+def gpu_summary() -> list[GpuSummaryRow]:
+    """One row per GPU model: cheapest on-demand and spot $/GPU-h, clouds, best fabric.
+    Sorted by model name (case-insensitive). Reads the catalog; never raises for data."""
+    from launcher.catalog import query
+
+    acc: dict[str, list[Offer]] = {}
+    for o in query.offers(accelerators=query.accelerator_names()):
+        if o.accelerator is None or o.cloud == LOCAL_CLOUD:
+            continue
+        acc.setdefault(o.accelerator, []).append(o)
+    out = []
+    for name in sorted(acc, key=lambda n: (n.lower(), n)):
+        rows = acc[name]
+        od = [p for o in rows if (p := _per_gpu(o.price, o.accelerator_count)) is not None]
+        sp = [p for o in rows if (p := _per_gpu(o.spot_price, o.accelerator_count)) is not None]
+        with_fabric = [o for o in rows if o.fabric is not None]
+        best = (
+            min(
+                with_fabric,
+                key=lambda o: (_FABRIC_RANK.get(o.fabric or "", 99), -(o.fabric_gbps or 0)),
+            )
+            if with_fabric
+            else None
+        )
+        mems = [o.accelerator_memory_gib for o in rows if o.accelerator_memory_gib is not None]
+        stamps = [o.fetched_at for o in rows if o.fetched_at]
+        out.append(
+            GpuSummaryRow(
+                accelerator=name,
+                accelerator_memory_gib=max(set(mems), key=mems.count) if mems else None,
+                counts=tuple(sorted({o.accelerator_count for o in rows})),
+                min_price_per_gpu=min(od) if od else None,
+                min_spot_price_per_gpu=min(sp) if sp else None,
+                clouds=tuple(sorted({o.cloud for o in rows})),
+                best_fabric=best.fabric if best else None,
+                best_fabric_gbps=best.fabric_gbps if best else None,
+                fetched_at=min(stamps) if stamps else None,
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- catalog status
+
+
+def catalog_status() -> CatalogStatus:
+    """The catalog's status: per cloud rows, source, fetched_at, age and staleness
+    (`launcher.catalog.status.CatalogStatus`; `to_dict()` for JSON). Reads metadata only."""
+    from launcher.catalog import query
+
+    return query.status()

@@ -1,0 +1,228 @@
+"""The catalog query API (contract shared with the planning code).
+
+    from launcher.catalog import query
+    query.offers(accelerators=["H100"], clouds=None) -> list[Offer]
+    query.accelerator_names() -> list[str]
+    query.status() -> CatalogStatus
+
+Offers come from the snapshot (bundled, or `$LAUNCHER_CATALOG_DIR`) through its SQLite
+cache (see cache.py): the first call in a process opens it (building it once per
+snapshot, per user), queries read only the matching rows through an index. The
+`local` cloud's offers are computed live (local.py) and appended. All functions are
+blocking, thread-safe and raise SnapshotError only if the installed snapshot is broken.
+Cheap to import: standard library + the Offer type only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sqlite3
+import threading
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from launcher.catalog import cache, local
+from launcher.catalog.offer import Offer
+from launcher.catalog.snapshot import (
+    SnapshotError,
+    SnapshotMeta,
+    bundled_dir,
+    read_meta,
+    snapshot_dir,
+)
+
+if TYPE_CHECKING:
+    from launcher.catalog.status import CatalogStatus
+
+__all__ = [
+    "SnapshotError",
+    "accelerator_names",
+    "clear_process_cache",
+    "offers",
+    "status",
+]
+
+LOCAL_CLOUD = "local"
+
+_lock = threading.Lock()
+# snapshot dir -> (meta.json stat signature, meta)
+_metas: dict[str, tuple[tuple[int, int], SnapshotMeta]] = {}
+# snapshot hash -> (connection, provenance id -> (source, fetched_at))
+_conns: dict[str, tuple[sqlite3.Connection, dict[int, tuple[str, str]]]] = {}
+
+_SELECT = (
+    "SELECT cloud, region, zone, instance_type, accelerator, accelerator_count, "
+    "accelerator_memory_gib, vcpus, memory_gib, price, spot_price, fabric, fabric_gbps, "
+    "nvlink, max_nodes, arch, provenance_id FROM offers"
+)
+
+
+def _meta(directory: str) -> SnapshotMeta:
+    try:
+        st = os.stat(os.path.join(directory, "meta.json"))
+        sig = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        sig = (0, 0)
+    hit = _metas.get(directory)
+    if hit is not None and hit[0] == sig:
+        return hit[1]
+    meta = read_meta(directory)
+    _metas[directory] = (sig, meta)
+    return meta
+
+
+def _connection() -> tuple[sqlite3.Connection, dict[int, tuple[str, str]]]:
+    directory = snapshot_dir()
+    meta = _meta(directory)
+    hit = _conns.get(meta.snapshot_hash)
+    if hit is None:
+        try:
+            conn = cache.open_cache(directory, meta)
+        except SnapshotError:
+            # a refresh may have replaced the snapshot between reading meta.json and the
+            # offers file (offers first, meta last): read meta.json again, once
+            _metas.pop(directory, None)
+            meta = _meta(directory)
+            conn = cache.open_cache(directory, meta)
+        prov = {
+            int(i): (str(s), str(f))
+            for i, s, f in conn.execute("SELECT id, source, fetched_at FROM provenance")
+        }
+        hit = _conns[meta.snapshot_hash] = (conn, prov)
+    return hit
+
+
+def clear_process_cache() -> None:
+    """Drop this process's open snapshot connections and parsed metadata (the next query
+    re-reads meta.json and reopens the cache). For tests and after a catalog refresh."""
+    with _lock:
+        for conn, _ in _conns.values():
+            conn.close()
+        _conns.clear()
+        _metas.clear()
+
+
+def _norm(values: Collection[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    return list(dict.fromkeys(v for v in values))
+
+
+def offers(
+    accelerators: Collection[str] | None = None, clouds: Collection[str] | None = None
+) -> list[Offer]:
+    """Catalog offers whose accelerator is one of `accelerators` (case-insensitive) and
+    whose cloud is one of `clouds`; None = no filter on that field. CPU-only rows have
+    accelerator None, so they come only with `accelerators=None`. The `local` cloud's
+    live offers are included (last) unless `clouds` excludes "local". Order: stable
+    (cloud, instance type, accelerator, count, region, zone), local offers last.
+    """
+    accs = _norm(accelerators)
+    cls = _norm([c.lower() for c in clouds] if clouds is not None else None)
+    result: list[Offer] = []
+    if (accs is None or accs) and (cls is None or any(c != LOCAL_CLOUD for c in cls)):
+        where: list[str] = []
+        params: list[str] = []
+        if accs is not None:
+            where.append(f"accelerator IN ({','.join('?' * len(accs))})")
+            params.extend(accs)
+        if cls is not None:
+            where.append(f"cloud IN ({','.join('?' * len(cls))})")
+            params.extend(cls)
+        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+        with _lock:
+            conn, prov = _connection()
+            rows = conn.execute(sql, params).fetchall()
+        result = [
+            Offer(
+                c,
+                r,
+                z,
+                it,
+                a,
+                ac,
+                am,
+                v,
+                m,
+                p,
+                sp,
+                f,
+                fg,
+                None if nv is None else nv == 1,
+                mn,
+                ar,
+                *prov[pid],
+            )
+            for (c, r, z, it, a, ac, am, v, m, p, sp, f, fg, nv, mn, ar, pid) in rows
+        ]
+    if cls is None or LOCAL_CLOUD in cls:
+        wanted = None if accs is None else {a.lower() for a in accs}
+        result.extend(
+            o
+            for o in local.local_offers()
+            if wanted is None or (o.accelerator is not None and o.accelerator.lower() in wanted)
+        )
+    return result
+
+
+def accelerator_names() -> list[str]:
+    """Every accelerator name the catalog knows, sorted: the names in the snapshot's rows,
+    SkyPilot's accelerator table (some have no offer here, e.g. K80), and local GPUs."""
+    names = set(_meta(snapshot_dir()).accelerator_names)
+    names.update(g.name for g in local.local_gpus())
+    return sorted(names)
+
+
+def status(now: datetime.datetime | None = None) -> CatalogStatus:
+    """Per-cloud row counts, sources, fetch dates and ages (relative to `now`, default the
+    current time), plus the local cloud's live row. Reads only meta.json (no cache build).
+    The types live in launcher.catalog.status (imported here on first use)."""
+    from launcher.catalog.status import STALE_AFTER_DAYS, CatalogStatus, CloudStatus, age_days
+
+    now = now or datetime.datetime.now(datetime.UTC)
+    directory = snapshot_dir()
+    meta = _meta(directory)
+    clouds = []
+    for c in meta.clouds:
+        age = age_days(c.fetched_at, now)
+        clouds.append(
+            CloudStatus(
+                cloud=c.cloud,
+                rows=c.rows,
+                source=c.source,
+                upstream=c.upstream,
+                fetched_at=c.fetched_at,
+                fetched_at_exact=c.fetched_at_exact,
+                age_days=age,
+                stale=age is None or age > STALE_AFTER_DAYS,
+                completeness=c.completeness,
+                note=c.note,
+            )
+        )
+    local_rows = local.local_offers()
+    clouds.append(
+        CloudStatus(
+            cloud=LOCAL_CLOUD,
+            rows=len(local_rows),
+            source=local_rows[0].source,
+            upstream="this machine",
+            fetched_at=local_rows[0].fetched_at,
+            fetched_at_exact=True,
+            age_days=0.0,
+            stale=False,
+            completeness="live",
+            note="computed at query time",
+        )
+    )
+    ages = [c.age_days for c in clouds if c.age_days is not None]
+    return CatalogStatus(
+        snapshot_hash=meta.snapshot_hash,
+        snapshot_dir=directory,
+        bundled=os.path.abspath(directory) == os.path.abspath(bundled_dir()),
+        total_rows=meta.total_rows,
+        clouds=tuple(clouds),
+        stale_after_days=STALE_AFTER_DAYS,
+        max_age_days=max(ages) if ages else None,
+        any_stale=any(c.stale for c in clouds),
+    )

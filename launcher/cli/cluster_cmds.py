@@ -1,0 +1,457 @@
+"""Cluster commands: launch, exec, queue, logs, cancel, status, stop, start, down, autostop.
+
+Thin: parse, call launcher.api, render. Job output is written to stdout as is
+(no markup); progress and errors go to stderr. `launch`, `exec` and `logs`
+exit with the job's exit code when they follow it to the end.
+
+Confirmation policy for `launch` without `-y`: a free placement (the local
+cloud, your own SSH machines: $0/h) never asks. A paid placement is shown and
+confirmed on a terminal; when stdin is not a terminal the launch is refused
+with a hint to pass `-y` (no silent spending from scripts).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from launcher.cli.app import app, print_json
+
+if TYPE_CHECKING:
+    from launcher.optimizer import Placement
+    from launcher.task import Task
+
+# `launcher local ...` (kept in its own module)
+from launcher.cli import local_cmds  # noqa: E402,F401  isort: skip
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _err_line(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _event(message: str) -> None:
+    # plain writes, not rich: `exec` must not pay rich's import for one progress line
+    if sys.stderr.isatty():
+        message = f"\x1b[2m{message}\x1b[0m"
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def _say(message: str) -> None:
+    """A plain line on stderr (no rich: short commands should not pay its import)."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _parse_env(pairs: list[str] | None) -> dict[str, str]:
+    from launcher.errors import LauncherError
+
+    out: dict[str, str] = {}
+    for item in pairs or []:
+        if "=" not in item:
+            raise LauncherError(f"--env {item!r}: expected NAME=VALUE.")
+        key, value = item.split("=", 1)
+        out[key] = value
+    return out
+
+
+def _load_task(path: str, env: list[str] | None, cloud: str | None, gpus: str | None,
+               num_nodes: int | None) -> Task:
+    from launcher.task import Task
+
+    task = Task.from_yaml(path, env_overrides=_parse_env(env) or None)
+    resources: dict[str, object] = {}
+    if cloud:
+        resources["cloud"] = cloud
+    if gpus:
+        resources["accelerators"] = gpus
+    if resources or num_nodes is not None:
+        task = task.with_overrides(resources=resources or None, num_nodes=num_nodes)
+    return task
+
+
+def _confirm(placement: Placement) -> bool:
+    from launcher.api.provision import LaunchAbortedError
+
+    where = "/".join(x for x in (placement.cloud, placement.region, placement.zone) if x)
+    acc = f"{placement.accelerator}:{placement.accelerator_count:g}" if placement.accelerator else "no GPU"
+    spot = " spot" if placement.use_spot else ""
+    desc = (f"{placement.num_nodes}x {placement.instance_type}{spot} ({acc}) in {where} "
+            f"at ${placement.hourly_cost:.2f}/h")
+    if not sys.stdin.isatty():
+        raise LaunchAbortedError(
+            f"Launching {desc} costs money and needs confirmation, but stdin is not a "
+            "terminal: pass -y to launch without asking."
+        )
+    _say(f"Launch {desc}?")
+    return typer.confirm("Proceed?", default=True, err=True)
+
+
+class _Progress:
+    """Tracks what the launch did so far, for a useful message on Ctrl-C."""
+
+    def __init__(self) -> None:
+        self.job_id: int | None = None
+
+    def event(self, message: str) -> None:
+        if message.startswith("Job ") and " submitted" in message:
+            self.job_id = int(message.split()[1])
+        _event(message)
+
+
+def _report_job_end(cluster: str, job_id: int | None, status: str | None, exit_code: int | None,
+                    failed_rank: int | None, reason: str | None) -> None:
+    if status is None or status == "SUCCEEDED":
+        return
+    detail = reason or (f"rank {failed_rank} exited with {exit_code}" if failed_rank is not None else "")
+    text = f"Job {job_id} on {cluster} {status}" + (f": {detail}" if detail else "")
+    _say(f"\x1b[31m{text}\x1b[0m" if sys.stderr.isatty() else text)
+
+
+@app.command("launch")
+def launch_cmd(
+    task_file: Annotated[str, typer.Argument(help="Task YAML file.", metavar="TASK")],
+    cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster name (reused if it exists).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    dryrun: Annotated[bool, typer.Option("--dryrun", help="Show the plan; launch nothing.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    detach_run: Annotated[bool, typer.Option("--detach-run", "-d", help="Submit the job and return.")] = False,
+    idle_minutes: Annotated[int | None, typer.Option("--idle-minutes-to-autostop", "-i", help="Autostop after this many idle minutes.")] = None,
+    down: Annotated[bool, typer.Option("--down", help="Autostop tears the cluster down (alone: right after the job).")] = False,
+    env: Annotated[list[str] | None, typer.Option("--env", help="NAME=VALUE, overrides the task's envs.")] = None,
+    cloud: Annotated[str | None, typer.Option("--cloud", help="Override resources.cloud.")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="Override resources.accelerators (e.g. H100:8).")] = None,
+    num_nodes: Annotated[int | None, typer.Option("--num-nodes", help="Override num_nodes.")] = None,
+) -> int:
+    """Launch a task on a new or existing cluster and stream its output."""
+    task = _load_task(task_file, env, cloud, gpus, num_nodes)
+    if dryrun:
+        from launcher.api.planning import plan
+        from launcher.cli.catalog_cmds import render_plan
+
+        render_plan(plan(task), as_json=json_out)
+        return 0
+    task.check_local_paths()
+    from launcher.api.launch import launch
+
+    progress = _Progress()
+    name_hint = cluster
+    if cluster is None:
+        from launcher.api.launch import generate_cluster_name
+        from launcher.state import StateDB
+
+        with StateDB() as db:
+            name_hint = generate_cluster_name(db)
+        _event(f"Cluster name: {name_hint}")
+    assert name_hint is not None
+    try:
+        result = launch(
+            task,
+            name_hint,
+            detach_run=detach_run,
+            idle_minutes=idle_minutes,
+            down=down,
+            yes=yes,
+            confirm=_confirm,
+            on_line=_err_line if json_out else _out,
+            on_setup_line=_err_line if json_out else _out,
+            on_event=progress.event,
+        )
+    except KeyboardInterrupt:
+        if progress.job_id is not None:
+            _say(
+                f"Interrupted. Job {progress.job_id} keeps running on {name_hint}: "
+                f"`launcher logs {name_hint} {progress.job_id}` to follow it, "
+                f"`launcher cancel {name_hint} {progress.job_id}` to stop it."
+            )
+        raise
+    if json_out:
+        print_json(
+            {
+                "cluster": result.cluster_name,
+                "job_id": result.job_id,
+                "job_status": result.job_status,
+                "exit_code": result.exit_code,
+                "created": result.created,
+                "cloud": result.cloud,
+                "region": result.region,
+                "zone": result.zone,
+                "num_nodes": result.num_nodes,
+                "hourly_cost": result.hourly_cost,
+            }
+        )
+    _report_job_end(result.cluster_name, result.job_id, result.job_status, result.exit_code,
+                    result.failed_rank, result.reason)
+    if result.job_id is not None and result.exit_code is None:
+        _event(f"Job {result.job_id} runs detached: `launcher logs {result.cluster_name} {result.job_id}`")
+    return result.exit_code or 0
+
+
+@app.command("exec")
+def exec_cmd(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    target: Annotated[list[str], typer.Argument(help="TASK.yaml, or -- COMMAND...", metavar="TASK|-- CMD")],
+    detach_run: Annotated[bool, typer.Option("--detach-run", "-d", help="Submit the job and return.")] = False,
+    env: Annotated[list[str] | None, typer.Option("--env", help="NAME=VALUE for a task file.")] = None,
+) -> int:
+    """Run a task (no setup) or a command (head node) on a cluster, as a new job."""
+    import os
+
+    from launcher.api.exec_job import exec_
+
+    if len(target) == 1 and target[0].endswith((".yaml", ".yml")) and os.path.exists(target[0]):
+        from launcher.task import Task
+
+        task = Task.from_yaml(target[0], env_overrides=_parse_env(env) or None)
+        task.check_local_paths()
+        what: Task | str = task
+    else:
+        what = " ".join(target)
+    progress = _Progress()
+    try:
+        result = exec_(cluster, what, detach_run=detach_run, on_line=_out, on_event=progress.event)
+    except KeyboardInterrupt:
+        if progress.job_id is not None:
+            _say(f"Interrupted. Job {progress.job_id} keeps running on {cluster}.")
+        raise
+    _report_job_end(cluster, result.job_id, result.job_status, result.exit_code,
+                    result.failed_rank, result.reason)
+    return result.exit_code or 0
+
+
+def _fmt_time(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    if time.time() - ts < 20 * 3600:
+        return time.strftime("%H:%M:%S", time.localtime(ts))
+    return time.strftime("%b %d %H:%M", time.localtime(ts))
+
+
+def _fmt_duration(start: float | None, end: float | None) -> str:
+    if start is None:
+        return "-"
+    secs = int((end if end is not None else time.time()) - start)
+    if secs < 60:
+        return f"{secs}s"
+    if secs < 3600:
+        return f"{secs // 60}m {secs % 60}s"
+    return f"{secs // 3600}h {secs % 3600 // 60}m"
+
+
+@app.command("queue")
+def queue_cmd(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> int:
+    """The cluster's job queue."""
+    from launcher.api.clusters import job_json, queue
+
+    jobs = queue(cluster)
+    if json_out:
+        print_json([job_json(j) for j in jobs])
+        return 0
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    for col in ("ID", "NAME", "STATUS", "SUBMITTED", "DURATION", "EXIT"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("DETAIL")
+    for j in jobs:
+        table.add_row(
+            str(j.id), _escape(j.name or "-"), j.status.value, _fmt_time(j.submitted_at),
+            _fmt_duration(j.started_at, j.ended_at),
+            "-" if j.exit_code is None else str(j.exit_code), _escape(j.reason or ""),
+        )
+    from launcher.cli.app import console
+
+    console().print(table) if jobs else _say(f"No jobs on {cluster} yet.")
+    return 0
+
+
+@app.command("logs")
+def logs_cmd(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    job_id: Annotated[int | None, typer.Argument(help="Job id (default: the latest job).")] = None,
+    no_follow: Annotated[bool, typer.Option("--no-follow", help="Print what is there and return.")] = False,
+) -> int:
+    """A job's output, rank-prefixed; follows it until it ends unless --no-follow."""
+    from launcher.api.clusters import exit_code_of, logs
+
+    record = logs(cluster, job_id, follow=not no_follow, on_line=_out)
+    if record.status.is_terminal:
+        return exit_code_of(record)
+    return 0
+
+
+@app.command("cancel")
+def cancel_cmd(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    job_ids: Annotated[list[int] | None, typer.Argument(help="Job ids.")] = None,
+    all_jobs: Annotated[bool, typer.Option("--all", "-a", help="Cancel every pending or running job.")] = False,
+) -> int:
+    """Cancel jobs on a cluster."""
+    from launcher.api.clusters import cancel
+    from launcher.errors import LauncherError
+
+    if not job_ids and not all_jobs:
+        raise LauncherError("cancel: give job ids, or --all.")
+    result = cancel(cluster, None if all_jobs else job_ids)
+    if result.cancelled:
+        _say(f"Cancelled job(s) {_ids(result.cancelled)} on {cluster}.")
+    if result.cancelling:
+        _say(f"Job(s) {_ids(result.cancelling)} are still stopping.")
+    if result.already_finished:
+        _say(f"Job(s) {_ids(result.already_finished)} had already finished.")
+    if not (result.cancelled or result.cancelling or result.already_finished):
+        _say(f"No pending or running jobs on {cluster}.")
+    return 0
+
+
+def _ids(ids: tuple[int, ...]) -> str:
+    return ", ".join(map(str, ids))
+
+
+@app.command("status")
+def status_cmd(
+    names: Annotated[list[str] | None, typer.Argument(help="Only these clusters.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    refresh: Annotated[bool, typer.Option("--refresh", "-r", help="Ask the clouds for the nodes' state first.")] = False,
+) -> int:
+    """Your clusters."""
+    from launcher.api.clusters import status
+
+    rows = status(refresh=refresh)
+    if names:
+        rows = [r for r in rows if r.name in names]
+    if json_out:
+        print_json([r.to_json() for r in rows])
+        return 0
+    if not rows:
+        _say("No clusters.")
+        return 0
+    from rich.table import Table
+
+    from launcher.cli.app import console
+
+    table = Table(box=None, header_style="bold")
+    for col in ("NAME", "LAUNCHED", "RESOURCES", "WHERE", "STATUS", "$/H", "AUTOSTOP"):
+        table.add_column(col, no_wrap=col not in ("RESOURCES", "WHERE"))
+    colors = {"UP": "green", "INIT": "yellow", "STOPPED": "dim", "PREEMPTED": "red"}
+    for r in rows:
+        where = "/".join(x for x in (r.cloud, r.region, r.zone) if x)
+        auto = "-" if r.autostop_minutes is None else f"{r.autostop_minutes:g}m" + (" (down)" if r.autostop_down else "")
+        table.add_row(
+            _escape(r.name), _fmt_time(r.launched_at), _escape(r.resources), _escape(where),
+            f"[{colors.get(r.status, 'white')}]{r.status}[/]", f"{r.hourly_cost:.2f}", auto,
+        )
+    console().print(table)
+    return 0
+
+
+def _names_or_all(names: list[str] | None, all_: bool, verb: str) -> list[str]:
+    from launcher.errors import LauncherError
+
+    if all_:
+        from launcher.api.clusters import cluster_names
+
+        return cluster_names()
+    if not names:
+        raise LauncherError(f"{verb}: give cluster names, or --all.")
+    return names
+
+
+@app.command("stop")
+def stop_cmd(
+    names: Annotated[list[str] | None, typer.Argument(help="Cluster names.")] = None,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="Every cluster.")] = False,
+) -> int:
+    """Stop clusters (disks kept; `launcher start` brings them back)."""
+    from launcher.api.clusters import stop
+
+    for name in _names_or_all(names, all_, "stop"):
+        stop(name)
+        _say(f"Stopped {name}.")
+    return 0
+
+
+@app.command("start")
+def start_cmd(
+    names: Annotated[list[str], typer.Argument(help="Cluster names.")],
+) -> int:
+    """Start stopped clusters."""
+    from launcher.api.clusters import start
+
+    for name in names:
+        start(name)
+        _say(f"Started {name}.")
+    return 0
+
+
+@app.command("down")
+def down_cmd(
+    names: Annotated[list[str] | None, typer.Argument(help="Cluster names.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="Every cluster.")] = False,
+) -> int:
+    """Terminate clusters and everything on them."""
+    from launcher.api.clusters import down_many
+    from launcher.errors import LauncherError
+
+    targets = _names_or_all(names, all_, "down")
+    if not targets:
+        _say("No clusters.")
+        return 0
+    if not yes:
+        if not sys.stdin.isatty():
+            raise LauncherError(
+                f"down {' '.join(targets)}: this deletes the cluster(s) and their data; "
+                "pass -y to confirm (stdin is not a terminal)."
+            )
+        if not typer.confirm(f"Terminate {', '.join(targets)}?", default=False, err=True):
+            raise typer.Abort()
+    exit_code = 0
+    for name, error in down_many(targets):
+        if error is None:
+            _say(f"Terminated {name}.")
+        else:
+            exit_code = exit_code or error.exit_code
+            sys.stderr.write(f"Error: {error}\n")
+    return exit_code
+
+
+@app.command("autostop")
+def autostop_cmd(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    idle_minutes: Annotated[int | None, typer.Option("--idle-minutes", "-i", help="Idle minutes before autostop.")] = None,
+    down: Annotated[bool, typer.Option("--down", help="Tear down instead of stopping.")] = False,
+    cancel: Annotated[bool, typer.Option("--cancel", help="Cancel autostop.")] = False,
+) -> int:
+    """Stop (or --down) a cluster after it has been idle for -i minutes."""
+    from launcher.api.clusters import autostop
+    from launcher.errors import LauncherError
+
+    if cancel:
+        autostop(cluster, None)
+        _say(f"Autostop cancelled on {cluster}.")
+        return 0
+    if idle_minutes is None:
+        raise LauncherError("autostop: give -i MINUTES (or --cancel).")
+    autostop(cluster, idle_minutes, down=down)
+    what = "taken down" if down else "stopped"
+    _say(f"{cluster} will be {what} after {idle_minutes} idle minute(s).")
+    return 0

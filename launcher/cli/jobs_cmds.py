@@ -1,0 +1,226 @@
+"""`launcher jobs ...`: managed jobs that survive spot preemptions. A thin skin over
+launcher.api.jobs (imported inside command bodies, like rich).
+
+Exit codes of `jobs launch` (following the job) and `jobs logs`: 0 SUCCEEDED;
+FAILED -> the job's exit code (1 if none); FAILED_SETUP 1; FAILED_NO_RESOURCE 3;
+CANCELLED 1.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from launcher.cli.app import app, console, err_console, print_json
+
+if TYPE_CHECKING:
+    from launcher.jobs.accounting import JobSummary
+
+jobs_app = typer.Typer(
+    help="Managed jobs: run on spot, recover from preemptions, resume from checkpoints.",
+    no_args_is_help=True,
+)
+controller_app = typer.Typer(help="The managed-jobs controller process.", no_args_is_help=True)
+jobs_app.add_typer(controller_app, name="controller")
+app.add_typer(jobs_app, name="jobs")
+
+
+def exit_code_for(summary: JobSummary, job_exit: int | None) -> int:
+    status = summary.status
+    if status == "SUCCEEDED":
+        return 0
+    if status == "FAILED":
+        return job_exit if job_exit is not None and job_exit != 0 else 1
+    if status == "FAILED_NO_RESOURCE":
+        return 3
+    return 1
+
+
+def _final_exit(job_id: int, summary: JobSummary) -> int:
+    from launcher.api import jobs as api
+
+    detail = api.jobs_detail(job_id)
+    exits = [a.exit_code for a in detail.attempts if a.exit_code is not None]
+    return exit_code_for(summary, exits[-1] if exits else None)
+
+
+def _print_line(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+@jobs_app.command("launch")
+def launch_cmd(
+    task: Annotated[str, typer.Argument(metavar="TASK", help="Task YAML file.")],
+    yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Job name.")] = None,
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="Return once submitted; do not follow logs.")
+    ] = False,
+) -> int:
+    """Submit TASK as a managed job; follow its logs until it ends (unless --detach)."""
+    from launcher.api import jobs as api
+    from launcher.task import Task
+
+    t = Task.from_yaml(task)
+    if not yes:
+        from launcher.api.planning import plan
+
+        p = plan(t)
+        if p.chosen is not None:
+            best = p.placements[p.chosen]
+            where = "/".join(x for x in (best.cloud, best.region, best.zone) if x)
+            err_console().print(
+                f"Managed job {name or t.name or task}: {best.num_nodes}x {best.instance_type} "
+                f"{'spot ' if best.use_spot else ''}on {where} (${best.hourly_cost:.2f}/h now; "
+                "recoveries may move it)."
+            )
+        if not typer.confirm("Launch?", default=True, err=True):
+            raise typer.Abort()
+    job = api.jobs_launch(t, name=name)
+    err_console().print(
+        f"Managed job {job.id} ({job.name}) submitted; LAUNCHER_TASK_ID={job.task_id}."
+    )
+    if detach:
+        return 0
+    summary = api.jobs_logs(job.id, _print_line, follow=True)
+    err_console().print(f"Managed job {job.id} {summary.status} after {summary.recoveries} "
+                        f"recovery(ies), {summary.restarts_on_errors} restart(s).")
+    return _final_exit(job.id, summary)
+
+
+def _ts(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return _dt.datetime.fromtimestamp(t).strftime("%m-%d %H:%M:%S")
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+@jobs_app.command("queue")
+def queue_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> int:
+    """List managed jobs with where they run, recoveries and cost so far."""
+    from launcher.api import jobs as api
+
+    rows = api.jobs_queue()
+    if as_json:
+        print_json([r.to_json() for r in rows])
+        return 0
+    if not rows:
+        console().print("No managed jobs.")
+        return 0
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("ID", "NAME", "STATUS", "SUBMITTED", "DURATION", "WHERE", "CLUSTER",
+                "RECOV", "RESTARTS", "LAST RECOV", "LOST", "COST"):
+        table.add_column(col)
+    for r in rows:
+        where = "/".join(x for x in (r.cloud, r.region, r.zone) if x) or "-"
+        table.add_row(
+            str(r.id), r.name, r.status, _ts(r.submitted_at), _dur(r.duration_s), where,
+            r.cluster or "-", str(r.recoveries), str(r.restarts_on_errors),
+            "-" if r.last_recovery_s is None else f"{r.last_recovery_s:.1f}s",
+            _dur(r.work_lost_s) if r.work_lost_s else "-", f"${r.cost_so_far:.4f}",
+        )
+    console().print(table)
+    return 0
+
+
+@jobs_app.command("logs")
+def logs_cmd(
+    job_id: Annotated[int, typer.Argument(metavar="ID")],
+    no_follow: Annotated[bool, typer.Option("--no-follow", help="Print what exists; return.")] = False,
+    controller: Annotated[
+        bool, typer.Option("--controller", help="The controller's events for this job instead.")
+    ] = False,
+) -> int:
+    """The job's output across all attempts, each headed by where it ran."""
+    from launcher.api import jobs as api
+
+    if controller:
+        detail = api.jobs_detail(job_id)
+        for e in detail.events:
+            _print_line(f"{_ts(e.at)} {e.from_status or '-'} -> {e.to_status}"
+                        f"{f' (attempt {e.attempt})' if e.attempt else ''}: {e.reason}")
+        for line in api.controller_log_lines(job_id):
+            _print_line(line)
+        return 0
+    summary = api.jobs_logs(job_id, _print_line, follow=not no_follow)
+    if no_follow:
+        return 0
+    return _final_exit(job_id, summary)
+
+
+@jobs_app.command("cancel")
+def cancel_cmd(
+    job_id: Annotated[int, typer.Argument(metavar="ID")],
+    yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until cancelled.")] = True,
+) -> int:
+    """Cancel a managed job (also while it recovers); its clusters are taken down."""
+    from launcher.api import jobs as api
+
+    s = api.jobs_status(job_id)
+    if s.status in ("SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_NO_RESOURCE", "CANCELLED"):
+        err_console().print(f"Managed job {job_id} already ended: {s.status}.")
+        return 0
+    if not yes and not typer.confirm(f"Cancel managed job {job_id} ({s.name})?", err=True):
+        raise typer.Abort()
+    api.jobs_cancel(job_id)
+    if wait:
+        s = api.jobs_wait(job_id, timeout=120)
+    err_console().print(f"Managed job {job_id}: {s.status}.")
+    return 0
+
+
+@controller_app.command("status")
+def controller_status_cmd(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> int:
+    """Is the controller running?"""
+    from dataclasses import asdict
+
+    from launcher.api import jobs as api
+
+    info = api.jobs_controller_status()
+    live = sum(1 for r in api.jobs_queue() if r.status not in (
+        "SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_NO_RESOURCE", "CANCELLED"))
+    if as_json:
+        print_json({**asdict(info), "live_jobs": live})
+        return 0
+    state = f"running (pid {info.pid})" if info.running else "not running"
+    console().print(f"Controller {state}; {live} live managed job(s); log: {info.log_path}")
+    return 0
+
+
+@controller_app.command("start")
+def controller_start_cmd() -> int:
+    """Start the controller if it is not running (it resumes every live job)."""
+    from launcher.api import jobs as api
+
+    info = api.jobs_controller_start()
+    console().print(f"Controller {'running (pid ' + str(info.pid) + ')' if info.running else 'starting'}.")
+    return 0
+
+
+@controller_app.command("stop")
+def controller_stop_cmd() -> int:
+    """Stop the controller. Jobs keep running on their clusters and are resumed by the
+    next controller (started by any `launcher jobs launch|cancel` or `controller start`)."""
+    from launcher.api import jobs as api
+
+    before = api.jobs_controller_status()
+    api.jobs_controller_stop()
+    console().print("Controller stopped." if before.running else "Controller was not running.")
+    return 0

@@ -1,0 +1,238 @@
+"""The user's settings: `$LAUNCHER_HOME/config.yaml` (default `~/.launcher/config.yaml`).
+
+Loaded on demand, parsed once per process (cached by file mtime), typed. A
+malformed file raises `ConfigError` naming the field (`ssh_node_pools.lab.hosts[1].port`).
+A missing file is an empty config. Sections:
+
+    ssh_node_pools:          # machines you already have (the `ssh` cloud)
+      POOL:
+        user: root           # required (or per host)
+        identity_file: ~/.ssh/id_ed25519   # default: the launcher key in $LAUNCHER_HOME/keys
+        port: 22
+        gpus: {H100: 8}      # what each host has (optional)
+        checkpoint_dir: /shared/ckpt       # a path every host shares (optional)
+        cpus: 64             # per host, optional (lets tasks asking for cpus/memory match)
+        memory_gib: 512
+        fabric: infiniband   # optional: the interconnect between the hosts (catalog FABRICS)
+        hosts: [10.0.0.11, {host: 10.0.0.12, port: 2222, user: ubuntu, host_key: "ssh-ed25519 AAAA..."}]
+
+One pool = one region of the `ssh` cloud. All hosts of a pool share one identity file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import ConfigError
+
+_POOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+def launcher_home() -> Path:
+    """`$LAUNCHER_HOME`, else `~/.launcher` (not created here)."""
+    env = os.environ.get("LAUNCHER_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".launcher"
+
+
+def config_path() -> Path:
+    return launcher_home() / "config.yaml"
+
+
+@dataclass(frozen=True)
+class SSHHost:
+    host: str
+    port: int
+    user: str
+    host_key: str | None = None  # "ssh-ed25519 AAAA...": pin this instead of learning it
+
+    @property
+    def address(self) -> str:
+        """`host:port`, the key this host is known by."""
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class SSHNodePool:
+    name: str
+    hosts: tuple[SSHHost, ...]
+    identity_file: str | None = None  # expanded path; None = the launcher's own user key
+    gpus: dict[str, int] = field(default_factory=dict)  # accelerator -> count per host
+    checkpoint_dir: str | None = None
+    cpus: float | None = None
+    memory_gib: float | None = None
+    fabric: str | None = None
+
+
+@dataclass(frozen=True)
+class LauncherConfig:
+    ssh_node_pools: dict[str, SSHNodePool] = field(default_factory=dict)
+
+
+_SECTIONS = ("ssh_node_pools",)
+_POOL_KEYS = (
+    "user",
+    "identity_file",
+    "port",
+    "gpus",
+    "checkpoint_dir",
+    "cpus",
+    "memory_gib",
+    "fabric",
+    "hosts",
+)
+_HOST_KEYS = ("host", "port", "user", "host_key")
+
+_cache: tuple[str, tuple[int, int, int], LauncherConfig] | None = None
+
+
+def load_config() -> LauncherConfig:
+    """The parsed config (cached while the file is unchanged). Raises ConfigError."""
+    global _cache
+    path = config_path()
+    try:
+        st = path.stat()
+        mtime = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except FileNotFoundError:
+        return LauncherConfig()
+    if _cache is not None and _cache[0] == str(path) and _cache[1] == mtime:
+        return _cache[2]
+    config = parse_config(path.read_text(encoding="utf-8"), source=str(path))
+    _cache = (str(path), mtime, config)
+    return config
+
+
+def parse_config(text: str, source: str = "config.yaml") -> LauncherConfig:
+    """Parse config YAML text. Raises ConfigError naming the offending field."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from exc
+    if data is None:
+        return LauncherConfig()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of sections at the top level.")
+    _no_unknown(data, _SECTIONS, "", source)
+    pools_raw = data.get("ssh_node_pools") or {}
+    if not isinstance(pools_raw, dict):
+        raise ConfigError(f"{source}: field 'ssh_node_pools' must be a mapping of pool names.")
+    pools = {}
+    for name, body in pools_raw.items():
+        pools[str(name)] = _parse_pool(str(name), body, source)
+    return LauncherConfig(ssh_node_pools=pools)
+
+
+def _err(source: str, field_path: str, message: str) -> ConfigError:
+    return ConfigError(f"{source}: field '{field_path}': {message}")
+
+
+def _no_unknown(d: dict[Any, Any], allowed: tuple[str, ...], prefix: str, source: str) -> None:
+    for key in d:
+        if key not in allowed:
+            where = f"{prefix}.{key}" if prefix else str(key)
+            raise _err(source, where, f"unknown field (expected one of: {', '.join(allowed)}).")
+
+
+def _str(value: Any, where: str, source: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _err(source, where, f"expected a non-empty string, got {value!r}.")
+    return value.strip()
+
+
+def _port(value: Any, where: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise _err(source, where, f"expected a port number 1-65535, got {value!r}.")
+    return value
+
+
+def _parse_pool(name: str, body: Any, source: str) -> SSHNodePool:
+    where = f"ssh_node_pools.{name}"
+    if not _POOL_NAME.match(name):
+        raise _err(source, where, "pool names use letters, digits, '.', '_' and '-'.")
+    if not isinstance(body, dict):
+        raise _err(source, where, "expected a mapping with 'hosts' and 'user'.")
+    _no_unknown(body, _POOL_KEYS, where, source)
+    user = _str(body["user"], f"{where}.user", source) if "user" in body else None
+    ident = body.get("identity_file")
+    identity = (
+        os.path.expanduser(_str(ident, f"{where}.identity_file", source))
+        if ident is not None
+        else None
+    )
+    port = _port(body.get("port", 22), f"{where}.port", source)
+    gpus: dict[str, int] = {}
+    gpus_raw = body.get("gpus")
+    if gpus_raw is not None:
+        if not isinstance(gpus_raw, dict) or len(gpus_raw) != 1:
+            raise _err(
+                source, f"{where}.gpus", "expected one accelerator and its count, e.g. {H100: 8}."
+            )
+        for acc, count in gpus_raw.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise _err(source, f"{where}.gpus.{acc}", f"expected a count >= 1, got {count!r}.")
+            gpus[str(acc)] = count
+    ckpt = body.get("checkpoint_dir")
+    checkpoint_dir = _str(ckpt, f"{where}.checkpoint_dir", source) if ckpt is not None else None
+    hosts_raw = body.get("hosts")
+    if not isinstance(hosts_raw, list) or not hosts_raw:
+        raise _err(source, f"{where}.hosts", "expected a non-empty list of hosts.")
+    hosts = []
+    seen: set[tuple[str, int]] = set()
+    for i, entry in enumerate(hosts_raw):
+        hw = f"{where}.hosts[{i}]"
+        if isinstance(entry, str):
+            entry = {"host": entry}
+        if not isinstance(entry, dict):
+            raise _err(source, hw, f"expected a host name or a mapping, got {entry!r}.")
+        _no_unknown(entry, _HOST_KEYS, hw, source)
+        if "host" not in entry:
+            raise _err(source, f"{hw}.host", "missing.")
+        host = _str(entry["host"], f"{hw}.host", source)
+        h_port = _port(entry.get("port", port), f"{hw}.port", source)
+        h_user = _str(entry["user"], f"{hw}.user", source) if "user" in entry else user
+        if h_user is None:
+            raise _err(source, f"{where}.user", "missing (set it for the pool or for each host).")
+        host_key = None
+        if entry.get("host_key") is not None:
+            host_key = _str(entry["host_key"], f"{hw}.host_key", source)
+            if len(host_key.split()) < 2:
+                raise _err(
+                    source, f"{hw}.host_key", "expected '<type> <base64>' as in known_hosts."
+                )
+        if (host, h_port) in seen:
+            raise _err(source, hw, f"{host}:{h_port} is listed twice.")
+        seen.add((host, h_port))
+        hosts.append(SSHHost(host, h_port, h_user, host_key))
+    return SSHNodePool(
+        name=name,
+        hosts=tuple(hosts),
+        identity_file=identity,
+        gpus=gpus,
+        checkpoint_dir=checkpoint_dir,
+        cpus=_positive(body.get("cpus"), f"{where}.cpus", source),
+        memory_gib=_positive(body.get("memory_gib"), f"{where}.memory_gib", source),
+        fabric=_fabric(body.get("fabric"), f"{where}.fabric", source),
+    )
+
+
+def _positive(value: Any, where: str, source: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise _err(source, where, f"expected a positive number, got {value!r}.")
+    return float(value)
+
+
+def _fabric(value: Any, where: str, source: str) -> str | None:
+    from launcher.catalog.offer import FABRICS
+
+    if value is None:
+        return None
+    if value not in FABRICS:
+        raise _err(source, where, f"expected one of {', '.join(FABRICS)}, got {value!r}.")
+    return str(value)

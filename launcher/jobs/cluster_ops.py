@@ -1,0 +1,537 @@
+"""The one seam between the managed-jobs controller and the cluster runtime.
+
+The controller never imports the cluster API, the agent client or a cloud: it
+talks to a `ClusterOps`. `RealClusterOps` (below) adapts the runtime of issue 3
+(imported lazily, only when a method runs); tests use an in-memory fake. Every method is blocking (the
+controller calls them from worker threads) and must be safe to call from
+several threads at once for *different* clusters.
+
+Errors the controller acts on:
+- `NoCapacityError`     nothing could be provisioned in any tier (after failover)
+- `SetupFailedError`    the task's setup failed on a node (maybe because it was preempted:
+                         the controller asks `cloud_view` before calling it a setup failure)
+- `LaunchAbortedError`  `before_run` said stop (the job was cancelled meanwhile)
+- `PermanentLaunchError` retrying cannot help (invalid request, bad task)
+- `TransientOpsError`   a node or the cloud API could not be reached just now
+Anything else from `provision_and_start` is treated like a transient failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from launcher.clouds.base import NodeState
+from launcher.errors import LauncherError
+from launcher.jobs.recovery import PlacementTier
+
+if TYPE_CHECKING:
+    from launcher.task import Task
+
+
+class NoCapacityError(LauncherError):
+    """No placement in any tier could be provisioned (or none fits the task)."""
+
+
+class SetupFailedError(LauncherError):
+    """The task's setup failed; `rank` is the failing node when known."""
+
+    def __init__(self, message: str, rank: int | None = None) -> None:
+        super().__init__(message)
+        self.rank = rank
+
+
+class LaunchAbortedError(LauncherError):
+    """`before_run` returned False: the launch stopped before the job was submitted."""
+
+
+class PermanentLaunchError(LauncherError):
+    """The launch can never succeed as asked (invalid request); do not retry."""
+
+
+class TransientOpsError(LauncherError):
+    """A node or the cloud could not be reached just now. Never proof of a preemption."""
+
+
+class RunState(enum.StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A spot interruption notice relayed by the head-node agent."""
+
+    node_id: str
+    received_at: float  # epoch seconds
+    grace_s: float
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """The cluster agent's record of the job run by one attempt."""
+
+    status: RunState
+    exit_code: int | None = None
+    failed_rank: int | None = None
+    reason: str | None = None
+    notice: Notice | None = None  # an interruption notice the agent relayed to this job
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything one attempt's launch needs. `tiers` are tried in order."""
+
+    job_id: int
+    attempt: int
+    cluster_name: str
+    task: Task
+    tiers: tuple[PlacementTier, ...]
+    task_id: str  # LAUNCHER_TASK_ID, stable across attempts
+    job_name: str
+    env_extra: Mapping[str, str] = field(default_factory=dict)
+    # Called (in the worker thread) after provisioning and setup, right before the
+    # job is submitted: blocks while a preempted predecessor drains; False = abort.
+    before_run: Callable[[], bool] | None = None
+    # Receives setup/provisioning output lines (kept in the attempt's log).
+    on_output: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class AttemptLaunch:
+    """Where an attempt landed and the cluster job id of its run."""
+
+    cluster_name: str
+    cloud: str
+    region: str | None
+    zone: str | None
+    instance_type: str | None
+    num_nodes: int
+    use_spot: bool
+    node_price: float  # $/h of one node, at launch
+    cluster_job_id: int
+    node_ids: tuple[str, ...]  # rank order
+    checkpoint_dir: str | None
+
+
+class ClusterOps(Protocol):
+    def provision_and_start(self, req: LaunchRequest) -> AttemptLaunch:
+        """Provision `req.cluster_name` (trying tiers/placements in order with failover),
+        run setup, call `before_run`, submit the job. Blocking. On any error the
+        caller tears the cluster down (this method need not)."""
+        ...
+
+    def adopt(self, cluster_name: str) -> AttemptLaunch | None:
+        """If the cluster exists, is up and already runs (or ran) our job, describe it;
+        else None. Used after a controller restart. Never provisions."""
+        ...
+
+    def job_status(self, cluster_name: str, cluster_job_id: int) -> JobRun:
+        """The agent's record. Raises TransientOpsError when the head is unreachable."""
+        ...
+
+    def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
+        """The cloud's own view: node_id -> state (a missing node = TERMINATED).
+        Raises TransientOpsError when the cloud API cannot be reached."""
+        ...
+
+    def notices(self, cluster_name: str) -> list[Notice]:
+        """Interruption notices received for the cluster's nodes (cheap; may be [])."""
+        ...
+
+    def fetch_logs(
+        self,
+        cluster_name: str,
+        cluster_job_id: int,
+        on_line: Callable[[str], None],
+        follow: bool = False,
+    ) -> None:
+        """Stream the job's log lines (rank-prefixed). With follow, until the job ends.
+        Raises TransientOpsError when the logs cannot be read."""
+        ...
+
+    def cancel_job(self, cluster_name: str, cluster_job_id: int) -> None:
+        """Best effort; idempotent."""
+        ...
+
+    def teardown(self, cluster_name: str) -> None:
+        """Terminate every node of the cluster and forget it. Idempotent: a cluster
+        that does not exist is fine."""
+        ...
+
+    def abort_launch(self, cluster_name: str) -> None:
+        """Terminate the cluster's nodes now, while `provision_and_start` may still be
+        working on it in another thread (which then fails). Used to cancel promptly;
+        `teardown` still follows. Idempotent."""
+        ...
+
+    def replace_nodes(
+        self, cluster_name: str, lost_node_ids: tuple[str, ...], req: LaunchRequest
+    ) -> AttemptLaunch | None:
+        """Replace only the lost nodes of a multi-node cluster (same zone / placement
+        group), re-run setup on them and restart the gang job. None = this cloud
+        cannot (the controller then relaunches the whole cluster)."""
+        ...
+
+
+def lost_nodes(view: Mapping[str, NodeState], expected: tuple[str, ...]) -> tuple[str, ...]:
+    """Nodes the cloud says are gone (PREEMPTED/TERMINATED, or missing from its view)."""
+    gone = (NodeState.PREEMPTED, NodeState.TERMINATED)
+    out = [n for n in expected if n not in view or view[n] in gone]
+    out += [n for n, s in view.items() if s in gone and n not in expected]
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------
+# The real adapter: the cluster runtime of issue 3 (state DB, provisioning with failover,
+# runtime bring-up, head-node agent). Everything below imports lazily.
+
+
+def checkpoint_dir_for(cloud: str, region: str | None, job_id: int, task: Task | None
+                       ) -> str | None:
+    """LAUNCHER_CHECKPOINT_DIR of managed job `job_id` on `cloud`.
+
+    local: $LAUNCHER_HOME/checkpoints/<job-id> (this machine: survives every cluster).
+    ssh: the pool's `checkpoint_dir`/<job-id> when the pool declares one.
+    other clouds: the task's `checkpoint.path` on the nodes (a bucket mounted
+    there is the clouds issue's job); None when the task declares none.
+    """
+    from launcher.jobs import paths
+
+    if cloud == "local":
+        return str(paths.local_checkpoint_dir(job_id))
+    if cloud == "ssh":
+        try:
+            from launcher.config import load_config
+
+            pool = load_config().ssh_node_pools.get(region or "")
+            base = pool.checkpoint_dir if pool is not None else None
+            if base:
+                return f"{str(base).rstrip('/')}/{job_id}"
+        except Exception:  # a broken config is reported by the launch itself
+            pass
+    if task is not None and task.checkpoint is not None:
+        return task.checkpoint.path
+    return None
+
+
+class RealClusterOps:
+    """`ClusterOps` over launcher.api / launcher.state / the head-node agent.
+
+    Thread-safe: every call opens its own StateDB connection; agent clients (and
+    so SSH connections) are cached per cluster behind a lock.
+    """
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._clients: dict[str, object] = {}
+        self._clouds: dict[str, str] = {}
+        self._nodes: dict[str, tuple[str, ...]] = {}
+
+    # -- helpers
+
+    def _client(self, cluster_name: str) -> object:
+        """A cached AgentClient for the cluster (raises TransientOpsError if unknown)."""
+        with self._lock:
+            client = self._clients.get(cluster_name)
+        if client is not None:
+            return client
+        from launcher.runtime.execution import agent_client
+        from launcher.state import StateDB
+
+        with StateDB() as db:
+            if db.get_cluster(cluster_name) is None:
+                raise TransientOpsError(f"cluster {cluster_name} is not in the state DB")
+            info = db.cluster_info(cluster_name)
+        client = agent_client(info)
+        with self._lock:
+            self._clients[cluster_name] = client
+            self._clouds[cluster_name] = info.cloud
+            self._nodes[cluster_name] = tuple(n.node_id for n in info.nodes)
+        return client
+
+    def _forget(self, cluster_name: str) -> None:
+        with self._lock:
+            client = self._clients.pop(cluster_name, None)
+            self._clouds.pop(cluster_name, None)
+            self._nodes.pop(cluster_name, None)
+        close = getattr(getattr(client, "head", None), "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
+
+    def _cloud_name(self, cluster_name: str) -> str | None:
+        with self._lock:
+            name = self._clouds.get(cluster_name)
+        if name is not None:
+            return name
+        from launcher.state import StateDB
+
+        with StateDB() as db:
+            rec = db.get_cluster(cluster_name)
+        if rec is None:
+            return None
+        with self._lock:
+            self._clouds[cluster_name] = rec.cloud
+        return rec.cloud
+
+    # -- ClusterOps
+
+    def provision_and_start(self, req: LaunchRequest) -> AttemptLaunch:
+        from launcher.api.launch import job_spec_for, prepare_cluster
+        from launcher.api.provision import Provisioned, provision_with_failover
+        from launcher.clouds.base import ProvisionFailedError
+        from launcher.errors import NoPlacementError
+        from launcher.runtime import execution
+        from launcher.state import StateDB, acquire_cluster_lock
+
+        task = req.task
+        emit = req.on_output or (lambda _m: None)
+        owner = f"managed-job:{req.job_id}"
+        with StateDB() as db:
+            lock = acquire_cluster_lock(req.cluster_name, wait=30.0, purpose=owner)
+            try:
+                prov: Provisioned | None = None
+                failures: list[str] = []
+                for tier in req.tiers:
+                    try:
+                        prov = provision_with_failover(
+                            task, req.cluster_name, db, blocked=tier.blocked,
+                            only_region=tier.only_region, on_event=emit, owner=owner,
+                        )
+                        break
+                    except ProvisionFailedError as exc:
+                        if exc.attempts and exc.attempts[-1].error_type == "InvalidRequestError":
+                            raise PermanentLaunchError(str(exc)) from None
+                        failures.append(f"{tier.label or 'placement'}: {exc}")
+                    except NoPlacementError as exc:
+                        failures.append(f"{tier.label or 'placement'}: {exc}")
+                    db.delete_cluster(req.cluster_name, reason="managed job: no placement")
+                if prov is None:
+                    raise NoCapacityError(
+                        "No placement could be provisioned for the managed job. "
+                        + " | ".join(failures)
+                    )
+                cluster = prov.cluster
+                try:
+                    client = prepare_cluster(db, cluster, task, on_event=emit, on_setup_line=emit)
+                except execution.SetupFailedError as exc:
+                    raise SetupFailedError(str(exc), rank=getattr(exc, "rank", None)) from None
+                rec = db.require_cluster(req.cluster_name)
+                ckpt = checkpoint_dir_for(cluster.cloud, cluster.region, req.job_id, task)
+                if ckpt and cluster.cloud == "local":
+                    import os
+
+                    os.makedirs(ckpt, exist_ok=True)
+                if req.before_run is not None and not req.before_run():
+                    raise LaunchAbortedError("the managed job was cancelled during its launch")
+                spec = job_spec_for(task, cluster, rec, task_id=req.task_id, checkpoint_dir=ckpt,
+                                    extra_envs=dict(req.env_extra))
+                job_id = int(client.submit(spec))
+                db.add_event(req.cluster_name, "job-submitted", f"managed job {req.job_id}")
+            finally:
+                lock.release()
+        with self._lock:
+            self._clients[req.cluster_name] = client
+            self._clouds[req.cluster_name] = cluster.cloud
+            self._nodes[req.cluster_name] = tuple(n.node_id for n in cluster.nodes)
+        p = prov.placement
+        return AttemptLaunch(
+            cluster_name=req.cluster_name, cloud=cluster.cloud, region=cluster.region,
+            zone=cluster.zone, instance_type=cluster.instance_type, num_nodes=len(cluster.nodes),
+            use_spot=cluster.use_spot, node_price=p.node_price, cluster_job_id=job_id,
+            node_ids=tuple(n.node_id for n in cluster.nodes), checkpoint_dir=ckpt,
+        )
+
+    def adopt(self, cluster_name: str) -> AttemptLaunch | None:
+        from launcher.api.provision import default_cloud
+        from launcher.state import ClusterStatus, StateDB
+
+        with StateDB() as db:
+            rec = db.get_cluster(cluster_name)
+            if rec is None or rec.status is not ClusterStatus.UP:
+                return None
+            info = db.cluster_info(cluster_name)
+        try:
+            view = default_cloud(rec.cloud).query(cluster_name)
+            if not view or set(view.values()) != {NodeState.RUNNING}:
+                return None
+            jobs = self._client(cluster_name).queue()  # type: ignore[attr-defined]
+        except Exception:
+            return None
+        if not jobs:
+            return None
+        job = max(jobs, key=lambda j: j.id)
+        job_id = int(owner_job_id(rec.owner) or 0)
+        return AttemptLaunch(
+            cluster_name=cluster_name, cloud=rec.cloud, region=rec.region, zone=rec.zone,
+            instance_type=rec.instance_type, num_nodes=rec.num_nodes, use_spot=rec.use_spot,
+            node_price=rec.hourly_cost / max(1, rec.num_nodes), cluster_job_id=int(job.id),
+            node_ids=tuple(n.node_id for n in info.nodes),
+            checkpoint_dir=checkpoint_dir_for(rec.cloud, rec.region, job_id, None),
+        )
+
+    def job_status(self, cluster_name: str, cluster_job_id: int) -> JobRun:
+        client = self._client(cluster_name)
+        try:
+            rec = client.job(cluster_job_id)  # type: ignore[attr-defined]
+        except LauncherError as exc:
+            # Unreachable head, or an agent call killed with its node: only the cloud's
+            # view can say whether that was a preemption.
+            raise TransientOpsError(f"{cluster_name}: {exc}") from None
+        notice = None
+        if rec.notice is not None:
+            nodes = self._nodes.get(cluster_name, ())
+            rank = int(rec.notice.rank)
+            node_id = nodes[rank] if rank < len(nodes) else f"{cluster_name}-{rank}"
+            notice = Notice(node_id, float(rec.notice.received_at),
+                            float(rec.notice.grace_seconds))
+        return JobRun(
+            status=RunState(rec.status.value), exit_code=rec.exit_code,
+            failed_rank=rec.failed_rank, reason=rec.reason, notice=notice,
+        )
+
+    def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
+        from launcher.api.provision import default_cloud
+
+        cloud = self._cloud_name(cluster_name)
+        if cloud is None:
+            return {}
+        try:
+            return default_cloud(cloud).query(cluster_name)
+        except Exception as exc:
+            raise TransientOpsError(f"{cloud} query of {cluster_name} failed: {exc}") from None
+
+    def notices(self, cluster_name: str) -> list[Notice]:
+        """Local cloud: the notice files the local cloud drops for the agent (read
+        directly: same machine). Elsewhere notices come with the agent's job record."""
+        if self._cloud_name(cluster_name) != "local":
+            return []
+        import json
+
+        from launcher.clouds.local import AGENT_DIR, LocalCloud
+
+        out: list[Notice] = []
+        agent_dir = LocalCloud().node_dir(cluster_name, 0) / AGENT_DIR
+        try:
+            names = [p for p in agent_dir.iterdir() if p.name.startswith("notice-rank-")
+                     and p.name.endswith(".json")]
+        except OSError:
+            return []
+        for p in names:
+            try:
+                d = json.loads(p.read_text())
+                grace = float(d.get("grace_seconds", d.get("notice_seconds", 0.0)))
+                received = float(d.get("deadline", 0.0)) - grace
+                rank = int(d.get("rank", 0))
+            except (OSError, ValueError, TypeError):
+                continue
+            out.append(Notice(f"{cluster_name}-{rank}", received, grace))
+        return out
+
+    def fetch_logs(self, cluster_name: str, cluster_job_id: int,
+                   on_line: Callable[[str], None], follow: bool = False) -> None:
+        client = self._client(cluster_name)
+        try:
+            client.follow_logs(cluster_job_id, on_line, follow=follow)  # type: ignore[attr-defined]
+        except LauncherError as exc:
+            raise TransientOpsError(f"{cluster_name}: {exc}") from None
+
+    def cancel_job(self, cluster_name: str, cluster_job_id: int) -> None:
+        try:
+            self._client(cluster_name).cancel([cluster_job_id])  # type: ignore[attr-defined]
+        except Exception as exc:
+            raise TransientOpsError(f"{cluster_name}: cancel failed: {exc}") from None
+
+    def teardown(self, cluster_name: str) -> None:
+        from launcher.api.clusters import down
+        from launcher.errors import ClusterNotFoundError
+
+        cloud = self._cloud_name(cluster_name)
+        self._forget(cluster_name)
+        with contextlib.suppress(ClusterNotFoundError):
+            down(cluster_name)
+        if cloud in (None, "local"):
+            # A launch killed before its state row was written can only have touched
+            # the local cloud's directory (the row precedes every cloud call).
+            from launcher.clouds.local import LocalCloud
+
+            LocalCloud().terminate(cluster_name)
+
+    def abort_launch(self, cluster_name: str) -> None:
+        from launcher.api.provision import default_cloud
+
+        cloud = self._cloud_name(cluster_name)
+        with contextlib.suppress(KeyError):
+            default_cloud(cloud or "local").terminate(cluster_name)
+
+    def replace_nodes(self, cluster_name: str, lost_node_ids: tuple[str, ...],
+                      req: LaunchRequest) -> AttemptLaunch | None:
+        """Local cloud: re-provisioning the same cluster replaces exactly its PREEMPTED
+        nodes (fresh, empty) and keeps the others; then the runtime is brought up
+        again (agent, sync, setup) and the gang job resubmitted. Other clouds: None
+        until their provisioners can replace single nodes in place."""
+        if self._cloud_name(cluster_name) != "local":
+            return None
+        from launcher.api.launch import job_spec_for, prepare_cluster
+        from launcher.clouds.base import ProvisionRequest
+        from launcher.clouds.local import LocalCloud
+        from launcher.runtime import execution
+        from launcher.state import StateDB, acquire_cluster_lock
+
+        self._forget(cluster_name)
+        with StateDB() as db:
+            lock = acquire_cluster_lock(cluster_name, wait=30.0, purpose="replace nodes")
+            try:
+                rec = db.require_cluster(cluster_name)
+                info = LocalCloud().provision(ProvisionRequest(
+                    cluster_name=cluster_name, cloud=rec.cloud, region=rec.region, zone=rec.zone,
+                    instance_type=rec.instance_type, num_nodes=rec.num_nodes,
+                    use_spot=rec.use_spot, accelerator=rec.accelerator,
+                    accelerator_count=rec.accelerator_count,
+                ))
+                db.set_nodes(cluster_name, info.nodes)
+                try:
+                    client = prepare_cluster(db, info, req.task, on_event=req.on_output or
+                                             (lambda _m: None), on_setup_line=req.on_output)
+                except execution.SetupFailedError as exc:
+                    raise SetupFailedError(str(exc), rank=getattr(exc, "rank", None)) from None
+                rec = db.require_cluster(cluster_name)
+                ckpt = checkpoint_dir_for(info.cloud, info.region, req.job_id, req.task)
+                spec = job_spec_for(req.task, info, rec, task_id=req.task_id, checkpoint_dir=ckpt,
+                                    extra_envs=dict(req.env_extra))
+                job_id = int(client.submit(spec))
+            finally:
+                lock.release()
+        with self._lock:
+            self._clients[cluster_name] = client
+            self._clouds[cluster_name] = info.cloud
+            self._nodes[cluster_name] = tuple(n.node_id for n in info.nodes)
+        return AttemptLaunch(
+            cluster_name=cluster_name, cloud=info.cloud, region=info.region, zone=info.zone,
+            instance_type=info.instance_type, num_nodes=len(info.nodes), use_spot=info.use_spot,
+            node_price=rec.hourly_cost / max(1, rec.num_nodes), cluster_job_id=job_id,
+            node_ids=tuple(n.node_id for n in info.nodes), checkpoint_dir=ckpt,
+        )
+
+
+def owner_job_id(owner: str | None) -> int | None:
+    """The managed job id of a cluster owned by the controller ("managed-job:<id>")."""
+    if owner and owner.startswith("managed-job:"):
+        try:
+            return int(owner.split(":", 1)[1])
+        except ValueError:
+            return None
+    return None

@@ -1,0 +1,67 @@
+"""Types the controller is configured and reasons with: its settings, attempt
+outcomes, and the deterministic per-attempt cluster names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.jobs.recovery import DEFAULT_COOLDOWN_S
+from launcher.jobs.state_machine import ManagedJobStatus as S
+
+
+class Outcome:
+    """How an attempt ended (attempt.outcome)."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"  # user code failed, no restarts left
+    ERROR_RESTART = "ERROR_RESTART"  # user code failed, restarted
+    EXIT_CODE = "EXIT_CODE"  # exit code listed in recover_on_exit_codes
+    PREEMPTED = "PREEMPTED"
+    SETUP_FAILED = "SETUP_FAILED"
+    NO_RESOURCE = "NO_RESOURCE"  # final: FAILED_NO_RESOURCE
+    NO_RESOURCE_RETRY = "NO_RESOURCE_RETRY"  # during recovery: try again later
+    LAUNCH_ERROR = "LAUNCH_ERROR"  # transient launch failure, retried
+    LAUNCH_FAILED = "LAUNCH_FAILED"  # final
+    CANCELLED = "CANCELLED"
+
+
+# Outcome -> the job status it leads to (None: the job goes on with a new attempt).
+FINAL_STATUS: dict[str, S] = {
+    Outcome.SUCCEEDED: S.SUCCEEDED,
+    Outcome.FAILED: S.FAILED,
+    Outcome.SETUP_FAILED: S.FAILED_SETUP,
+    Outcome.NO_RESOURCE: S.FAILED_NO_RESOURCE,
+    Outcome.LAUNCH_FAILED: S.FAILED,
+    Outcome.CANCELLED: S.CANCELLED,
+}
+# Outcome of the previous attempt -> cause of the next one.
+CAUSE_AFTER = {
+    Outcome.PREEMPTED: "preemption",
+    Outcome.ERROR_RESTART: "error-restart",
+    Outcome.EXIT_CODE: "exit-code",
+}
+
+
+@dataclass
+class ControllerConfig:
+    poll_min_s: float = 0.5  # watch interval right after a change
+    poll_max_s: float = 2.0  # ... growing to this while nothing happens
+    max_polls_per_s: float = 100.0  # total status-query budget across all jobs
+    scan_s: float = 0.3  # how often the DB is scanned for new jobs and cancels
+    idle_exit_s: float | None = 30.0  # exit after this long with no live job
+    launch_workers: int = 8
+    watch_workers: int = 8
+    cooldown_s: float = DEFAULT_COOLDOWN_S
+    failure_confirm_s: float = 1.0  # look at the cloud again before blaming user code
+    max_drain_s: float = 120.0  # cap on waiting for a noticed node to finish its checkpoint
+    backoff_min_s: float = 1.0
+    backoff_max_s: float = 60.0
+    max_no_capacity_retries: int = 30  # during recovery, before FAILED_NO_RESOURCE
+    max_launch_errors: int = 3  # transient launch errors in a row before FAILED
+    cluster_prefix: str = "mj"
+    driver_restarts: int = 3  # a driver crashing with a bug is restarted this often
+
+
+def cluster_name_for(prefix: str, job_id: int, attempt: int) -> str:
+    """Deterministic per-attempt cluster name (recorded before provisioning)."""
+    return f"{prefix}-{job_id}-{attempt}"

@@ -1,0 +1,56 @@
+"""Crash-point injection for crash-safety tests.
+
+`LAUNCHER_CONTROLLER_CRASH_AT=<point>[:<n>]` makes the controller process die
+with `os._exit(137)` (what `kill -9` looks like to everyone else) the n-th time
+(default: first) it reaches `<point>`. In-process tests swap the action for one
+that raises `SimulatedCrash`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+
+ENV = "LAUNCHER_CONTROLLER_CRASH_AT"
+
+# Every point the controller marks, in the order a job meets them.
+POINTS = (
+    "attempt_recorded",  # attempt row + cluster name written, nothing provisioned yet
+    "provisioned",  # cluster up and job submitted, not yet recorded
+    "running_recorded",  # attempt RUNNING and job RUNNING written
+    "preemption_recorded",  # attempt marked preempted, job RECOVERING, old cluster not torn down
+    "job_finished",  # the cluster job ended, nothing recorded yet
+    "teardown_done",  # final teardown done, terminal status not written
+)
+
+
+class SimulatedCrash(BaseException):
+    """Raised by the in-process crash action (BaseException: no `except Exception` eats it)."""
+
+
+def _die() -> None:
+    os._exit(137)
+
+
+class CrashPoints:
+    def __init__(self, spec: str | None = None, action: Callable[[], None] = _die) -> None:
+        spec = os.environ.get(ENV) if spec is None else spec
+        self.point: str | None = None
+        self.nth = 1
+        if spec:
+            name, _, n = spec.partition(":")
+            if name not in POINTS:
+                raise ValueError(f"{ENV}: unknown crash point {name!r}; known: {', '.join(POINTS)}")
+            self.point = name
+            self.nth = int(n) if n else 1
+        self.action = action
+        self._seen: Counter[str] = Counter()
+
+    def hit(self, name: str) -> None:
+        """Mark reaching `name`; dies there if configured to."""
+        if self.point != name:
+            return
+        self._seen[name] += 1
+        if self._seen[name] == self.nth:
+            self.action()

@@ -1,0 +1,596 @@
+"""Managed-job tables in the shared state DB ($LAUNCHER_HOME/state.db).
+
+Our own migration track (`managed_jobs_schema_version`), WAL, explicit columns,
+no pickles. Every status change writes the job row and its event row in one
+transaction, after `check_transition` allowed it.
+
+Thread-safety: one `JobStore` per thread (it owns one sqlite3 connection).
+Several processes (the controller and CLIs) may use the DB at once: writers
+take `BEGIN IMMEDIATE` and wait up to `busy_timeout`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.errors import LauncherError
+from launcher.jobs import paths
+from launcher.jobs.state_machine import (
+    IllegalTransitionError,
+    ManagedJobStatus,
+    check_transition,
+)
+
+
+class ManagedJobNotFoundError(LauncherError):
+    exit_code = 4
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"No managed job with id {job_id} (see `launcher jobs queue`).")
+        self.job_id = job_id
+
+
+_MIGRATIONS: tuple[str, ...] = (
+    # 1: initial schema
+    """
+    CREATE TABLE IF NOT EXISTS managed_jobs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        task_yaml TEXT NOT NULL,
+        task_source TEXT,
+        task_id TEXT NOT NULL,
+        strategy TEXT NOT NULL,
+        max_restarts_on_errors INTEGER NOT NULL,
+        recover_on_exit_codes TEXT NOT NULL,
+        submitted_at REAL NOT NULL,
+        started_at REAL,
+        ended_at REAL,
+        recoveries INTEGER NOT NULL DEFAULT 0,
+        restarts_on_errors INTEGER NOT NULL DEFAULT 0,
+        last_recovery_s REAL,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        failure_reason TEXT,
+        exit_code INTEGER,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS managed_jobs_status ON managed_jobs(status);
+    CREATE TABLE IF NOT EXISTS managed_job_attempts (
+        job_id INTEGER NOT NULL REFERENCES managed_jobs(id),
+        attempt INTEGER NOT NULL,
+        cluster_name TEXT NOT NULL UNIQUE,
+        cause TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        cloud TEXT,
+        region TEXT,
+        zone TEXT,
+        instance_type TEXT,
+        num_nodes INTEGER,
+        use_spot INTEGER,
+        node_price REAL,
+        cluster_job_id INTEGER,
+        checkpoint_dir TEXT,
+        created_at REAL NOT NULL,
+        running_at REAL,
+        ended_at REAL,
+        outcome TEXT,
+        exit_code INTEGER,
+        preempted_at REAL,
+        recovery_s REAL,
+        work_lost_s REAL,
+        torn_down_at REAL,
+        node_ids TEXT,
+        outcome_applied INTEGER NOT NULL DEFAULT 0,
+        outcome_reason TEXT,
+        drain_until REAL,
+        PRIMARY KEY (job_id, attempt)
+    );
+    CREATE TABLE IF NOT EXISTS managed_job_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id INTEGER NOT NULL REFERENCES managed_jobs(id),
+        at REAL NOT NULL,
+        from_status TEXT,
+        to_status TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        attempt INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS managed_job_events_job ON managed_job_events(job_id);
+    CREATE TABLE IF NOT EXISTS managed_job_blocks (
+        job_id INTEGER NOT NULL REFERENCES managed_jobs(id),
+        cloud TEXT NOT NULL,
+        region TEXT,
+        zone TEXT,
+        until REAL NOT NULL,
+        reason TEXT NOT NULL
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: int
+    name: str
+    status: ManagedJobStatus
+    task_yaml: str
+    task_source: str | None
+    task_id: str
+    strategy: str
+    max_restarts_on_errors: int
+    recover_on_exit_codes: tuple[int, ...]
+    submitted_at: float
+    started_at: float | None
+    ended_at: float | None
+    recoveries: int
+    restarts_on_errors: int
+    last_recovery_s: float | None
+    cancel_requested: bool
+    failure_reason: str | None
+    exit_code: int | None
+    updated_at: float
+
+
+class AttemptPhase:
+    PROVISIONING = "PROVISIONING"  # recorded before the cloud is asked for anything
+    RUNNING = "RUNNING"  # cluster up, job submitted
+    ENDED = "ENDED"  # the job on this cluster is over (see outcome)
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    job_id: int
+    attempt: int
+    cluster_name: str
+    cause: str  # initial | preemption | exit-code | error-restart
+    phase: str
+    cloud: str | None
+    region: str | None
+    zone: str | None
+    instance_type: str | None
+    num_nodes: int | None
+    use_spot: bool | None
+    node_price: float | None
+    cluster_job_id: int | None
+    checkpoint_dir: str | None
+    created_at: float
+    running_at: float | None
+    ended_at: float | None
+    outcome: str | None
+    exit_code: int | None
+    preempted_at: float | None
+    recovery_s: float | None
+    work_lost_s: float | None
+    torn_down_at: float | None
+    node_ids: tuple[str, ...]
+    outcome_applied: bool
+    outcome_reason: str | None
+    drain_until: float | None  # set while a noticed attempt drains (PREEMPTED, still RUNNING)
+
+    @property
+    def where(self) -> str:
+        return "/".join(p for p in (self.cloud, self.region, self.zone) if p) or "?"
+
+
+@dataclass(frozen=True)
+class EventRow:
+    id: int
+    job_id: int
+    at: float
+    from_status: str | None
+    to_status: str
+    reason: str
+    attempt: int | None
+
+
+@dataclass(frozen=True)
+class BlockRow:
+    job_id: int
+    cloud: str
+    region: str | None
+    zone: str | None
+    until: float
+    reason: str
+
+
+_JOB_COLS = (
+    "id, name, status, task_yaml, task_source, task_id, strategy, max_restarts_on_errors, "
+    "recover_on_exit_codes, submitted_at, started_at, ended_at, recoveries, restarts_on_errors, "
+    "last_recovery_s, cancel_requested, failure_reason, exit_code, updated_at"
+)
+_ATTEMPT_COLS = (
+    "job_id, attempt, cluster_name, cause, phase, cloud, region, zone, instance_type, num_nodes, "
+    "use_spot, node_price, cluster_job_id, checkpoint_dir, created_at, running_at, ended_at, "
+    "outcome, exit_code, preempted_at, recovery_s, work_lost_s, torn_down_at, node_ids, "
+    "outcome_applied, outcome_reason, drain_until"
+)
+# Attempt columns the controller may update after insertion.
+_ATTEMPT_MUTABLE = frozenset(_ATTEMPT_COLS.replace(" ", "").split(",")) - {
+    "job_id",
+    "attempt",
+    "cluster_name",
+    "cause",
+    "created_at",
+}
+_JOB_MUTABLE = frozenset(
+    {
+        "started_at",
+        "ended_at",
+        "recoveries",
+        "restarts_on_errors",
+        "last_recovery_s",
+        "failure_reason",
+        "exit_code",
+    }
+)
+
+
+def _attempt_fields(fields: dict[str, object]) -> dict[str, object]:
+    bad = set(fields) - _ATTEMPT_MUTABLE
+    if bad:
+        raise ValueError(f"not updatable attempt columns: {sorted(bad)}")
+    out = dict(fields)
+    if "node_ids" in out and not isinstance(out["node_ids"], str | None):
+        out["node_ids"] = ",".join(str(n) for n in out["node_ids"])  # type: ignore[attr-defined]
+    if "use_spot" in out and isinstance(out["use_spot"], bool):
+        out["use_spot"] = int(out["use_spot"])
+    return out
+
+
+def _job(r: sqlite3.Row) -> JobRow:
+    codes = tuple(int(c) for c in r["recover_on_exit_codes"].split(",") if c)
+    return JobRow(
+        id=r["id"],
+        name=r["name"],
+        status=ManagedJobStatus(r["status"]),
+        task_yaml=r["task_yaml"],
+        task_source=r["task_source"],
+        task_id=r["task_id"],
+        strategy=r["strategy"],
+        max_restarts_on_errors=r["max_restarts_on_errors"],
+        recover_on_exit_codes=codes,
+        submitted_at=r["submitted_at"],
+        started_at=r["started_at"],
+        ended_at=r["ended_at"],
+        recoveries=r["recoveries"],
+        restarts_on_errors=r["restarts_on_errors"],
+        last_recovery_s=r["last_recovery_s"],
+        cancel_requested=bool(r["cancel_requested"]),
+        failure_reason=r["failure_reason"],
+        exit_code=r["exit_code"],
+        updated_at=r["updated_at"],
+    )
+
+
+def _attempt(r: sqlite3.Row) -> AttemptRow:
+    return AttemptRow(
+        job_id=r["job_id"],
+        attempt=r["attempt"],
+        cluster_name=r["cluster_name"],
+        cause=r["cause"],
+        phase=r["phase"],
+        cloud=r["cloud"],
+        region=r["region"],
+        zone=r["zone"],
+        instance_type=r["instance_type"],
+        num_nodes=r["num_nodes"],
+        use_spot=None if r["use_spot"] is None else bool(r["use_spot"]),
+        node_price=r["node_price"],
+        cluster_job_id=r["cluster_job_id"],
+        checkpoint_dir=r["checkpoint_dir"],
+        created_at=r["created_at"],
+        running_at=r["running_at"],
+        ended_at=r["ended_at"],
+        outcome=r["outcome"],
+        exit_code=r["exit_code"],
+        preempted_at=r["preempted_at"],
+        recovery_s=r["recovery_s"],
+        work_lost_s=r["work_lost_s"],
+        torn_down_at=r["torn_down_at"],
+        node_ids=tuple(n for n in (r["node_ids"] or "").split(",") if n),
+        outcome_applied=bool(r["outcome_applied"]),
+        outcome_reason=r["outcome_reason"],
+        drain_until=r["drain_until"],
+    )
+
+
+class JobStore:
+    """Typed access to the managed-job tables. Creates/migrates them on open (idempotent)."""
+
+    def __init__(self, db_path: Path | str | None = None) -> None:
+        path = Path(db_path) if db_path is not None else paths.state_db_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._conn = sqlite3.connect(
+            str(path), timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA busy_timeout = 30000")
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        self._migrate()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._tx() as c:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS managed_jobs_schema_version (version INTEGER NOT NULL)"
+            )
+            row = c.execute("SELECT version FROM managed_jobs_schema_version").fetchone()
+            current = row["version"] if row else 0
+            if current > SCHEMA_VERSION:
+                raise LauncherError(
+                    f"The state DB's managed-jobs schema (v{current}) is newer than this "
+                    f"launcher (v{SCHEMA_VERSION}); upgrade launcher."
+                )
+            for script in _MIGRATIONS[current:]:
+                for stmt in script.split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+            if row is None:
+                c.execute("INSERT INTO managed_jobs_schema_version VALUES (?)", (SCHEMA_VERSION,))
+            elif current != SCHEMA_VERSION:
+                c.execute("UPDATE managed_jobs_schema_version SET version = ?", (SCHEMA_VERSION,))
+
+    # ---- jobs -------------------------------------------------------------------------
+
+    def add_job(
+        self,
+        *,
+        name: str,
+        task_yaml: str,
+        task_source: str | None,
+        strategy: str,
+        max_restarts_on_errors: int,
+        recover_on_exit_codes: Sequence[int],
+        task_id_prefix: str = "mj",
+    ) -> JobRow:
+        """Insert a PENDING job (with its first event). Returns the row."""
+        now = time.time()
+        codes = ",".join(str(int(c)) for c in recover_on_exit_codes)
+        with self._tx() as c:
+            cur = c.execute(
+                "INSERT INTO managed_jobs (name, status, task_yaml, task_source, task_id, strategy, "
+                "max_restarts_on_errors, recover_on_exit_codes, submitted_at, updated_at) "
+                "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?)",
+                (
+                    name,
+                    ManagedJobStatus.PENDING.value,
+                    task_yaml,
+                    task_source,
+                    strategy,
+                    max_restarts_on_errors,
+                    codes,
+                    now,
+                    now,
+                ),
+            )
+            job_id = int(cur.lastrowid or 0)
+            # Stable across recoveries; unique even if the DB is recreated (time suffix).
+            task_id = f"{task_id_prefix}-{job_id}-{int(now * 1000):x}"
+            c.execute("UPDATE managed_jobs SET task_id = ? WHERE id = ?", (task_id, job_id))
+            c.execute(
+                "INSERT INTO managed_job_events (job_id, at, from_status, to_status, reason) "
+                "VALUES (?, ?, NULL, ?, ?)",
+                (job_id, now, ManagedJobStatus.PENDING.value, "submitted"),
+            )
+        return self.job(job_id)
+
+    def job(self, job_id: int) -> JobRow:
+        """Raises ManagedJobNotFoundError."""
+        r = self._conn.execute(
+            f"SELECT {_JOB_COLS} FROM managed_jobs WHERE id = ?", (job_id,)
+        ).fetchone()
+        if r is None:
+            raise ManagedJobNotFoundError(job_id)
+        return _job(r)
+
+    def jobs(self, *, live_only: bool = False) -> list[JobRow]:
+        q = f"SELECT {_JOB_COLS} FROM managed_jobs"
+        if live_only:
+            terminal = ",".join(f"'{s.value}'" for s in ManagedJobStatus if s.is_terminal)
+            q += f" WHERE status NOT IN ({terminal})"
+        return [_job(r) for r in self._conn.execute(q + " ORDER BY id")]
+
+    def live_job_ids(self) -> list[int]:
+        terminal = ",".join(f"'{s.value}'" for s in ManagedJobStatus if s.is_terminal)
+        return [
+            r[0]
+            for r in self._conn.execute(
+                f"SELECT id FROM managed_jobs WHERE status NOT IN ({terminal}) ORDER BY id"
+            )
+        ]
+
+    def cancel_requested_ids(self) -> set[int]:
+        return {
+            r[0]
+            for r in self._conn.execute("SELECT id FROM managed_jobs WHERE cancel_requested = 1")
+        }
+
+    def transition(
+        self,
+        job_id: int,
+        target: ManagedJobStatus | None,
+        reason: str,
+        *,
+        attempt: int | None = None,
+        expect: ManagedJobStatus | None = None,
+        attempt_fields: dict[str, object] | None = None,
+        **fields: object,
+    ) -> JobRow:
+        """Move the job to `target` and write the event row, atomically.
+
+        `target=None` records an event without a status change (from == to).
+        `fields` are job columns and `attempt_fields` columns of attempt `attempt`
+        to set in the same transaction. Raises IllegalTransitionError when the state
+        machine forbids it (or when `expect` is given and the status differs).
+        """
+        bad = set(fields) - _JOB_MUTABLE
+        if bad:
+            raise ValueError(f"not updatable job columns: {sorted(bad)}")
+        afields = _attempt_fields(attempt_fields or {})
+        if afields and attempt is None:
+            raise ValueError("attempt_fields need attempt=")
+        now = time.time()
+        with self._tx() as c:
+            r = c.execute("SELECT status FROM managed_jobs WHERE id = ?", (job_id,)).fetchone()
+            if r is None:
+                raise ManagedJobNotFoundError(job_id)
+            current = ManagedJobStatus(r["status"])
+            new = current if target is None else target
+            if expect is not None and current != expect:
+                raise IllegalTransitionError(job_id, current, new)
+            if target is not None:
+                check_transition(job_id, current, target)
+            sets = ", ".join(f"{k} = ?" for k in fields)
+            c.execute(
+                f"UPDATE managed_jobs SET status = ?, updated_at = ?{', ' + sets if sets else ''} "
+                "WHERE id = ?",
+                (new.value, now, *fields.values(), job_id),
+            )
+            if afields:
+                asets = ", ".join(f"{k} = ?" for k in afields)
+                c.execute(
+                    f"UPDATE managed_job_attempts SET {asets} WHERE job_id = ? AND attempt = ?",
+                    (*afields.values(), job_id, attempt),
+                )
+            c.execute(
+                "INSERT INTO managed_job_events (job_id, at, from_status, to_status, reason, "
+                "attempt) VALUES (?, ?, ?, ?, ?, ?)",
+                (job_id, now, current.value, new.value, reason, attempt),
+            )
+        return self.job(job_id)
+
+    def update_job(self, job_id: int, **fields: object) -> None:
+        """Set non-status columns (counters, reasons). Not a transition: no event row."""
+        bad = set(fields) - _JOB_MUTABLE
+        if bad:
+            raise ValueError(f"not updatable job columns: {sorted(bad)}")
+        if not fields:
+            return
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        with self._tx() as c:
+            c.execute(
+                f"UPDATE managed_jobs SET {sets}, updated_at = ? WHERE id = ?",
+                (*fields.values(), time.time(), job_id),
+            )
+
+    def request_cancel(self, job_id: int) -> JobRow:
+        """Flag the job for cancellation (the controller acts on it). Idempotent."""
+        with self._tx() as c:
+            cur = c.execute(
+                "UPDATE managed_jobs SET cancel_requested = 1, updated_at = ? WHERE id = ?",
+                (time.time(), job_id),
+            )
+            if cur.rowcount == 0:
+                raise ManagedJobNotFoundError(job_id)
+        return self.job(job_id)
+
+    def events(self, job_id: int) -> list[EventRow]:
+        return [
+            EventRow(r["id"], r["job_id"], r["at"], r["from_status"], r["to_status"], r["reason"],
+                     r["attempt"])
+            for r in self._conn.execute(
+                "SELECT * FROM managed_job_events WHERE job_id = ? ORDER BY id", (job_id,)
+            )
+        ]
+
+    # ---- attempts ---------------------------------------------------------------------
+
+    def add_attempt(self, job_id: int, attempt: int, cluster_name: str, cause: str) -> AttemptRow:
+        """Record an attempt (and its cluster name) before anything is provisioned."""
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO managed_job_attempts (job_id, attempt, cluster_name, cause, phase, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (job_id, attempt, cluster_name, cause, AttemptPhase.PROVISIONING, time.time()),
+            )
+        return self.attempt(job_id, attempt)
+
+    def update_attempt(self, job_id: int, attempt: int, **fields: object) -> AttemptRow:
+        fields = _attempt_fields(fields)
+        if fields:
+            sets = ", ".join(f"{k} = ?" for k in fields)
+            with self._tx() as c:
+                c.execute(
+                    f"UPDATE managed_job_attempts SET {sets} WHERE job_id = ? AND attempt = ?",
+                    (*fields.values(), job_id, attempt),
+                )
+        return self.attempt(job_id, attempt)
+
+    def attempt(self, job_id: int, attempt: int) -> AttemptRow:
+        r = self._conn.execute(
+            f"SELECT {_ATTEMPT_COLS} FROM managed_job_attempts WHERE job_id = ? AND attempt = ?",
+            (job_id, attempt),
+        ).fetchone()
+        if r is None:
+            raise LauncherError(f"Managed job {job_id} has no attempt {attempt}.")
+        return _attempt(r)
+
+    def attempts(self, job_id: int) -> list[AttemptRow]:
+        return [
+            _attempt(r)
+            for r in self._conn.execute(
+                f"SELECT {_ATTEMPT_COLS} FROM managed_job_attempts WHERE job_id = ? "
+                "ORDER BY attempt",
+                (job_id,),
+            )
+        ]
+
+    def all_attempts(self) -> list[AttemptRow]:
+        return [
+            _attempt(r)
+            for r in self._conn.execute(
+                f"SELECT {_ATTEMPT_COLS} FROM managed_job_attempts ORDER BY job_id, attempt"
+            )
+        ]
+
+    def attempts_not_torn_down(self) -> list[AttemptRow]:
+        return [
+            _attempt(r)
+            for r in self._conn.execute(
+                f"SELECT {_ATTEMPT_COLS} FROM managed_job_attempts WHERE torn_down_at IS NULL "
+                "ORDER BY job_id, attempt"
+            )
+        ]
+
+    # ---- recovery blocks --------------------------------------------------------------
+
+    def add_block(
+        self, job_id: int, cloud: str, region: str | None, zone: str | None, until: float,
+        reason: str,
+    ) -> None:
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO managed_job_blocks (job_id, cloud, region, zone, until, reason) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (job_id, cloud, region, zone, until, reason),
+            )
+
+    def blocks(self, job_id: int, now: float | None = None) -> list[BlockRow]:
+        """Blocks still in force at `now` (default: the current time)."""
+        t = time.time() if now is None else now
+        return [
+            BlockRow(r["job_id"], r["cloud"], r["region"], r["zone"], r["until"], r["reason"])
+            for r in self._conn.execute(
+                "SELECT * FROM managed_job_blocks WHERE job_id = ? AND until > ?", (job_id, t)
+            )
+        ]

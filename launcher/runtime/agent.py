@@ -1,0 +1,696 @@
+#!/usr/bin/env python3
+"""launcher head-node agent: the cluster's job queue, gang runs, logs, cancel, autostop.
+
+STDLIB ONLY. This file is copied to the head node (~/.launcher-agent/agent.py)
+and run there as `python3 agent.py COMMAND`; it must never import `launcher`.
+Its home directory is the directory it lives in (override: LAUNCHER_AGENT_HOME):
+
+    agent.py agent_cli.py agent_daemon.py   the shipped code (this file is the entry point)
+    agent                  launcher script written by `setup` (the fast way in: python -S)
+    nodes.json known_hosts jobs.db          config, pinned worker host keys, the queue
+    daemon.lock daemon.json wake.fifo daemon.log autostop.log
+    logs/JOB/rank-N.log    a rank's output;  logs/JOB/rank-N.ctl: its wrapper's pgid/exit code
+    notice-rank-N.json     interruption notices dropped by the local cloud
+
+`python3 agent.py daemon` is the one long-lived process (a flock on daemon.lock
+keeps it unique). It starts queued jobs one at a time (FIFO, a job holds the
+whole cluster), supervises their ranks, enforces autostop and relays
+interruption notices. Every other command is a short-lived CLI that prints one
+JSON document on stdout (errors: {"error": ..., "kind": ...} and a non-zero
+exit). See docs/job-queue.md for the semantics and launcher/runtime/jobspec.py
+for the JSON shapes, which this file mirrors.
+
+Rank processes write straight into their log files (never through a pipe held
+by the daemon), so a daemon restart or a vanished client loses no output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import sys
+import time
+
+END_MARKER = "@@launcher-agent-end@@"
+STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NOTICE_FILE = re.compile(r"^notice-rank-(\d+)\.json$")
+
+EXIT_ERROR, EXIT_INVALID, EXIT_VERSION, EXIT_NOT_FOUND = 1, 2, 3, 4
+
+
+class AgentError(Exception):
+    def __init__(self, message: str, kind: str = "error", code: int = EXIT_ERROR,
+                 extra: dict | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.code = code
+        self.extra = extra or {}
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def kill_grace() -> float:
+    """Seconds between SIGTERM and SIGKILL when the agent stops a job's ranks."""
+    return _env_float("LAUNCHER_AGENT_KILL_GRACE", 5.0)
+
+
+# --------------------------------------------------------------------------- paths
+
+
+class Paths:
+    """Where everything of one agent lives (its home directory)."""
+
+    __slots__ = ("home",)
+
+    def __init__(self, home: str) -> None:
+        self.home = home
+
+    @classmethod
+    def default(cls) -> Paths:
+        home = os.environ.get("LAUNCHER_AGENT_HOME") or os.path.dirname(os.path.abspath(__file__))
+        return cls(home)
+
+    def p(self, *parts: str) -> str:
+        return os.path.join(self.home, *parts)
+
+    @property
+    def script(self) -> str:
+        return self.p("agent.py")
+
+    @property
+    def db(self) -> str:
+        return self.p("jobs.db")
+
+    @property
+    def nodes(self) -> str:
+        return self.p("nodes.json")
+
+    @property
+    def known_hosts(self) -> str:
+        return self.p("known_hosts")
+
+    @property
+    def lock(self) -> str:
+        return self.p("daemon.lock")
+
+    @property
+    def daemon_info(self) -> str:
+        return self.p("daemon.json")
+
+    @property
+    def fifo(self) -> str:
+        return self.p("wake.fifo")
+
+    @property
+    def logs(self) -> str:
+        return self.p("logs")
+
+    def job_dir(self, job_id: int) -> str:
+        return self.p("logs", str(job_id))
+
+
+# --------------------------------------------------------------------------- shapes
+# Mirrors of launcher/runtime/jobspec.py (same field names, same JSON).
+
+
+# Plain classes, not dataclasses: importing dataclasses costs ~15 ms per CLI call.
+
+
+class JobSpec:
+    __slots__ = ("name", "run", "envs", "secret_names", "num_nodes", "gpus_per_node",
+                 "workdir", "task_id", "checkpoint_dir", "cluster_info_json")
+
+    def __init__(self, run: str, name: str | None = None, envs: dict[str, str] | None = None,
+                 secret_names: list[str] | None = None, num_nodes: int = 1,
+                 gpus_per_node: float = 0, workdir: str | None = None, task_id: str | None = None,
+                 checkpoint_dir: str | None = None, cluster_info_json: str | None = None) -> None:
+        self.run = run
+        self.name = name
+        self.envs = envs or {}
+        self.secret_names = secret_names or []
+        self.num_nodes = num_nodes
+        self.gpus_per_node = gpus_per_node
+        self.workdir = workdir
+        self.task_id = task_id
+        self.checkpoint_dir = checkpoint_dir
+        self.cluster_info_json = cluster_info_json
+
+
+class WorkerAccess:
+    __slots__ = ("rank", "ip", "kind", "home", "host", "port", "user", "key_path",
+                 "cuda_visible_devices")
+
+    def __init__(self, rank: int, ip: str, kind: str = "local", home: str | None = None,
+                 host: str | None = None, port: int = 22, user: str | None = None,
+                 key_path: str | None = None, cuda_visible_devices: str | None = None) -> None:
+        self.rank = rank
+        self.ip = ip
+        self.kind = kind
+        self.home = home
+        self.host = host
+        self.port = port
+        self.user = user
+        self.key_path = key_path
+        self.cuda_visible_devices = cuda_visible_devices
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise AgentError(message, "invalid", EXIT_INVALID)
+
+
+def _opt_str(d: dict, key: str) -> str | None:
+    v = d.get(key)
+    _check(v is None or isinstance(v, str), f"field '{key}' must be a string or null")
+    return v
+
+
+def parse_job_spec(d: object) -> JobSpec:
+    _check(isinstance(d, dict), "job spec must be a JSON object")
+    assert isinstance(d, dict)
+    run = d.get("run")
+    _check(isinstance(run, str) and bool(run.strip()), "job spec: 'run' must be a non-empty string")
+    envs = d.get("envs") or {}
+    _check(isinstance(envs, dict), "job spec: 'envs' must be an object")
+    for k, v in envs.items():
+        _check(isinstance(k, str) and bool(_ENV_NAME.match(k)), f"job spec: bad env name {k!r}")
+        _check(isinstance(v, str), f"job spec: env {k} must be a string")
+    secrets = d.get("secret_names") or []
+    _check(isinstance(secrets, list) and all(isinstance(s, str) for s in secrets),
+           "job spec: 'secret_names' must be a list of strings")
+    num_nodes = d.get("num_nodes", 1)
+    _check(isinstance(num_nodes, int) and not isinstance(num_nodes, bool) and num_nodes >= 1,
+           "job spec: 'num_nodes' must be an integer >= 1")
+    gpus = d.get("gpus_per_node") or 0
+    _check(isinstance(gpus, int | float) and not isinstance(gpus, bool) and gpus >= 0,
+           "job spec: 'gpus_per_node' must be a number >= 0")
+    return JobSpec(
+        run=str(run), name=_opt_str(d, "name"), envs=dict(envs), secret_names=list(secrets),
+        num_nodes=int(num_nodes), gpus_per_node=float(gpus), workdir=_opt_str(d, "workdir"),
+        task_id=_opt_str(d, "task_id"), checkpoint_dir=_opt_str(d, "checkpoint_dir"),
+        cluster_info_json=_opt_str(d, "cluster_info_json"),
+    )
+
+
+def parse_worker(d: object) -> WorkerAccess:
+    _check(isinstance(d, dict), "worker must be a JSON object")
+    assert isinstance(d, dict)
+    kind = d.get("kind", "local")
+    _check(kind in ("local", "ssh"), f"worker kind must be 'local' or 'ssh', got {kind!r}")
+    rank, ip, port = d.get("rank"), d.get("ip"), d.get("port") or 22
+    _check(isinstance(rank, int) and isinstance(ip, str) and isinstance(port, int),
+           "worker needs integer 'rank', string 'ip', integer 'port'")
+    assert isinstance(rank, int) and isinstance(port, int)
+    w = WorkerAccess(rank=rank, ip=str(ip), kind=kind, home=_opt_str(d, "home"),
+                     host=_opt_str(d, "host"), port=port, user=_opt_str(d, "user"),
+                     key_path=_opt_str(d, "key_path"),
+                     cuda_visible_devices=_opt_str(d, "cuda_visible_devices"))
+    _check(kind == "local" or bool(w.host and w.user), f"worker {w.rank}: ssh needs host and user")
+    return w
+
+
+class NodesConfig:
+    """nodes.json: written by the client's install(); re-read for every job start."""
+
+    __slots__ = ("cluster", "workers", "cluster_info_json", "notice_sources")
+
+    def __init__(self, cluster: str, workers: list[WorkerAccess],
+                 cluster_info_json: str | None = None,
+                 notice_sources: list[str] | None = None) -> None:
+        self.cluster = cluster
+        self.workers = workers
+        self.cluster_info_json = cluster_info_json
+        self.notice_sources = notice_sources or ["local-file"]
+
+    def to_json(self) -> dict:
+        return {"cluster": self.cluster, "workers": [w.to_json() for w in self.workers],
+                "cluster_info_json": self.cluster_info_json,
+                "notice_sources": self.notice_sources}
+
+
+def parse_nodes(d: object) -> NodesConfig:
+    _check(isinstance(d, dict), "nodes config must be a JSON object")
+    assert isinstance(d, dict)
+    cluster = d.get("cluster")
+    workers = d.get("workers")
+    _check(isinstance(cluster, str), "nodes config: 'cluster' must be a string")
+    _check(isinstance(workers, list) and bool(workers), "nodes config: 'workers' must be a list")
+    assert isinstance(workers, list)
+    ws = sorted((parse_worker(w) for w in workers), key=lambda w: w.rank)
+    _check([w.rank for w in ws] == list(range(len(ws))), "nodes config: ranks must be 0..N-1")
+    sources = d.get("notice_sources") or ["local-file"]
+    _check(isinstance(sources, list), "nodes config: 'notice_sources' must be a list")
+    return NodesConfig(str(cluster), ws, _opt_str(d, "cluster_info_json"), list(sources))
+
+
+def load_nodes(paths: Paths) -> NodesConfig:
+    try:
+        with open(paths.nodes) as f:
+            return parse_nodes(json.load(f))
+    except FileNotFoundError:
+        raise AgentError("agent not installed: nodes.json is missing", "not_installed") from None
+
+
+# --------------------------------------------------------------------------- database
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT,
+    status TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    num_nodes INTEGER NOT NULL,
+    submitted_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    exit_code INTEGER,
+    failed_rank INTEGER,
+    reason TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    notice_json TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status, id);
+CREATE TABLE IF NOT EXISTS ranks (
+    job_id INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    pid INTEGER,
+    exit_code INTEGER,
+    ended_at REAL,
+    how TEXT,
+    PRIMARY KEY (job_id, rank)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    job_id INTEGER,
+    detail TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+SCHEMA_VERSION = 1
+
+
+def connect(paths: Paths) -> sqlite3.Connection:
+    """Open jobs.db (WAL, autocommit; use `with tx(conn)` for transactions)."""
+    os.makedirs(paths.home, mode=0o700, exist_ok=True)
+    fresh = not os.path.exists(paths.db)
+    conn = sqlite3.connect(paths.db, timeout=15, isolation_level=None)
+    if fresh:
+        os.chmod(paths.db, 0o600)  # job specs hold secret values
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout = 15000")
+    if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+        conn.execute("PRAGMA journal_mode = WAL")  # persistent; must be set outside a transaction
+        # IF NOT EXISTS everywhere: two processes creating the schema at once is harmless.
+        conn.executescript(
+            "BEGIN IMMEDIATE;" + _SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+def record_json(row: sqlite3.Row) -> dict:
+    """A jobs row as the JobRecord JSON shape (never env values)."""
+    return {
+        "id": row["id"], "name": row["name"], "status": row["status"],
+        "num_nodes": row["num_nodes"], "submitted_at": row["submitted_at"],
+        "started_at": row["started_at"], "ended_at": row["ended_at"],
+        "exit_code": row["exit_code"], "failed_rank": row["failed_rank"],
+        "reason": row["reason"],
+        "notice": json.loads(row["notice_json"]) if row["notice_json"] else None,
+    }
+
+
+def get_job(conn: sqlite3.Connection, job_id: int) -> sqlite3.Row:
+    row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    if row is None:
+        raise AgentError(f"no job {job_id} on this cluster", "not_found", EXIT_NOT_FOUND)
+    return row
+
+
+def add_event(conn: sqlite3.Connection, kind: str, detail: str, job_id: int | None = None) -> None:
+    conn.execute("INSERT INTO events (ts, kind, job_id, detail) VALUES (?, ?, ?, ?)",
+                 (time.time(), kind, job_id, detail))
+
+
+def get_setting(conn: sqlite3.Connection, key: str) -> object:
+    row = conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def put_setting(conn: sqlite3.Connection, key: str, value: object) -> None:
+    conn.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)",
+                 (key, json.dumps(value)))
+
+
+def mark_done(paths: Paths, job_id: int) -> None:
+    """Drop logs/JOB/.done after a job's terminal status is committed (wakes log followers)."""
+    d = paths.job_dir(job_id)
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    with open(os.path.join(d, ".done"), "w"):
+        pass
+
+
+# --------------------------------------------------------------------------- rank commands
+# Pure functions: what each rank runs and how the head reaches it.
+
+
+def _fmt_num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def rank_env(spec: JobSpec, nodes: NodesConfig, job_id: int, rank: int,
+             submitted_at: float) -> list[tuple[str, str]]:
+    """The variables exported for `rank`, in export order (later wins).
+
+    CUDA_VISIBLE_DEVICES of the node first, then the job's envs and secrets, then
+    the LAUNCHER_* / SKYPILOT_* values, which user envs cannot override.
+    """
+    out: list[tuple[str, str]] = []
+    cvd = nodes.workers[rank].cuda_visible_devices
+    if cvd is not None:
+        out.append(("CUDA_VISIBLE_DEVICES", cvd))
+    out.extend(spec.envs.items())
+    ips = "\n".join(w.ip for w in nodes.workers[: spec.num_nodes])
+    stamp = time.strftime("%Y-%m-%d-%H-%M-%S", time.gmtime(submitted_at))
+    task_id = spec.task_id or f"launcher-{stamp}_{nodes.cluster}_{job_id}"
+    info = spec.cluster_info_json or nodes.cluster_info_json or json.dumps(
+        {"cluster_name": nodes.cluster})
+    shared = [
+        ("NODE_RANK", str(rank)), ("NODE_IPS", ips), ("NUM_NODES", str(spec.num_nodes)),
+        ("NUM_GPUS_PER_NODE", _fmt_num(spec.gpus_per_node)), ("TASK_ID", task_id),
+        ("CLUSTER_INFO", info),
+    ]
+    out += [("LAUNCHER_" + k, v) for k, v in shared]
+    out.append(("LAUNCHER_JOB_ID", str(job_id)))
+    if spec.checkpoint_dir:
+        out.append(("LAUNCHER_CHECKPOINT_DIR", spec.checkpoint_dir))
+    out += [("SKYPILOT_" + k, v) for k, v in shared]
+    return out
+
+
+def _workdir_expr(workdir: str | None) -> str:
+    import shlex
+
+    if not workdir or workdir == "~":
+        return '"$HOME"'
+    if workdir.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(workdir[2:])
+    if workdir.startswith("/"):
+        return shlex.quote(workdir)
+    return '"$HOME"/' + shlex.quote(workdir)
+
+
+def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str) -> str:
+    """The bash program one rank runs (fed to `bash -s` on stdin, locally or over ssh).
+
+    Its stdout is the rank's log; the user's run gets stdout+stderr merged there
+    and runs in its own process group. The wrapper's stderr (the .ctl file)
+    carries `LAUNCHER_PGID=<pgid>` at start and `LAUNCHER_EXIT=<code>` at the
+    end; a SIGTERM/HUP/INT to the wrapper is forwarded to the run's group. The
+    whole program is one function so bash has read all of stdin before running.
+    """
+    import shlex
+
+    lines = ["__launcher_rank() {"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in env]
+    wd = _workdir_expr(workdir)
+    lines += [
+        f"cd {wd} || {{ echo \"launcher: cannot enter workdir {workdir or '~'}\";"
+        ' echo "LAUNCHER_EXIT=1" >&2; exit 1; }',
+        "set -m",
+        f"bash -c {shlex.quote(run)} 2>&1 &",
+        "__launcher_p=$!",
+        'echo "LAUNCHER_PGID=$__launcher_p" >&2',
+        "__launcher_s=",
+        "trap '__launcher_s=1; kill -TERM -- -$__launcher_p 2>/dev/null' TERM HUP INT",
+        'while :; do __launcher_s=; wait "$__launcher_p"; __launcher_rc=$?;'
+        ' [ -n "$__launcher_s" ] || break; done',
+        'echo "LAUNCHER_EXIT=$__launcher_rc" >&2',
+        'exit "$__launcher_rc"',
+        "}",
+        "__launcher_rank </dev/null",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def ssh_argv(worker: WorkerAccess, known_hosts: str, remote_command: str,
+             connect_timeout: int = 10) -> list[str]:
+    """The ssh command line the head uses to reach `worker` (host keys pinned, no prompts)."""
+    argv = ["ssh", "-T"]
+    if worker.key_path:
+        argv += ["-i", os.path.expanduser(worker.key_path), "-o", "IdentitiesOnly=yes"]
+    argv += [
+        "-p", str(worker.port),
+        "-o", "BatchMode=yes",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", f"UserKnownHostsFile={known_hosts}",
+        "-o", "GlobalKnownHostsFile=/dev/null",
+        "-o", "ServerAliveInterval=5",
+        "-o", "ServerAliveCountMax=3",
+        "-o", f"ConnectTimeout={connect_timeout}",
+        "-o", "LogLevel=ERROR",
+        f"{worker.user}@{worker.host}",
+        remote_command,
+    ]
+    return argv
+
+
+def ssh_kill_command(pgid: int, signame: str) -> str:
+    """Remote command that signals a rank's process group on a worker."""
+    return f"kill -{signame} -- -{int(pgid)}"
+
+
+class RankControl:
+    """What a rank's wrapper reported on its control channel (the .ctl file)."""
+
+    __slots__ = ("pgid", "exit_code", "other")
+
+    def __init__(self) -> None:
+        self.pgid: int | None = None
+        self.exit_code: int | None = None
+        self.other: list[str] = []
+
+
+def parse_control(text: str) -> RankControl:
+    ctl = RankControl()
+    for line in text.splitlines():
+        if line.startswith("LAUNCHER_PGID=") and line[14:].isdigit():
+            ctl.pgid = int(line[14:])
+        elif line.startswith("LAUNCHER_EXIT=") and line[14:].isdigit():
+            ctl.exit_code = int(line[14:])
+        elif line.strip():
+            ctl.other.append(line.strip())
+    return ctl
+
+
+def read_control(path: str) -> RankControl:
+    try:
+        with open(path, errors="replace") as f:
+            return parse_control(f.read())
+    except FileNotFoundError:
+        return RankControl()
+
+
+def explain_rank_end(rank: int, worker: WorkerAccess, returncode: int | None,
+                     ctl: RankControl) -> tuple[int, str | None]:
+    """(exit code, failure reason or None) for a rank whose local process ended.
+
+    The wrapper's LAUNCHER_EXIT is the truth when present. Without it: ssh's 255
+    means the connection was lost; a negative returncode means the wrapper (the
+    node's processes) was killed by that signal.
+    """
+    if ctl.exit_code is not None:
+        code = ctl.exit_code
+        return code, (None if code == 0 else f"rank {rank} exited with code {code}")
+    if worker.kind == "ssh" and returncode in (255, None):
+        why = f": {ctl.other[-1]}" if ctl.other else ""
+        return 255, f"rank {rank}: lost connection to {worker.host}{why}"
+    if returncode is None:
+        return 255, f"rank {rank}: process lost while the agent was restarting"
+    if returncode < 0:
+        import signal
+
+        try:
+            signame = signal.Signals(-returncode).name
+        except ValueError:
+            signame = f"signal {-returncode}"
+        return 128 - returncode, f"rank {rank}: killed by {signame}"
+    return returncode, (None if returncode == 0 else f"rank {rank} exited with code {returncode}")
+
+
+# --------------------------------------------------------------------------- waiting
+
+
+class Waiter:
+    """Block until a watched directory changes or a timeout passes.
+
+    Uses Linux inotify through ctypes when available; otherwise falls back to
+    sleeping in short slices (correct, only slower to notice).
+    """
+
+    IN_MODIFY, IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE = 0x2, 0x8, 0x80, 0x100
+
+    def __init__(self) -> None:
+        self.fd = -1
+        self._libc = None
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd >= 0:
+                self.fd, self._libc = fd, libc
+        except (OSError, AttributeError):
+            pass
+
+    def watch(self, path: str, mask: int) -> bool:
+        if self._libc is None:
+            return False
+        return bool(self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask) >= 0)
+
+    def drain(self) -> None:
+        if self.fd < 0:
+            return
+        try:
+            while os.read(self.fd, 65536):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def wait(self, timeout: float) -> None:
+        import select
+
+        if self.fd < 0:
+            time.sleep(min(timeout, 0.1))
+            return
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        if ready:
+            self.drain()
+
+
+# --------------------------------------------------------------------------- daemon control
+
+
+def daemon_running(paths: Paths) -> bool:
+    """True when some process holds daemon.lock (the daemon is alive)."""
+    import fcntl
+
+    try:
+        fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops our lock if we got it
+    return False
+
+
+def read_daemon_info(paths: Paths) -> dict:
+    try:
+        with open(paths.daemon_info) as f:
+            info = json.load(f)
+            return info if isinstance(info, dict) else {}
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def start_daemon(paths: Paths, wait_ready: float = 5.0) -> None:
+    """Spawn `agent.py daemon` detached (own session, no inherited pipes); wait until ready."""
+    import select
+    import subprocess
+
+    os.makedirs(paths.home, mode=0o700, exist_ok=True)
+    r, w = os.pipe()
+    env = dict(os.environ, LAUNCHER_AGENT_READY_FD=str(w), LAUNCHER_AGENT_HOME=paths.home)
+    with open(paths.p("daemon.log"), "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-S", paths.script, "daemon"], stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, cwd=paths.home, env=env, start_new_session=True,
+            close_fds=True, pass_fds=(w,),
+        )
+    os.close(w)
+    try:  # EOF or "ready": the daemon holds the lock (or lost the race to another one)
+        select.select([r], [], [], wait_ready)
+    finally:
+        os.close(r)
+
+
+def wake_daemon(paths: Paths) -> None:
+    """Nudge the daemon (via its FIFO); start it if nobody is listening."""
+    import errno
+
+    try:
+        fd = os.open(paths.fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.ENOENT) and not daemon_running(paths):
+            start_daemon(paths)
+        return
+    try:
+        os.write(fd, b"w")
+    except BlockingIOError:
+        pass  # FIFO full: the daemon has wake-ups pending anyway
+    finally:
+        os.close(fd)
+
+
+def stop_daemon(paths: Paths, timeout: float = 10.0) -> bool:
+    """SIGTERM the daemon (jobs keep running) and wait for its lock to drop."""
+    import signal
+
+    pid = read_daemon_info(paths).get("pid")
+    if not daemon_running(paths):
+        return True
+    if isinstance(pid, int):
+        import contextlib
+
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # rare path (upgrade / shutdown): a short poll is fine
+        if not daemon_running(paths):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+AGENT_FILES = ("agent.py", "agent_daemon.py", "agent_cli.py")
+
+
+def agent_version(home: str) -> str:
+    """sha256 over the shipped agent files (the client compares it to skip re-copying)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in AGENT_FILES:
+        try:
+            with open(os.path.join(home, name), "rb") as f:
+                h.update(f.read())
+        except FileNotFoundError:
+            return "incomplete"
+    return h.hexdigest()
+
+
+if __name__ == "__main__":
+    # The sibling modules import this one as `agent`; make that the running module.
+    sys.modules.setdefault("agent", sys.modules[__name__])
+    import agent_cli
+
+    sys.exit(agent_cli.main(sys.argv[1:]))

@@ -1,0 +1,633 @@
+"""The agent's long-lived daemon: queue, gang supervision, notices, autostop. STDLIB ONLY.
+
+Shipped next to agent.py and started by `python3 agent.py daemon` (detached by
+`start_daemon`). One daemon per agent home, guaranteed by a flock on
+daemon.lock. It is single-threaded: it sleeps in one `select` on its wake FIFO,
+a SIGCHLD self-pipe and an inotify watch of its home (for notice files), with a
+timeout only for deadlines (SIGKILL after grace, autostop, polled notice sources).
+
+Restart-safe: rank processes write their own log and control files, so a new
+daemon adopts the RUNNING job of a dead one (polling its pids, the only polled
+path) and keeps the PENDING queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+# Lean on purpose (no dataclasses/typing/selectors/socket/traceback at import): one daemon
+# runs per cluster, hundreds of them on one machine in the local cloud's scale tests.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from launcher.runtime import agent as core
+else:
+    try:
+        from . import agent as core
+    except ImportError:  # on the node: a sibling of agent.py
+        import agent as core
+
+ADOPTED_POLL_S = 0.25
+SAFETY_WAKE_S = 30.0  # everything is event-driven; this only bounds a missed wake-up
+AUTOSTOP_RETRY_S = 300.0  # the cluster is still up after the action ran: try it again
+
+
+# --------------------------------------------------------------------------- notices
+
+
+if TYPE_CHECKING:  # the interface, for type checkers only (typing stays unimported at runtime)
+
+    class NoticeSource(Protocol):
+        """Where interruption notices come from. `poll` returns new Notice JSON dicts
+        ({"rank", "grace_seconds", "received_at", "source", "detail"}), each once.
+
+        `interval` is how often to poll (seconds); None = cheap enough to poll on
+        every daemon wake-up (the local file source, woken by inotify). A cloud
+        metadata poller (AWS IMDSv2 spot/instance-action, GCP instance/preempted,
+        Azure Scheduled Events "Preempt") implements this with urllib and an
+        interval of a few seconds, and is registered in NOTICE_SOURCES under the
+        name the client puts in nodes.json's "notice_sources".
+        """
+
+        name: str
+        interval: float | None
+
+        def poll(self) -> list[dict]: ...
+
+
+class LocalFileNotices:
+    """notice-rank-N.json files in the agent home (written by `launcher local preempt
+    --notice S`, atomically: temp file + rename). Content: {"grace_seconds": S, ...}.
+    A file is handled once per (name, mtime, size); the seen set survives restarts."""
+
+    name = "local-file"
+    interval: float | None = None
+
+    def __init__(self, paths: core.Paths, conn: core.sqlite3.Connection) -> None:
+        self.paths = paths
+        self.conn = conn
+        seen = core.get_setting(conn, "notices_seen")
+        self.seen: set[str] = set(seen) if isinstance(seen, list) else set()
+
+    def poll(self) -> list[dict]:
+        found: list[dict] = []
+        try:
+            names = os.listdir(self.paths.home)
+        except FileNotFoundError:
+            return found
+        for name in names:
+            m = core._NOTICE_FILE.match(name)
+            if not m:
+                continue
+            path = self.paths.p(name)
+            try:
+                st = os.stat(path)
+                key = f"{name}:{st.st_mtime_ns}:{st.st_size}"
+                if key in self.seen:
+                    continue
+                with open(path) as f:
+                    doc = json.load(f)
+            except (OSError, ValueError):
+                continue  # vanished or half-written: look again on the next wake
+            grace = doc.get("grace_seconds") if isinstance(doc, dict) else None
+            if isinstance(grace, bool) or not isinstance(grace, int | float):
+                grace = 0.0
+            self.seen.add(key)
+            found.append({
+                "rank": int(m.group(1)), "grace_seconds": float(grace),
+                "received_at": time.time(), "source": self.name,
+                "detail": str(doc.get("detail", "")) if isinstance(doc, dict) else "",
+            })
+        if found:
+            core.put_setting(self.conn, "notices_seen", sorted(self.seen))
+        return found
+
+
+NOTICE_SOURCES = {"local-file": LocalFileNotices}
+
+
+# --------------------------------------------------------------------------- supervision state
+
+
+class RankProc:
+    """One rank's local process: the wrapper (`bash -s`) or the ssh client carrying it."""
+
+    __slots__ = ("rank", "worker", "pid", "proc", "ctl_path", "ended", "exit_code")
+
+    def __init__(self, rank: int, worker: core.WorkerAccess, pid: int,
+                 proc: subprocess.Popen[bytes] | None, ctl_path: str, ended: bool = False,
+                 exit_code: int | None = None) -> None:
+        self.rank = rank
+        self.worker = worker
+        self.pid = pid
+        self.proc = proc  # None: adopted from an earlier daemon, polled by pid
+        self.ctl_path = ctl_path
+        self.ended = ended
+        self.exit_code = exit_code
+
+
+class RunningJob:
+    __slots__ = ("id", "ranks", "failure", "stopping", "kill_at", "killed", "notice")
+
+    def __init__(self, job_id: int) -> None:
+        self.id = job_id
+        self.ranks: list[RankProc] = []
+        self.failure: tuple[int, int, str] | None = None  # first failed (rank, code, reason)
+        self.stopping: str | None = None  # "cancel" | "failure"
+        self.kill_at: float | None = None  # monotonic time of the SIGKILL round
+        self.killed = False
+        self.notice: dict | None = None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    if pgid > 1:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+
+def _base_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("LAUNCHER_AGENT_")}
+
+
+class Daemon:
+    """Run with `Daemon(paths).run()`; returns when SIGTERM/SIGINT arrives. Jobs keep running."""
+
+    def __init__(self, paths: core.Paths) -> None:
+        self.paths = paths
+        self.conn = core.connect(paths)
+        self.job: RunningJob | None = None
+        self.helpers: list[tuple[subprocess.Popen[bytes], str]] = []
+        self.stop_requested = False
+        self.draining_until = 0.0  # monotonic: no job starts while a notice's grace runs
+        self.autostop_at: float | None = None  # wall clock
+        self.waiter = core.Waiter()
+        self.base_env = _base_env()
+        self.sources: list[NoticeSource] = []
+        self.next_poll: dict[str, float] = {}
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def run(self) -> int:
+        import fcntl
+
+        lock_fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._signal_ready()
+            return 0  # another daemon is alive
+        info = {"pid": os.getpid(), "version": core.agent_version(self.paths.home),
+                "started_at": time.time()}
+        tmp = self.paths.daemon_info + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(info, f)
+        os.replace(tmp, self.paths.daemon_info)
+        self._setup_wakeups()
+        self._load_sources()
+        self._adopt()
+        core.add_event(self.conn, "daemon_started", f"pid {os.getpid()}")
+        self._signal_ready()
+        while not self.stop_requested:
+            try:
+                self.step()
+            except Exception:  # keep supervising; the log says what broke
+                import traceback
+
+                traceback.print_exc()
+                sys.stderr.flush()
+                time.sleep(1.0)
+            if not self.stop_requested:
+                self.wait(self.next_timeout())
+        core.add_event(self.conn, "daemon_stopped", f"pid {os.getpid()}")
+        return 0
+
+    def _signal_ready(self) -> None:
+        fd = os.environ.get("LAUNCHER_AGENT_READY_FD")
+        if fd and fd.isdigit():
+            try:
+                os.write(int(fd), b"ready\n")
+                os.close(int(fd))
+            except OSError:
+                pass
+
+    def _setup_wakeups(self) -> None:
+        """One poll() over: the wake FIFO, a self-pipe fed by signals (SIGCHLD wakes us
+        when a rank exits), and inotify on the home (notice files)."""
+        import select
+
+        self.poller = select.poll()
+        if not os.path.exists(self.paths.fifo):
+            os.mkfifo(self.paths.fifo, 0o600)
+        self.fifo_fd = os.open(self.paths.fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self._fifo_keep = os.open(self.paths.fifo, os.O_WRONLY | os.O_NONBLOCK)  # no EOF spin
+        self.sig_r, sig_w = os.pipe()
+        for fd in (self.sig_r, sig_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(sig_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, self._on_stop_signal)
+        signal.signal(signal.SIGINT, self._on_stop_signal)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        wake_fds = [self.fifo_fd, self.sig_r]
+        if self.waiter.watch(self.paths.home, core.Waiter.IN_CLOSE_WRITE | core.Waiter.IN_MOVED_TO):
+            wake_fds.append(self.waiter.fd)
+        for fd in wake_fds:
+            self.poller.register(fd, select.POLLIN)
+
+    def _on_stop_signal(self, *_: object) -> None:
+        self.stop_requested = True
+
+    def _load_sources(self) -> None:
+        try:
+            names = core.load_nodes(self.paths).notice_sources
+        except core.AgentError:
+            names = ["local-file"]
+        for name in names:
+            factory = NOTICE_SOURCES.get(name)
+            if factory is None:
+                core.add_event(self.conn, "notice_source_unknown", name)
+                continue
+            self.sources.append(factory(self.paths, self.conn))
+
+    def wait(self, timeout: float) -> None:
+        for fd, _ in self.poller.poll(max(0.0, timeout) * 1000):
+            try:
+                while os.read(fd, 65536):
+                    pass
+            except (BlockingIOError, InterruptedError):
+                pass
+
+    def next_timeout(self) -> float:
+        now = time.monotonic()
+        t = SAFETY_WAKE_S
+        if self.job is not None:
+            if self.job.kill_at is not None and not self.job.killed:
+                t = min(t, self.job.kill_at - now)
+            if any(r.proc is None and not r.ended for r in self.job.ranks):
+                t = min(t, ADOPTED_POLL_S)
+        if self.autostop_at is not None:
+            t = min(t, self.autostop_at - time.time())
+        if self.draining_until > now:
+            t = min(t, self.draining_until - now)
+        if self.waiter.fd < 0:
+            t = min(t, 1.0)  # notice files are only seen by polling then
+        for due in self.next_poll.values():
+            t = min(t, due - now)
+        return max(0.0, t)
+
+    # ----------------------------------------------------------------- one step
+
+    def step(self) -> None:
+        self._reap_helpers()
+        if self.job is not None:
+            self._supervise(self.job)
+        self._poll_notices()
+        while self.job is None and self._start_next():
+            pass
+        self._check_autostop()
+
+    def _reap_helpers(self) -> None:
+        alive = []
+        for proc, what in self.helpers:
+            rc = proc.poll()
+            if rc is None:
+                alive.append((proc, what))
+        self.helpers = alive
+
+    # ----------------------------------------------------------------- starting jobs
+
+    def _start_next(self) -> bool:
+        """Start the oldest PENDING job. True if the queue should be looked at again."""
+        if self.stop_requested or time.monotonic() < self.draining_until:
+            return False
+        row = self.conn.execute(
+            "SELECT * FROM jobs WHERE status = 'PENDING' ORDER BY id LIMIT 1").fetchone()
+        if row is None:
+            return False
+        job_id = row["id"]
+        try:
+            nodes = core.load_nodes(self.paths)
+            spec = core.parse_job_spec(json.loads(row["spec_json"]))
+            if spec.num_nodes > len(nodes.workers):
+                raise core.AgentError(
+                    f"job needs {spec.num_nodes} nodes; the cluster has {len(nodes.workers)}")
+        except (core.AgentError, ValueError) as exc:
+            self._end_unstarted(job_id, f"could not start: {exc}")
+            return True
+        now = time.time()
+        cur = self.conn.execute(
+            "UPDATE jobs SET status = 'RUNNING', started_at = ? WHERE id = ? AND status = 'PENDING'",
+            (now, job_id))
+        if cur.rowcount == 0:
+            return True  # cancelled in between
+        os.makedirs(self.paths.job_dir(job_id), mode=0o700, exist_ok=True)
+        job = RunningJob(job_id)
+        for rank in range(spec.num_nodes):
+            worker = nodes.workers[rank]
+            ctl = os.path.join(self.paths.job_dir(job_id), f"rank-{rank}.ctl")
+            try:
+                proc = self._spawn_rank(spec, nodes, job_id, rank, row["submitted_at"])
+            except OSError as exc:
+                rp = RankProc(rank, worker, 0, None, ctl, ended=True, exit_code=127)
+                job.ranks.append(rp)
+                self._record_rank(job_id, rp, f"rank {rank}: could not start: {exc}")
+                if job.failure is None:
+                    job.failure = (rank, 127, f"rank {rank}: could not start: {exc}")
+                continue
+            job.ranks.append(RankProc(rank, worker, proc.pid, proc, ctl))
+        with self.conn:
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO ranks (job_id, rank, kind, pid) VALUES (?, ?, ?, ?)",
+                [(job_id, r.rank, r.worker.kind, r.pid) for r in job.ranks if not r.ended])
+        core.add_event(self.conn, "job_started", f"{spec.num_nodes} node(s)", job_id)
+        self.job = job
+        if job.failure is not None:
+            self._begin_stop(job, "failure")
+        return False
+
+    def _spawn_rank(self, spec: core.JobSpec, nodes: core.NodesConfig, job_id: int, rank: int,
+                    submitted_at: float) -> subprocess.Popen[bytes]:
+        worker = nodes.workers[rank]
+        jd = self.paths.job_dir(job_id)
+        env_list = core.rank_env(spec, nodes, job_id, rank, submitted_at)
+        script = core.rank_script(env_list, spec.workdir, spec.run)
+        spath = os.path.join(jd, f".rank-{rank}.sh")
+        fd = os.open(spath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(script)
+        script_f = open(spath, "rb")  # noqa: SIM115 - handed to the child, closed below
+        os.unlink(spath)  # secrets never stay on disk outside jobs.db
+        log_f = open(os.path.join(jd, f"rank-{rank}.log"), "ab")  # noqa: SIM115
+        ctl_f = open(os.path.join(jd, f"rank-{rank}.ctl"), "ab")  # noqa: SIM115
+        try:
+            if worker.kind == "local":
+                home = os.path.expanduser(worker.home or "~")
+                env = dict(self.base_env, HOME=home, PWD=home)
+                argv, cwd = ["bash", "-s"], home
+            else:
+                env = self.base_env
+                argv = core.ssh_argv(worker, self.paths.known_hosts, "bash -s")
+                cwd = self.paths.home
+            return subprocess.Popen(argv, stdin=script_f, stdout=log_f, stderr=ctl_f, cwd=cwd,
+                                    env=env, start_new_session=True, close_fds=True)
+        finally:
+            script_f.close()
+            log_f.close()
+            ctl_f.close()
+
+    def _end_unstarted(self, job_id: int, reason: str) -> None:
+        self.conn.execute(
+            "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? "
+            "WHERE id = ? AND status = 'PENDING'", (time.time(), reason, job_id))
+        core.add_event(self.conn, "job_failed", reason, job_id)
+        core.mark_done(self.paths, job_id)
+
+    def _record_rank(self, job_id: int, r: RankProc, how: str | None) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO ranks (job_id, rank, kind, pid, exit_code, ended_at, how) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (job_id, r.rank, r.worker.kind, r.pid, r.exit_code, time.time(), how))
+
+    # ----------------------------------------------------------------- supervising
+
+    def _supervise(self, job: RunningJob) -> None:
+        for r in job.ranks:
+            if r.ended:
+                continue
+            if r.proc is not None:
+                rc = r.proc.poll()
+                if rc is None:
+                    continue
+                self._rank_ended(job, r, rc)
+            elif not _pid_alive(r.pid):
+                self._rank_ended(job, r, None)
+        if job.stopping is None:
+            row = self.conn.execute(
+                "SELECT cancel_requested FROM jobs WHERE id = ?", (job.id,)).fetchone()
+            if row is not None and row[0]:
+                self._begin_stop(job, "cancel")
+        if (job.kill_at is not None and not job.killed and time.monotonic() >= job.kill_at
+                and not all(r.ended for r in job.ranks)):
+            job.killed = True
+            self._signal_ranks(job, "KILL")
+        if all(r.ended for r in job.ranks):
+            self._finish(job)
+
+    def _rank_ended(self, job: RunningJob, r: RankProc, returncode: int | None) -> None:
+        ctl = core.read_control(r.ctl_path)
+        code, reason = core.explain_rank_end(r.rank, r.worker, returncode, ctl)
+        r.ended, r.exit_code = True, code
+        self._record_rank(job.id, r, reason)
+        if code != 0 and job.failure is None and job.stopping != "cancel":
+            job.failure = (r.rank, code, reason or f"rank {r.rank} exited with code {code}")
+        if code != 0 and job.stopping is None:
+            self._begin_stop(job, "failure")
+
+    def _begin_stop(self, job: RunningJob, why: str) -> None:
+        job.stopping = why
+        grace = core.kill_grace()
+        if job.notice is not None:  # let the notice's own grace run out first
+            left = job.notice["received_at"] + job.notice["grace_seconds"] - time.time()
+            grace = max(grace, left)
+        job.kill_at = time.monotonic() + grace
+        self._signal_ranks(job, "TERM")
+
+    def _signal_ranks(self, job: RunningJob, signame: str) -> None:
+        """SIGTERM: the run's process group (the wrapper then records the exit code).
+        SIGKILL: the run's group and the wrapper / ssh process too."""
+        sig = signal.SIGKILL if signame == "KILL" else signal.SIGTERM
+        for r in job.ranks:
+            if r.ended:
+                continue
+            pgid = core.read_control(r.ctl_path).pgid
+            if r.worker.kind == "local":
+                targets = [pgid] if pgid else [r.pid]
+                if sig == signal.SIGKILL and r.pid not in targets:
+                    targets.append(r.pid)
+                for target in targets:
+                    _killpg(target, sig)
+                continue
+            if pgid:
+                self._ssh_helper(r.worker, core.ssh_kill_command(pgid, signame))
+            if sig == signal.SIGKILL or not pgid:
+                _killpg(r.pid, sig)
+
+    def _ssh_helper(self, worker: core.WorkerAccess, command: str) -> None:
+        argv = core.ssh_argv(worker, self.paths.known_hosts, command, connect_timeout=5)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True,
+                                    env=self.base_env, cwd=self.paths.home)
+        except OSError:
+            return
+        self.helpers.append((proc, "ssh-kill"))
+
+    def _finish(self, job: RunningJob) -> None:
+        exit_code: int | None
+        if job.notice is not None:
+            status = "FAILED"
+            n = job.notice
+            reason = (f"preempted: interruption notice for node rank {n['rank']} "
+                      f"(grace {n['grace_seconds']:g}s, {n['source']})")
+            failed_rank = n["rank"]
+            exit_code = job.failure[1] if job.failure else max(
+                (r.exit_code or 0 for r in job.ranks), default=0)
+        elif job.stopping == "cancel" and job.failure is None:
+            status, reason, failed_rank, exit_code = "CANCELLED", "cancelled", None, None
+        elif job.failure is not None:
+            status = "FAILED"
+            failed_rank, exit_code, reason = job.failure
+        else:
+            status, reason, failed_rank, exit_code = "SUCCEEDED", None, None, 0
+        self.conn.execute(
+            "UPDATE jobs SET status = ?, ended_at = ?, exit_code = ?, failed_rank = ?, reason = ? "
+            "WHERE id = ?", (status, time.time(), exit_code, failed_rank, reason, job.id))
+        core.add_event(self.conn, "job_" + status.lower(), reason or "", job.id)
+        core.mark_done(self.paths, job.id)
+        self.job = None
+
+    # ----------------------------------------------------------------- adoption
+
+    def _adopt(self) -> None:
+        """Take over the RUNNING job a previous daemon left behind."""
+        rows = self.conn.execute("SELECT * FROM jobs WHERE status = 'RUNNING' ORDER BY id").fetchall()
+        try:
+            workers = {w.rank: w for w in core.load_nodes(self.paths).workers}
+        except core.AgentError:
+            workers = {}
+        for i, row in enumerate(rows):
+            job = RunningJob(row["id"])
+            if row["notice_json"]:
+                job.notice = json.loads(row["notice_json"])
+            rank_rows = self.conn.execute(
+                "SELECT * FROM ranks WHERE job_id = ? ORDER BY ended_at, rank", (row["id"],)).fetchall()
+            for rr in rank_rows:
+                worker = workers.get(rr["rank"]) or core.WorkerAccess(rr["rank"], "?", rr["kind"])
+                ctl = os.path.join(self.paths.job_dir(row["id"]), f"rank-{rr['rank']}.ctl")
+                ended = rr["exit_code"] is not None
+                rp = RankProc(rr["rank"], worker, rr["pid"] or 0, None, ctl, ended, rr["exit_code"])
+                job.ranks.append(rp)
+                if ended and rr["exit_code"] != 0 and job.failure is None:
+                    job.failure = (rr["rank"], rr["exit_code"], rr["how"] or "")
+            job.ranks.sort(key=lambda r: r.rank)
+            if i > 0 or not job.ranks:  # cannot happen normally: one job runs at a time
+                self._finish_orphan(row["id"])
+                continue
+            core.add_event(self.conn, "job_adopted", f"{len(job.ranks)} rank(s)", job.id)
+            self.job = job
+            if job.failure is not None:
+                self._begin_stop(job, "failure")
+
+    def _finish_orphan(self, job_id: int) -> None:
+        """A RUNNING job with no rank records (the daemon died while starting it)."""
+        jd = self.paths.job_dir(job_id)
+        with contextlib.suppress(OSError):
+            for name in os.listdir(jd):
+                if name.endswith(".ctl"):
+                    pgid = core.read_control(os.path.join(jd, name)).pgid
+                    if pgid:
+                        _killpg(pgid, signal.SIGKILL)
+        self.conn.execute(
+            "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? WHERE id = ?",
+            (time.time(), "lost while the agent was restarting", job_id))
+        core.mark_done(self.paths, job_id)
+
+    # ----------------------------------------------------------------- notices
+
+    def _poll_notices(self) -> None:
+        now = time.monotonic()
+        for src in self.sources:
+            if src.interval is not None:
+                if now < self.next_poll.get(src.name, 0.0):
+                    continue
+                self.next_poll[src.name] = now + src.interval
+            try:
+                notices = src.poll()
+            except Exception as exc:  # a flaky metadata endpoint must not stop the daemon
+                core.add_event(self.conn, "notice_source_error", f"{src.name}: {exc}")
+                continue
+            for n in notices:
+                self._on_notice(n)
+
+    def _on_notice(self, n: dict) -> None:
+        job = self.job
+        relay = job is not None and job.notice is None and n["rank"] < len(job.ranks)
+        core.add_event(
+            self.conn, "notice",
+            f"node rank {n['rank']}: interruption notice ({n['source']}), grace "
+            f"{n['grace_seconds']:g}s" + ("; SIGTERM sent to the job" if relay else ""),
+            job.id if job else None)
+        core.put_setting(self.conn, "last_notice", n)
+        self.draining_until = max(self.draining_until,
+                                  time.monotonic() + n["grace_seconds"] + 5.0)
+        if job is not None and relay:
+            job.notice = n
+            self.conn.execute("UPDATE jobs SET notice_json = ? WHERE id = ?",
+                              (json.dumps(n), job.id))
+            self._signal_ranks(job, "TERM")
+
+    # ----------------------------------------------------------------- autostop
+
+    def _check_autostop(self) -> None:
+        self.autostop_at = None
+        cfg = core.get_setting(self.conn, "autostop")
+        if not isinstance(cfg, dict) or self.job is not None:
+            return
+        busy = self.conn.execute(
+            "SELECT COUNT(*) FROM jobs WHERE status IN ('PENDING', 'RUNNING')").fetchone()[0]
+        if busy:
+            return
+        last_end, last_sub = self.conn.execute(
+            "SELECT MAX(ended_at), MAX(submitted_at) FROM jobs").fetchone()
+        idle_since = max(cfg["set_at"], last_end or 0, last_sub or 0)
+        idle_s = float(cfg["idle_minutes"]) * 60
+        due = idle_since + idle_s
+        last_attempt = cfg.get("last_attempt") or 0
+        if last_attempt >= idle_since:  # fired in this idle period: retry only now and then
+            due = last_attempt + max(idle_s, AUTOSTOP_RETRY_S)
+        if time.time() < due:
+            self.autostop_at = due
+            return
+        cfg["last_attempt"] = time.time()
+        core.put_setting(self.conn, "autostop", cfg)
+        action = cfg.get("action") or ""
+        verb = "down" if cfg.get("down") else "stop"
+        if not action:
+            core.add_event(self.conn, "autostop",
+                           f"idle for {cfg['idle_minutes']:g} min; {verb} due, no action configured")
+            return
+        core.add_event(self.conn, "autostop",
+                       f"idle for {cfg['idle_minutes']:g} min; {verb}: running {action}")
+        # Orphaned on purpose (the outer bash exits at once): the action usually tears down
+        # this very node, daemon included, and must not count the daemon as its ancestor.
+        script = '(bash -c "$1"; echo "autostop action exited with code $?") </dev/null &'
+        with open(self.paths.p("autostop.log"), "ab") as log:
+            proc = subprocess.Popen(["bash", "-c", script, "launcher-autostop", action],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    cwd=self.paths.home, env=self.base_env, start_new_session=True)
+        self.helpers.append((proc, "autostop"))
+
+
+def run_daemon(paths: core.Paths) -> int:
+    return Daemon(paths).run()

@@ -1,0 +1,370 @@
+"""Client-side orchestration of a cluster's runtime: sync, setup, agent install, env.
+
+Everything here works on any cloud through the runner contract
+(`launcher.runtime.runner`): local nodes and SSH nodes alike. All functions
+block until done; work on several nodes runs in parallel threads.
+
+- `sync_task_files`: the task's workdir to `~/sky_workdir` (the path SkyPilot
+  uses, so scripts written for it keep working) and its `file_mounts` of local
+  paths, on every node at once.
+- `run_setup`: the task's `setup` on every node at once, each node's output in
+  `$LAUNCHER_HOME/logs/<cluster>/<launch>/setup-node-<rank>.log`. The first
+  node to fail stops the others (their setup's process group is killed) and
+  `SetupFailedError` names it with its last output lines.
+- `install_agent`: the head-node agent, with how it reaches every worker.
+- `node_env`: the `LAUNCHER_*` / `SKYPILOT_*` environment of a node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shlex
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from launcher.clouds.base import ClusterInfo
+from launcher.errors import LauncherError
+from launcher.runtime.runner import CommandRunner, runner_for
+
+if TYPE_CHECKING:
+    from launcher.runtime.agent_client import AgentClient
+    from launcher.runtime.jobspec import WorkerAccess
+    from launcher.task import Task
+
+REMOTE_WORKDIR = "~/sky_workdir"
+SETUP_DIR = ".launcher-setup"  # under each node's home
+SETUP_TAIL_LINES = 20
+
+LineCallback = Callable[[str], None]
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class SetupFailedError(LauncherError):
+    """`setup` failed on a node. `rank`, `returncode`, `tail` (last lines), `log_path`."""
+
+    exit_code = 1
+
+    def __init__(self, cluster: str, rank: int, returncode: int, tail: list[str], log_path: Path) -> None:
+        shown = "\n".join(f"    {line}" for line in tail) or "    (no output)"
+        super().__init__(
+            f"Setup failed on node {rank} of cluster {cluster!r} (exit code {returncode}). "
+            f"Last lines:\n{shown}\nFull log: {log_path}. The cluster is kept: fix the task and "
+            f"relaunch with `launcher launch -c {cluster} ...`, or `launcher down {cluster}`."
+        )
+        self.cluster = cluster
+        self.rank = rank
+        self.returncode = returncode
+        self.tail = tail
+        self.log_path = log_path
+
+
+class FileMountError(LauncherError):
+    exit_code = 2
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def parallel(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """`[fn(x) for x in items]` with one thread per item; raises the first error (by
+    item order) after all have finished. A single item runs inline."""
+    if len(items) == 1:
+        return [fn(items[0])]
+    results: list[R | None] = [None] * len(items)
+    errors: list[BaseException | None] = [None] * len(items)
+
+    def work(i: int) -> None:
+        try:
+            results[i] = fn(items[i])
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors[i] = exc
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(items))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for err in errors:
+        if err is not None:
+            raise err
+    return [r for r in results]  # type: ignore[misc]
+
+
+def open_runners(cluster: ClusterInfo) -> list[CommandRunner]:
+    """One runner per node, rank order. Does not connect."""
+    return [runner_for(cluster, node) for node in cluster.nodes]
+
+
+def close_runners(runners: Sequence[CommandRunner]) -> None:
+    for r in runners:
+        with contextlib.suppress(Exception):  # closing must never mask the real outcome
+            r.close()
+
+
+def cluster_info_json(cluster: ClusterInfo) -> str:
+    """`LAUNCHER_CLUSTER_INFO`: {"cluster_name", "cloud", "region", "zone", "num_nodes"}."""
+    return json.dumps(
+        {
+            "cluster_name": cluster.cluster_name,
+            "cloud": cluster.cloud,
+            "region": cluster.region,
+            "zone": cluster.zone,
+            "num_nodes": len(cluster.nodes),
+        }
+    )
+
+
+def node_env(
+    cluster: ClusterInfo,
+    rank: int,
+    *,
+    num_nodes: int | None = None,
+    gpus_per_node: float = 0,
+    task_id: str | None = None,
+    checkpoint_dir: str | None = None,
+    cuda_visible_devices: str | None = None,
+) -> dict[str, str]:
+    """The LAUNCHER_* variables of node `rank` (and the SKYPILOT_* twins) for setup.
+
+    The agent builds the same set for the job's ranks.
+    """
+    n = num_nodes or len(cluster.nodes)
+    ips = "\n".join(node.internal_ip for node in cluster.nodes[:n])
+    gpus = f"{gpus_per_node:g}"
+    values = {
+        "NODE_RANK": str(rank),
+        "NODE_IPS": ips,
+        "NUM_NODES": str(n),
+        "NUM_GPUS_PER_NODE": gpus,
+        "CLUSTER_INFO": cluster_info_json(cluster),
+    }
+    if task_id:
+        values["TASK_ID"] = task_id
+    env = {f"LAUNCHER_{k}": v for k, v in values.items()}
+    env.update({f"SKYPILOT_{k}": v for k, v in values.items()})
+    if checkpoint_dir:
+        env["LAUNCHER_CHECKPOINT_DIR"] = checkpoint_dir
+    if cuda_visible_devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+    return env
+
+
+def gpu_devices(cluster: ClusterInfo) -> dict[int, str]:
+    """rank -> CUDA_VISIBLE_DEVICES for clouds that split one machine's GPUs (local)."""
+    if cluster.cloud != "local":
+        return {}
+    from launcher.clouds.local import LocalCloud
+
+    return {r: ",".join(str(g) for g in ids) for r, ids in LocalCloud().gpu_ids(cluster.cluster_name).items()}
+
+
+# ------------------------------------------------------------------ file sync
+
+
+def sync_task_files(
+    runners: Sequence[CommandRunner], task: Task, *, on_event: LineCallback | None = None
+) -> None:
+    """Copy the task's workdir and local file_mounts to every node. Blocking, parallel.
+
+    Raises FileMountError for a bucket URI (not supported on this cloud yet) or a
+    missing local path; runner errors (NodeUnreachableError...) propagate.
+    """
+    mounts: list[tuple[str, str]] = []
+    for remote, source in task.file_mounts.items():
+        if "://" in source:
+            raise FileMountError(
+                f"file_mounts[{remote!r}]: bucket URIs ({source}) are not supported on these "
+                "nodes yet; mount a local path instead."
+            )
+        local = os.path.expanduser(source)
+        if not os.path.isabs(local) and task.source_path:
+            local = os.path.join(os.path.dirname(os.path.abspath(task.source_path)), local)
+        if not os.path.exists(local):
+            raise FileMountError(f"file_mounts[{remote!r}]: local path {source!r} does not exist.")
+        mounts.append((remote, local))
+    if not task.workdir and not mounts:
+        return
+    if on_event:
+        what = [f"workdir {task.workdir}"] if task.workdir else []
+        what += [f"{len(mounts)} file mount(s)"] if mounts else []
+        on_event(f"Syncing {' and '.join(what)} to {len(runners)} node(s)")
+
+    def sync_one(runner: CommandRunner) -> None:
+        if task.workdir:
+            runner.sync_dir(task.workdir, REMOTE_WORKDIR)
+        for remote, local in mounts:
+            if os.path.isdir(local):
+                runner.sync_dir(local, remote, respect_gitignore=False)
+            else:
+                runner.put_file(local, remote)
+
+    parallel(sync_one, list(runners))
+
+
+# ------------------------------------------------------------------ setup
+
+
+@dataclass
+class _NodeOutcome:
+    rank: int
+    returncode: int
+    tail: list[str]
+    log_path: Path
+    error: BaseException | None = None
+
+
+def setup_log_dir(cluster_name: str) -> Path:
+    """A fresh directory for one launch's setup logs of `cluster_name`."""
+    from launcher.state import launcher_home
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = launcher_home() / "logs" / cluster_name
+    path = base / f"{stamp}-setup"
+    n = 1
+    while path.exists():
+        n += 1
+        path = base / f"{stamp}-setup-{n}"
+    path.mkdir(parents=True)
+    return path
+
+
+def _setup_command(workdir_exists_check: bool) -> str:
+    # The script runs as the leader of its own process group, whose id is written
+    # first, so another thread can kill the whole setup tree on that node.
+    inner = (
+        f'echo $$ > "$HOME/{SETUP_DIR}/pgid"; '
+        + (f'if [ -d {REMOTE_WORKDIR} ]; then cd {REMOTE_WORKDIR}; fi; ' if workdir_exists_check else "")
+        + f'exec bash "$HOME/{SETUP_DIR}/setup.sh"'
+    )
+    return (
+        "if command -v setsid >/dev/null 2>&1; then "
+        f"exec setsid -w bash -c {shlex.quote(inner)}; "
+        f"else exec bash -c {shlex.quote(inner)}; fi"
+    )
+
+
+_ABORT_SETUP = (
+    f'pg=$(cat "$HOME/{SETUP_DIR}/pgid" 2>/dev/null) && '
+    '[ -n "$pg" ] && kill -KILL -- "-$pg" 2>/dev/null; true'
+)
+
+
+def run_setup(
+    cluster: ClusterInfo,
+    runners: Sequence[CommandRunner],
+    script: str,
+    *,
+    envs: Sequence[Mapping[str, str]],
+    log_dir: Path,
+    on_line: LineCallback | None = None,
+    timeout: float | None = None,
+) -> None:
+    """Run `script` on every node at once (cwd: the synced workdir when present).
+
+    Blocking. Each node's output goes to `log_dir/setup-node-<rank>.log` and, with
+    a "(setup N) " prefix, to `on_line`. Returns when all succeeded. As soon as one
+    node fails, the others' setup is killed and SetupFailedError names the first
+    failing node with its last lines. Runner errors are reported the same way.
+    """
+    multi = len(runners) > 1
+    results: queue.Queue[_NodeOutcome] = queue.Queue()
+    lock = threading.Lock()
+    command = _setup_command(True)
+
+    def work(i: int) -> None:
+        runner = runners[i]
+        rank = runner.node.rank
+        path = log_dir / f"setup-node-{rank}.log"
+        tail: deque[str] = deque(maxlen=SETUP_TAIL_LINES)
+        with open(path, "w", buffering=1) as log:
+
+            def line(text: str) -> None:
+                log.write(text + "\n")
+                tail.append(text)
+                if on_line is not None:
+                    with lock:
+                        on_line(f"(setup {rank}) {text}" if multi else f"(setup) {text}")
+
+            try:
+                runner.put_text(script + "\n", f"~/{SETUP_DIR}/setup.sh", mode=0o700)
+                res = runner.run(command, env=envs[i], timeout=timeout, on_output=line)
+                results.put(_NodeOutcome(rank, res.returncode, list(tail), path))
+            except BaseException as exc:
+                log.write(f"[launcher] {type(exc).__name__}: {exc}\n")
+                results.put(_NodeOutcome(rank, -1, [*tail, str(exc)], path, exc))
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(runners))]
+    for t in threads:
+        t.start()
+    for _ in runners:
+        outcome = results.get()
+        if outcome.returncode == 0 and outcome.error is None:
+            continue
+        others = [r for r in runners if r.node.rank != outcome.rank]
+        _abort_setup(others)
+        raise SetupFailedError(cluster.cluster_name, outcome.rank, outcome.returncode, outcome.tail, outcome.log_path)
+
+
+def _abort_setup(runners: Sequence[CommandRunner]) -> None:
+    def abort(runner: CommandRunner) -> None:
+        with contextlib.suppress(Exception):  # best effort: the node may be unreachable
+            runner.run(_ABORT_SETUP, timeout=10)
+
+    if runners:
+        parallel(abort, list(runners))
+
+
+# ------------------------------------------------------------------ agent
+
+
+def worker_access(cluster: ClusterInfo, internal_key_path: str | None = None) -> list[WorkerAccess]:
+    """How the head's agent reaches every node (rank order).
+
+    Local-cloud nodes are "local" with their own home; the head itself is
+    "local" with the agent's own home; other nodes are "ssh" with the
+    cluster-internal key at `internal_key_path` on the head (default: where
+    the clouds put it, `keys.head_internal_key_path`).
+    """
+    from launcher.runtime.jobspec import WorkerAccess
+
+    devices = gpu_devices(cluster)
+    if internal_key_path is None and any(n.ssh_user is not None for n in cluster.nodes):
+        from launcher.runtime.keys import head_internal_key_path
+
+        internal_key_path = head_internal_key_path(cluster.cluster_name)
+    out: list[WorkerAccess] = []
+    for node in cluster.nodes:
+        cvd = devices.get(node.rank)
+        if node.ssh_user is None:
+            out.append(WorkerAccess(rank=node.rank, ip=node.internal_ip, kind="local",
+                                    home=node.local_root, cuda_visible_devices=cvd))
+        elif node.rank == cluster.head.rank:
+            out.append(WorkerAccess(rank=node.rank, ip=node.internal_ip, kind="local",
+                                    cuda_visible_devices=cvd))
+        else:
+            out.append(WorkerAccess(rank=node.rank, ip=node.internal_ip, kind="ssh",
+                                    host=node.internal_ip, port=node.ssh_port, user=node.ssh_user,
+                                    key_path=internal_key_path, cuda_visible_devices=cvd))
+    return out
+
+
+def agent_client(cluster: ClusterInfo, head: CommandRunner | None = None) -> AgentClient:
+    from launcher.runtime.agent_client import AgentClient
+
+    return AgentClient(head or runner_for(cluster, cluster.head), cluster)
+
+
+def install_agent(cluster: ClusterInfo, head: CommandRunner, internal_key_path: str | None = None) -> AgentClient:
+    """Install (idempotently) and start the head-node agent. Blocking."""
+    client = agent_client(cluster, head)
+    client.install(worker_access(cluster, internal_key_path))
+    return client

@@ -1,0 +1,575 @@
+"""The Task: a validated SkyPilot-format task YAML (plus launcher's additions).
+
+CONTRACT (shared; see the project brief):
+    Task.from_yaml(path, env_overrides=None) / Task.from_yaml_str(text, source=...) /
+    Task.from_dict(d, source=None) -> Task
+    task.candidates() -> list[ResourceCandidate]
+    canonicalize_accelerators(task, known_names) -> Task
+
+Loading is pure (no network, no filesystem except reading the YAML): missing
+local directories are reported by `Task.check_local_paths()`, which launch calls.
+Every malformed task raises `TaskValidationError` naming the dotted field path and
+the YAML line. PyYAML is imported only when YAML text is parsed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from launcher.errors import TaskValidationError
+from launcher.resource_fields import ENTRY_FIELDS, parse_resources_spec
+from launcher.resources import (
+    AcceleratorChoice,
+    AcceleratorRequest,
+    ResourceCandidate,
+    ResourcesSpec,
+)
+from launcher.task_fields import (
+    ENV_NAME_RE,
+    Origin,
+    Path,
+    check_keys,
+    describe,
+    expect_int,
+    expect_mapping,
+    expect_str,
+    format_path,
+    scalar_text,
+    string_map,
+)
+from launcher.task_policies import (
+    AutostopSpec,
+    CheckpointSpec,
+    JobRecovery,
+    parse_autostop,
+    parse_checkpoint,
+    parse_job_recovery,
+)
+
+__all__ = [
+    "AutostopSpec",
+    "CheckpointSpec",
+    "JobRecovery",
+    "Task",
+    "TaskValidationError",
+    "canonicalize_accelerators",
+]
+
+TASK_FIELDS = (
+    "name", "workdir", "num_nodes", "resources", "envs", "secrets", "file_mounts",
+    "setup", "run", "checkpoint",
+)  # fmt: skip
+UNSUPPORTED_TASK_FIELDS = (
+    "service", "pool", "volumes", "volume_mounts", "config", "experimental", "event_callback",
+    "managed_secrets", "inputs", "outputs", "file_mounts_mapping", "api_server_access",
+)  # fmt: skip
+_RESOURCE_FIELD_HOME = {name: f"resources.{name}" for name in (*ENTRY_FIELDS, "any_of", "ordered")}
+_POLICY_FIELDS = ("job_recovery", "spot_recovery", "autostop")
+_ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_PATH_PART_RE = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_LOCATION_FIELDS = ("cloud", "region", "zone", "infra")
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Task:
+    """A validated task. Immutable: derive changed copies with `with_overrides`.
+
+    `workdir` and local `file_mounts` sources are absolute (resolved against the
+    YAML's directory). `secrets` are never shown in `repr()`.
+    """
+
+    name: str | None = None
+    workdir: str | None = None
+    num_nodes: int = 1
+    resources: ResourcesSpec = ResourcesSpec()
+    envs: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    file_mounts: dict[str, str] = field(default_factory=dict)  # remote path -> local path or URI
+    setup: str | None = None
+    run: str | None = None
+    checkpoint: CheckpointSpec | None = None
+    job_recovery: JobRecovery | None = None
+    autostop: AutostopSpec | None = None
+    source_path: str | None = None
+    origin: Origin = field(default_factory=Origin, compare=False, repr=False)
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def from_yaml(
+        cls,
+        path: str | os.PathLike[str],
+        env_overrides: Mapping[str, str] | None = None,
+        secret_overrides: Mapping[str, str] | None = None,
+    ) -> Task:
+        """Load and validate a task file. Raises TaskValidationError (also for an
+        unreadable file). Relative paths in the task resolve against its directory."""
+        shown = os.fspath(path)
+        try:
+            with open(shown, encoding="utf-8") as fh:
+                text = fh.read()
+        except FileNotFoundError:
+            raise TaskValidationError(f"task file '{shown}' does not exist.") from None
+        except IsADirectoryError:
+            raise TaskValidationError(f"'{shown}' is a directory, not a task YAML file.") from None
+        except UnicodeDecodeError as exc:
+            raise TaskValidationError(
+                f"task file '{shown}' is not UTF-8 text ({exc.reason})."
+            ) from None
+        except OSError as exc:
+            raise TaskValidationError(f"cannot read task file '{shown}': {exc.strerror}.") from None
+        absolute = os.path.abspath(shown)
+        return cls.from_yaml_str(
+            text,
+            source=shown,
+            env_overrides=env_overrides,
+            secret_overrides=secret_overrides,
+            base_dir=os.path.dirname(absolute),
+            source_path=absolute,
+        )
+
+    @classmethod
+    def from_yaml_str(
+        cls,
+        text: str,
+        source: str = "<string>",
+        env_overrides: Mapping[str, str] | None = None,
+        secret_overrides: Mapping[str, str] | None = None,
+        base_dir: str | None = None,
+        source_path: str | None = None,
+    ) -> Task:
+        """Validate YAML text. `base_dir` (default: the current directory) anchors relative paths."""
+        from launcher.task_yaml import load_yaml  # PyYAML costs ~50 ms to import
+
+        loaded = load_yaml(text, source)
+        return _build_task(
+            loaded.data, loaded.origin, base_dir, env_overrides, secret_overrides, source_path
+        )
+
+    @classmethod
+    def from_dict(
+        cls,
+        d: Mapping[str, object],
+        source: str | None = None,
+        env_overrides: Mapping[str, str] | None = None,
+        secret_overrides: Mapping[str, str] | None = None,
+        base_dir: str | None = None,
+    ) -> Task:
+        """Validate a task given as plain data (the YAML's shape). Errors carry no line."""
+        return _build_task(d, Origin(source), base_dir, env_overrides, secret_overrides, None)
+
+    # ------------------------------------------------------------------ queries
+
+    def candidates(self) -> list[ResourceCandidate]:
+        """Every resource alternative, fully expanded, with preference ranks (see resources.py)."""
+        return self.resources.candidates()
+
+    def accelerator_names(self) -> set[str]:
+        """The accelerator names the task's candidates can use (as written, or as canonicalized)."""
+        names: set[str] = set()
+        for res in self.resources.expanded():
+            if res.accelerators is not None:
+                names.update(c.name for c in res.accelerators.choices)
+        return names
+
+    def line_of(self, field_path: str) -> int | None:
+        """The YAML line of a dotted field path such as 'resources.any_of[1].cpus'."""
+        parts: list[str | int] = []
+        for name, index in _PATH_PART_RE.findall(field_path):
+            parts.append(int(index) if index else name)
+        return self.origin.line(tuple(parts))
+
+    def error(self, field_path: str, message: str) -> TaskValidationError:
+        """A TaskValidationError pointing at `field_path` of this task (for later stages)."""
+        return TaskValidationError(
+            message, field=field_path, line=self.line_of(field_path), source=self.origin.source
+        )
+
+    def check_local_paths(self) -> None:
+        """Raise TaskValidationError if `workdir` or a local file_mounts source is missing.
+        Blocking (stat calls); launch calls it, cost queries and dry runs need not."""
+        if self.workdir is not None and not os.path.isdir(self.workdir):
+            raise self.error("workdir", f"directory '{self.workdir}' does not exist.")
+        for remote, local in self.file_mounts.items():
+            if not _is_uri(local) and not os.path.exists(local):
+                raise self.error(f"file_mounts.{remote}", f"local path '{local}' does not exist.")
+
+    # ----------------------------------------------------------------- changing
+
+    def with_overrides(
+        self,
+        *,
+        name: str | None = None,
+        num_nodes: int | None = None,
+        resources: Mapping[str, object] | None = None,
+        envs: Mapping[str, str] | None = None,
+        secrets: Mapping[str, str] | None = None,
+        source: str = "command line",
+    ) -> Task:
+        """A copy with command-line style overrides, validated like YAML.
+
+        `resources` holds SkyPilot-format fields (e.g. {"accelerators": "H100:8",
+        "use_spot": True}); each replaces that field in the base and in every
+        alternative, so the override applies whatever alternative is chosen; a new
+        location (cloud/region/zone/infra) replaces the whole old one. `envs` given
+        here are not substituted into paths again: pass `env_overrides` when loading.
+        """
+        origin = Origin(source)
+        task = self
+        if name is not None:
+            task = replace(task, name=expect_str(name, ("name",), origin))
+        if num_nodes is not None:
+            task = replace(task, num_nodes=expect_int(num_nodes, ("num_nodes",), origin, minimum=1))
+        if resources:
+            override_map = dict(resources)
+            check_keys(override_map, ("resources",), origin, ENTRY_FIELDS)
+            policies = {k: override_map.pop(k) for k in _POLICY_FIELDS if k in override_map}
+            over = parse_resources_spec(override_map, ("resources",), origin).base
+            written = task.resources.all_written()
+            if any(k in override_map for k in _LOCATION_FIELDS):  # a new place replaces the old
+                written = [replace(r, cloud=None, region=None, zone=None) for r in written]
+            base, *alts = written
+            new_spec = replace(
+                task.resources,
+                base=base.merged(replace(over, path=base.path)),
+                alternatives=tuple(alt.merged(replace(over, path=alt.path)) for alt in alts),
+            )
+            task = replace(task, resources=new_spec)
+            if "job_recovery" in policies or "spot_recovery" in policies:
+                raw = policies.get("job_recovery", policies.get("spot_recovery"))
+                task = replace(
+                    task,
+                    job_recovery=parse_job_recovery(raw, ("resources", "job_recovery"), origin),
+                )
+            if "autostop" in policies:
+                task = replace(
+                    task,
+                    autostop=parse_autostop(
+                        policies["autostop"], ("resources", "autostop"), origin
+                    ),
+                )
+        if envs:
+            task = replace(task, envs={**task.envs, **_override_values(envs, "envs", origin)})
+        if secrets:
+            task = replace(
+                task, secrets={**task.secrets, **_override_values(secrets, "secrets", origin)}
+            )
+        return task
+
+    def to_dict(self, *, include_secrets: bool = False) -> dict[str, object]:
+        """The task in YAML shape; `Task.from_dict` of it gives an equal task.
+
+        Secret values are replaced by null unless `include_secrets` (then the result
+        must be stored as carefully as the secrets themselves)."""
+        out: dict[str, object] = {}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.workdir is not None:
+            out["workdir"] = self.workdir
+        out["num_nodes"] = self.num_nodes
+        resources = self.resources.to_dict()
+        if self.job_recovery is not None:
+            resources["job_recovery"] = self.job_recovery.to_yaml_value()
+        if self.autostop is not None:
+            resources["autostop"] = self.autostop.to_yaml_value()
+        if resources:
+            out["resources"] = resources
+        if self.envs:
+            out["envs"] = dict(self.envs)
+        if self.secrets:
+            out["secrets"] = {k: (v if include_secrets else None) for k, v in self.secrets.items()}
+        if self.file_mounts:
+            out["file_mounts"] = dict(self.file_mounts)
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint.to_yaml_value()
+        if self.setup is not None:
+            out["setup"] = self.setup
+        if self.run is not None:
+            out["run"] = self.run
+        return out
+
+
+def canonicalize_accelerators(task: Task, known_names: Collection[str]) -> Task:
+    """Map every accelerator name in `task` onto the catalog spelling in `known_names`.
+
+    Matching ignores case (and, if that is still ambiguous-free, '-', '_' and spaces).
+    Raises TaskValidationError at the accelerators field for an unknown name, with
+    close names suggested. Returns `task` itself when nothing changes.
+    """
+    exact = {n.lower(): n for n in known_names}
+    folded: dict[str, set[str]] = {}
+    for name in known_names:
+        folded.setdefault(_fold(name), set()).add(name)
+
+    def canonical(name: str, res_path: Path) -> str:
+        found = exact.get(name.lower())
+        if found is None and len(folded.get(_fold(name), ())) == 1:
+            (found,) = folded[_fold(name)]
+        if found is None:
+            raise task.origin.error(
+                res_path + ("accelerators",), _unknown_accelerator(name, known_names)
+            )
+        return found
+
+    spec = task.resources
+    new_written = []
+    for res in spec.all_written():
+        if res.accelerators is None:
+            new_written.append(res)
+            continue
+        choices = tuple(
+            AcceleratorChoice(canonical(c.name, res.path), c.count)
+            for c in res.accelerators.choices
+        )
+        deduped = tuple(dict.fromkeys(choices))
+        request = AcceleratorRequest(deduped, res.accelerators.ordered and len(deduped) > 1)
+        new_written.append(replace(res, accelerators=request))
+    new_spec = replace(spec, base=new_written[0], alternatives=tuple(new_written[1:]))
+    if new_spec == spec:
+        return task
+    return replace(task, resources=new_spec)
+
+
+def _fold(name: str) -> str:
+    return re.sub(r"[\s_\-]", "", name).upper()
+
+
+def _unknown_accelerator(name: str, known_names: Collection[str]) -> str:
+    import difflib
+
+    # Fold look-alike characters (O/0, I/l/1) before comparing: 'H10O' is 'H100'.
+    table = str.maketrans({"O": "0", "I": "1", "L": "1"})
+    probe = _fold(name).translate(table)
+    scored = []
+    for known in known_names:
+        ratio = difflib.SequenceMatcher(None, probe, _fold(known).translate(table)).ratio()
+        bonus = 0.1 if known[:1].upper() == name[:1].upper() else 0.0
+        scored.append((ratio + bonus, known))
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    close = [known for score, known in scored if score >= 0.8][:3]
+    if not close:
+        close = [known for score, known in scored if score >= 0.6][:3]
+    hint = f" — did you mean {', '.join(close)}?" if close else ""
+    return f"unknown accelerator '{name}'{hint} (`launcher gpus` lists the known names)."
+
+
+# ---------------------------------------------------------------------- building
+
+
+def _build_task(
+    data: object,
+    origin: Origin,
+    base_dir: str | None,
+    env_overrides: Mapping[str, str] | None,
+    secret_overrides: Mapping[str, str] | None,
+    source_path: str | None,
+) -> Task:
+    if not isinstance(data, Mapping):
+        raise origin.error(
+            (),
+            f"the task must be a mapping of fields (name, resources, run, ...), got {describe(data)}.",
+        )
+    top = expect_mapping(data, (), origin)
+    check_keys(
+        top, (), origin, TASK_FIELDS,
+        unsupported=UNSUPPORTED_TASK_FIELDS, elsewhere=_RESOURCE_FIELD_HOME,
+    )  # fmt: skip
+    base = os.path.abspath(base_dir) if base_dir is not None else os.getcwd()
+
+    envs = _complete_values(top.get("envs"), "envs", origin, env_overrides, "--env")
+    secrets = _complete_values(top.get("secrets"), "secrets", origin, secret_overrides, "--secret")
+    both = sorted(set(envs) & set(secrets))
+    if both:
+        raise origin.error(
+            ("secrets", both[0]), f"'{both[0]}' is both an env and a secret; keep one."
+        )
+
+    resources_value = top.get("resources")
+    resources = parse_resources_spec(resources_value, ("resources",), origin)
+    job_recovery, autostop = _parse_policies(resources_value, origin)
+
+    num_nodes = 1
+    if top.get("num_nodes") is not None:
+        num_nodes = expect_int(top["num_nodes"], ("num_nodes",), origin, minimum=1)
+
+    return Task(
+        name=_text_field(top.get("name"), ("name",), origin),
+        workdir=_parse_workdir(top.get("workdir"), origin, base, envs),
+        num_nodes=num_nodes,
+        resources=resources,
+        envs=envs,
+        secrets=secrets,
+        file_mounts=_parse_file_mounts(top.get("file_mounts"), origin, base, envs),
+        setup=_script(top.get("setup"), "setup", origin),
+        run=_script(top.get("run"), "run", origin),
+        checkpoint=_substituted_checkpoint(top.get("checkpoint"), origin, envs),
+        job_recovery=job_recovery,
+        autostop=autostop,
+        source_path=source_path,
+        origin=origin,
+    )
+
+
+def _text_field(value: object, path: Path, origin: Origin) -> str | None:
+    if isinstance(value, list | tuple | Mapping):
+        raise origin.error(path, f"expected text, got {describe(value)}.")
+    return scalar_text(value, path, origin)
+
+
+def _script(value: object, key: str, origin: Origin) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    hint = (
+        f" (write several commands as a YAML block: '{key}: |')" if isinstance(value, list) else ""
+    )
+    raise origin.error((key,), f"expected a shell script (text), got {describe(value)}{hint}.")
+
+
+def _complete_values(
+    value: object,
+    key: str,
+    origin: Origin,
+    overrides: Mapping[str, str] | None,
+    flag: str,
+) -> dict[str, str]:
+    """envs / secrets: scalar values as text; nulls must be filled by `overrides`."""
+    if isinstance(value, list):
+        raise origin.error(
+            (key,),
+            f"the list form of '{key}' (managed secret references) is a SkyPilot feature "
+            "launcher doesn't support yet; use a mapping NAME: value.",
+        )
+    given = string_map(value, (key,), origin, env_names=True, allow_null=True)
+    if overrides:
+        given.update(_override_values(overrides, key, Origin("command line")))
+    missing = [name for name, text in given.items() if text is None]
+    if missing:
+        name = missing[0]
+        raise origin.error(
+            (key, name),
+            f"'{name}' has no value; give it at launch with {flag} {name}=VALUE"
+            + (f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else "")
+            + ".",
+        )
+    return {name: text for name, text in given.items() if text is not None}
+
+
+def _override_values(values: Mapping[str, str], key: str, origin: Origin) -> dict[str, str]:
+    out = {}
+    for name, text in values.items():
+        if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+            raise origin.error(
+                (key, str(name)), f"'{name}' is not a valid environment variable name."
+            )
+        if not isinstance(text, str):
+            raise origin.error((key, name), f"the value must be text, got {describe(text)}.")
+        out[name] = text
+    return out
+
+
+def _parse_policies(
+    resources_value: object, origin: Origin
+) -> tuple[JobRecovery | None, AutostopSpec | None]:
+    """job_recovery / autostop from the base and any alternatives; all must agree."""
+    if not isinstance(resources_value, Mapping):
+        return None, None
+    written: list[tuple[Path, Mapping[str, object]]] = [(("resources",), resources_value)]
+    for key in ("any_of", "ordered"):
+        entries = resources_value.get(key)
+        if isinstance(entries, list):
+            written += [
+                (("resources", key, i), e) for i, e in enumerate(entries) if isinstance(e, Mapping)
+            ]
+    recovery: tuple[Path, JobRecovery | None] | None = None
+    autostop: tuple[Path, AutostopSpec | None] | None = None
+    for path, mapping in written:
+        if "job_recovery" in mapping and "spot_recovery" in mapping:
+            raise origin.error(
+                path + ("spot_recovery",),
+                "'spot_recovery' is the old name of 'job_recovery'; give only one.",
+            )
+        for key in ("job_recovery", "spot_recovery"):
+            if key in mapping:
+                parsed = parse_job_recovery(mapping[key], path + (key,), origin)
+                recovery = _agree(recovery, (path + (key,), parsed), origin)
+        if "autostop" in mapping:
+            parsed_stop = parse_autostop(mapping["autostop"], path + ("autostop",), origin)
+            autostop = _agree(autostop, (path + ("autostop",), parsed_stop), origin)
+    return (recovery[1] if recovery else None), (autostop[1] if autostop else None)
+
+
+def _agree(seen: tuple[Path, _T] | None, new: tuple[Path, _T], origin: Origin) -> tuple[Path, _T]:
+    if seen is not None and seen[1] != new[1]:
+        raise origin.error(
+            new[0],
+            f"differs from '{format_path(seen[0])}'; one task has one "
+            f"{new[0][-1]} policy, so give it once in 'resources'.",
+        )
+    return seen or new
+
+
+def _substitute(text: str, envs: Mapping[str, str]) -> str:
+    """Replace $NAME / ${NAME} with task envs (unknown names are left as written)."""
+    return _ENV_REF_RE.sub(lambda m: envs.get(m.group(1) or m.group(2), m.group(0)), text)
+
+
+def _is_uri(text: str) -> bool:
+    return "://" in text
+
+
+def _local_path(text: str, base: str) -> str:
+    return os.path.normpath(os.path.join(base, os.path.expanduser(text)))
+
+
+def _parse_workdir(value: object, origin: Origin, base: str, envs: Mapping[str, str]) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        raise origin.error(
+            ("workdir",),
+            "a git workdir ({url, ref}) is a SkyPilot feature launcher doesn't support yet.",
+        )
+    text = _substitute(expect_str(value, ("workdir",), origin).strip(), envs)
+    if _is_uri(text):
+        raise origin.error(("workdir",), f"'{text}' is a URI; workdir must be a local directory.")
+    return _local_path(text, base)
+
+
+def _parse_file_mounts(
+    value: object, origin: Origin, base: str, envs: Mapping[str, str]
+) -> dict[str, str]:
+    if value is None:
+        return {}
+    mounts = expect_mapping(
+        value, ("file_mounts",), origin, "a mapping of remote path -> local path or URI"
+    )
+    out: dict[str, str] = {}
+    for remote, source in mounts.items():
+        where: Path = ("file_mounts", remote)
+        if isinstance(source, Mapping):
+            raise origin.error(
+                where,
+                "storage mounts (a mapping with name/source/store/mode) are a SkyPilot feature "
+                "launcher doesn't support yet; give a local path or a bucket URI.",
+            )
+        target = _substitute(remote.strip(), envs)
+        if not target:
+            raise origin.error(where, "the remote path is empty.")
+        text = _substitute(expect_str(source, where, origin).strip(), envs)
+        out[target] = text if _is_uri(text) else _local_path(text, base)
+    return out
+
+
+def _substituted_checkpoint(
+    value: object, origin: Origin, envs: Mapping[str, str]
+) -> CheckpointSpec | None:
+    spec = parse_checkpoint(value, ("checkpoint",), origin)
+    if spec is None:
+        return None
+    store = None if spec.store is None else _substitute(spec.store, envs)
+    return CheckpointSpec(_substitute(spec.path, envs), store)

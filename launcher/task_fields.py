@@ -1,0 +1,278 @@
+"""Field paths, line lookup and typed field readers for task validation.
+
+Everything here raises `TaskValidationError` with the dotted field path and,
+when the task came from YAML, the line the field is on. Values reaching these
+helpers are plain Python data (None, bool, int, float, str, list, dict), as
+produced by `launcher.task_yaml` or passed to `Task.from_dict`.
+
+Import cost matters (`launcher gpus` parses accelerator strings): stdlib only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from launcher.errors import TaskValidationError
+
+# One step of a field path: a mapping key or a list index.
+PathPart = str | int
+Path = tuple[PathPart, ...]
+
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+UNSUPPORTED_NOTE = "is a SkyPilot feature launcher doesn't support yet"
+
+
+def format_path(path: Path) -> str:
+    """`("resources", "any_of", 1, "accelerators")` -> `resources.any_of[1].accelerators`."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a task's values came from: the source name and a path -> line map.
+
+    `lines` maps a field path to the 1-based line of its key (or of the list item);
+    it is empty for tasks built from a dict. `raw` maps scalar paths to their YAML
+    text, so `envs: {V: 1.10}` keeps "1.10" instead of the float 1.1.
+    """
+
+    source: str | None = None
+    lines: Mapping[Path, int] = field(default_factory=dict)
+    raw: Mapping[Path, str] = field(default_factory=dict)
+
+    def line(self, path: Path) -> int | None:
+        """The line of `path`, or of its nearest ancestor that has one."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(path[:end])
+            if line is not None:
+                return line
+        return None
+
+    def error(self, path: Path, message: str) -> TaskValidationError:
+        """A TaskValidationError for `path` (returned, for the caller to raise)."""
+        return TaskValidationError(
+            message, field=format_path(path) or None, line=self.line(path), source=self.source
+        )
+
+
+def describe(value: object) -> str:
+    """A short human description of a value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {shown!r}"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, set | frozenset):
+        return "a set"
+    return f"a {type(value).__name__}"
+
+
+def close_matches(word: str, choices: Iterable[str], limit: int = 3) -> list[str]:
+    """Choices that look like `word` (for "did you mean ...?"), best first."""
+    choices = list(choices)
+    lowered = {c.lower(): c for c in choices}
+    if word.lower() in lowered:
+        return [lowered[word.lower()]]
+    return difflib.get_close_matches(word, choices, n=limit, cutoff=0.6)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """` — did you mean 'x'?` or an empty string when nothing is close."""
+    matches = close_matches(word, choices)
+    if not matches:
+        return ""
+    return " — did you mean " + " or ".join(f"'{m}'" for m in matches) + "?"
+
+
+def check_keys(
+    mapping: Mapping[str, object],
+    path: Path,
+    origin: Origin,
+    allowed: Collection[str],
+    *,
+    unsupported: Collection[str] = (),
+    elsewhere: Mapping[str, str] | None = None,
+) -> None:
+    """Reject keys of `mapping` not in `allowed`.
+
+    `unsupported` keys are real SkyPilot fields we do not implement (their error
+    says so); `elsewhere` maps a key to the path where it belongs instead.
+    """
+    for key in mapping:
+        if key in allowed:
+            continue
+        where = path + (key,)
+        if key in unsupported:
+            raise origin.error(where, f"'{key}' {UNSUPPORTED_NOTE}.")
+        if key.startswith("_"):
+            raise origin.error(where, f"'{key}' is an internal SkyPilot field, not a task field.")
+        if elsewhere and key in elsewhere:
+            raise origin.error(
+                where, f"'{key}' is not allowed here; it belongs under '{elsewhere[key]}'."
+            )
+        suggestion = did_you_mean(key, allowed)
+        if not suggestion and elsewhere:
+            homes = [elsewhere[m] for m in close_matches(key, elsewhere, limit=1)]
+            suggestion = f" — did you mean '{homes[0]}'?" if homes else ""
+        place = f" in '{format_path(path)}'" if path else ""
+        allowed_list = ", ".join(sorted(allowed))
+        raise origin.error(
+            where,
+            f"unknown field '{key}'{place}{suggestion}"
+            + ("" if suggestion else f" (allowed: {allowed_list})."),
+        )
+
+
+# ---------------------------------------------------------------- typed readers
+
+
+def expect_mapping(value: object, path: Path, origin: Origin, what: str = "a mapping") -> dict:
+    if not isinstance(value, Mapping):
+        raise origin.error(path, f"expected {what}, got {describe(value)}.")
+    for key in value:
+        if not isinstance(key, str):
+            raise origin.error(path, f"keys must be strings, got {describe(key)}.")
+    return dict(value)
+
+
+def expect_list(value: object, path: Path, origin: Origin, what: str = "a list") -> list:
+    if not isinstance(value, list | tuple):
+        raise origin.error(path, f"expected {what}, got {describe(value)}.")
+    return list(value)
+
+
+def expect_str(value: object, path: Path, origin: Origin, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise origin.error(path, f"expected a string, got {describe(value)}.")
+    if not allow_empty and not value.strip():
+        raise origin.error(path, "must not be empty.")
+    return value
+
+
+def expect_bool(value: object, path: Path, origin: Origin) -> bool:
+    if not isinstance(value, bool):
+        hint = " (quoted, so YAML reads it as text)" if isinstance(value, str) else ""
+        raise origin.error(path, f"must be true or false, got {describe(value)}{hint}.")
+    return value
+
+
+def expect_int(
+    value: object,
+    path: Path,
+    origin: Origin,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise origin.error(path, f"expected a whole number, got {describe(value)}.")
+    if minimum is not None and value < minimum:
+        raise origin.error(path, f"must be at least {minimum}, got {value}.")
+    if maximum is not None and value > maximum:
+        raise origin.error(path, f"must be at most {maximum}, got {value}.")
+    return value
+
+
+def expect_positive_number(value: object, path: Path, origin: Origin) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise origin.error(path, f"expected a positive number, got {describe(value)}.")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise origin.error(path, f"must be a positive number, got {value!r}.")
+    return number
+
+
+def scalar_text(value: object, path: Path, origin: Origin) -> str | None:
+    """A scalar as text: YAML's own spelling when known, else `str()`; null -> None.
+
+    Raises for mappings and lists. Booleans from a dict become "true"/"false".
+    """
+    if value is None:
+        return None
+    raw = origin.raw.get(path)
+    if raw is not None and not isinstance(value, str):
+        return raw
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise origin.error(path, f"expected a text value, got {describe(value)}.")
+
+
+def string_map(
+    value: object, path: Path, origin: Origin, *, env_names: bool = False, allow_null: bool = False
+) -> dict[str, str | None]:
+    """A mapping of names to scalar text (envs, secrets, labels). Null values only if
+    `allow_null`; with `env_names` the keys must be valid environment variable names."""
+    if value is None:
+        return {}
+    mapping = expect_mapping(value, path, origin)
+    out: dict[str, str | None] = {}
+    for key, item in mapping.items():
+        where = path + (key,)
+        if env_names and not ENV_NAME_RE.match(key):
+            raise origin.error(
+                where,
+                f"'{key}' is not a valid environment variable name "
+                "(letters, digits and '_', not starting with a digit).",
+            )
+        text = scalar_text(item, where, origin)
+        if text is None and not allow_null:
+            raise origin.error(where, "must have a value, got null.")
+        out[key] = text
+    return out
+
+
+_DURATION_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(value: object, path: Path, origin: Origin, *, unit: str, example: str) -> float:
+    """'90m', '36h', '2d', '1d12h', '1.5h' -> a positive amount of `unit` ('m' or 'h').
+
+    A unit is required in the text; `unit` is only what the result is measured in.
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise origin.error(path, f"expected a duration such as '{example}', got {describe(value)}.")
+    if not isinstance(value, str):
+        raise origin.error(
+            path, f"needs a unit: s, m, h, d or w (e.g. '{example}'), got the number {value!r}."
+        )
+    text = value.strip()
+    pos, total = 0, 0.0
+    while pos < len(text):
+        match = _DURATION_RE.match(text, pos)
+        if match is None:
+            raise origin.error(
+                path,
+                f"'{value}' is not a duration; use a number with a unit s, m, h, d or w, "
+                f"e.g. '{example}', '90m', '2d' or '1d12h'.",
+            )
+        factor = _UNIT_SECONDS[match.group(2).lower()] / _UNIT_SECONDS[unit]
+        total += float(match.group(1)) * factor
+        pos = match.end()
+    if pos == 0 or total <= 0:
+        raise origin.error(path, f"must be a positive duration such as '{example}', got '{value}'.")
+    return total

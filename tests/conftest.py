@@ -1,0 +1,44 @@
+"""Shared fixtures. Importable without root: sshd nodes are built only when asked for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.netns import NetnsLab, SSHNodeSet
+
+
+@pytest.fixture(autouse=True)
+def launcher_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own LAUNCHER_HOME; the real ~/.launcher is never touched."""
+    home = tmp_path / "launcher-home"
+    home.mkdir()
+    monkeypatch.setenv("LAUNCHER_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def netns_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsLab]:
+    """One bridge + subnet for the session (skips when sshd nodes cannot be built)."""
+    from tests import netns
+
+    reason = netns.unavailable_reason()
+    if reason:
+        pytest.skip(f"sshd nodes unavailable: {reason}")
+    lab = netns.NetnsLab(tmp_path_factory.mktemp("netns"))
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
+@pytest.fixture(scope="session")
+def ssh_nodes(netns_lab: NetnsLab) -> Callable[[int], SSHNodeSet]:
+    """Factory: `ssh_nodes(n)` starts n fresh sshd nodes (root login with
+    `nodes.client_key_path`, host keys in `nodes[i].host_key`). All are torn down
+    at the end of the session; call `nodes.close()` sooner after killing nodes."""
+    return netns_lab.start_nodes

@@ -1,0 +1,232 @@
+"""An in-memory ClusterOps for unit tests of the controller's logic.
+
+It models what the controller relies on: placements tried in order (respecting
+the tiers' blocked sets and region filter), per-zone capacity, a job that runs
+for a set time and exits with a set code, preemption (with or without notice),
+transient query failures, and which clusters exist - so tests can assert that
+no cluster is duplicated or leaked.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from launcher.clouds.base import NodeState
+from launcher.jobs.cluster_ops import (
+    AttemptLaunch,
+    JobRun,
+    LaunchAbortedError,
+    LaunchRequest,
+    NoCapacityError,
+    Notice,
+    RunState,
+    SetupFailedError,
+    TransientOpsError,
+)
+
+
+@dataclass(frozen=True)
+class Place:
+    cloud: str
+    region: str
+    zone: str
+    price: float = 1.0
+
+
+@dataclass
+class Behaviour:
+    """How the job behaves on one attempt."""
+
+    duration_s: float = 0.3
+    exit_code: int = 0
+    setup_fails: bool = False
+
+
+@dataclass
+class FakeCluster:
+    name: str
+    place: Place
+    num_nodes: int
+    nodes: dict[str, NodeState]
+    started: float
+    behaviour: Behaviour
+    job_id: int = 1
+    cancelled: bool = False
+    notices: list[Notice] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+
+
+class FakeOps:
+    def __init__(self, places: list[Place], behaviours: Callable[[int], Behaviour] | None = None,
+                 replace_supported: bool = False) -> None:
+        self.places = places
+        self.capacity: dict[str, bool] = {p.zone: True for p in places}
+        self.behaviours = behaviours or (lambda n: Behaviour())
+        self.replace_supported = replace_supported
+        self.clusters: dict[str, FakeCluster] = {}
+        self.history: list[tuple[str, Place]] = []  # every provision
+        self.teardowns: list[str] = []
+        self.max_live = 0  # most clusters alive at once
+        self.query_failures = 0  # next N cloud_view calls raise TransientOpsError
+        self.status_failures = 0  # next N job_status calls raise TransientOpsError
+        self.provision_delay_s = 0.0
+        self.on_setup: Callable[[str], None] | None = None  # called during setup
+        self._launches = 0
+        self.lock = threading.RLock()
+
+    # ---- test controls ------------------------------------------------------------------
+
+    def preempt(self, cluster: str, node_index: int | None = None,
+                notice_s: float | None = None) -> None:
+        with self.lock:
+            c = self.clusters[cluster]
+            ids = list(c.nodes)
+            targets = ids if node_index is None else [ids[node_index]]
+            if notice_s is not None:
+                for n in targets:
+                    c.notices.append(Notice(n, time.time(), notice_s))
+                return
+            for n in targets:
+                c.nodes[n] = NodeState.PREEMPTED
+
+    def live(self) -> list[str]:
+        with self.lock:
+            return sorted(self.clusters)
+
+    # ---- ClusterOps ---------------------------------------------------------------------
+
+    def provision_and_start(self, req: LaunchRequest) -> AttemptLaunch:
+        if self.provision_delay_s:
+            time.sleep(self.provision_delay_s)
+        with self.lock:
+            if req.cluster_name in self.clusters:
+                raise AssertionError(f"duplicate provision of {req.cluster_name}")
+            chosen = None
+            for tier in req.tiers:
+                for p in self.places:
+                    b = tier.blocked
+                    if (p.cloud in b.clouds or (p.cloud, p.region) in b.regions
+                            or (p.cloud, p.region, p.zone) in b.zones):
+                        continue
+                    if tier.only_region and (p.cloud, p.region) != tier.only_region:
+                        continue
+                    if not self.capacity.get(p.zone, False):
+                        continue
+                    chosen = p
+                    break
+                if chosen:
+                    break
+            if chosen is None:
+                raise NoCapacityError("no capacity anywhere")
+            self._launches += 1
+            behaviour = self.behaviours(self._launches)
+            n = getattr(req.task, "num_nodes", 1)
+            c = FakeCluster(req.cluster_name, chosen, n,
+                            {f"{req.cluster_name}-{i}": NodeState.RUNNING for i in range(n)},
+                            time.time(), behaviour)
+            self.clusters[req.cluster_name] = c
+            self.history.append((req.cluster_name, chosen))
+            self.max_live = max(self.max_live, len(self.clusters))
+        if req.on_output:
+            req.on_output("setup line")
+        if self.on_setup:
+            self.on_setup(req.cluster_name)
+        if behaviour.setup_fails:
+            raise SetupFailedError("setup exited 1 on rank 0")
+        with self.lock:
+            if any(s != NodeState.RUNNING for s in c.nodes.values()):
+                raise SetupFailedError("setup killed")
+        if req.before_run is not None and not req.before_run():
+            raise LaunchAbortedError("cancelled")
+        with self.lock:
+            c.started = time.time()
+        return AttemptLaunch(req.cluster_name, chosen.cloud, chosen.region, chosen.zone, "fake.1",
+                             n, True, chosen.price, c.job_id, tuple(c.nodes), "/ckpt")
+
+    def adopt(self, cluster_name: str) -> AttemptLaunch | None:
+        with self.lock:
+            c = self.clusters.get(cluster_name)
+            if c is None or c.started == 0:
+                return None
+            p = c.place
+            return AttemptLaunch(cluster_name, p.cloud, p.region, p.zone, "fake.1", c.num_nodes,
+                                 True, p.price, c.job_id, tuple(c.nodes), "/ckpt")
+
+    def job_status(self, cluster_name: str, cluster_job_id: int) -> JobRun:
+        with self.lock:
+            if self.status_failures > 0:
+                self.status_failures -= 1
+                raise TransientOpsError("head unreachable (injected)")
+            c = self.clusters.get(cluster_name)
+            if c is None or any(s != NodeState.RUNNING for s in c.nodes.values()):
+                raise TransientOpsError("cannot reach head")
+            if c.job_id != cluster_job_id:
+                return JobRun(RunState.FAILED, 137, reason="superseded")
+            if c.cancelled:
+                return JobRun(RunState.CANCELLED)
+            if c.notices and time.time() - c.notices[0].received_at > 0.05:
+                return JobRun(RunState.FAILED, 143, 0, "SIGTERM")
+            if time.time() - c.started < c.behaviour.duration_s:
+                return JobRun(RunState.RUNNING)
+            b = c.behaviour
+            if b.exit_code == 0:
+                return JobRun(RunState.SUCCEEDED, 0)
+            return JobRun(RunState.FAILED, b.exit_code, 0, "user code")
+
+    def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
+        with self.lock:
+            if self.query_failures > 0:
+                self.query_failures -= 1
+                raise TransientOpsError("cloud API timeout (injected)")
+            c = self.clusters.get(cluster_name)
+            return {} if c is None else dict(c.nodes)
+
+    def notices(self, cluster_name: str) -> list[Notice]:
+        with self.lock:
+            c = self.clusters.get(cluster_name)
+            return [] if c is None else list(c.notices)
+
+    def fetch_logs(self, cluster_name: str, cluster_job_id: int,
+                   on_line: Callable[[str], None], follow: bool = False) -> None:
+        with self.lock:
+            c = self.clusters.get(cluster_name)
+            if c is None:
+                raise TransientOpsError("gone")
+            lines = [f"(rank 0) ran on {c.place.zone}"]
+        for line in lines:
+            on_line(line)
+
+    def cancel_job(self, cluster_name: str, cluster_job_id: int) -> None:
+        with self.lock:
+            c = self.clusters.get(cluster_name)
+            if c is not None:
+                c.cancelled = True
+
+    def teardown(self, cluster_name: str) -> None:
+        with self.lock:
+            if self.clusters.pop(cluster_name, None) is not None:
+                self.teardowns.append(cluster_name)
+
+    def abort_launch(self, cluster_name: str) -> None:
+        with self.lock:
+            c = self.clusters.get(cluster_name)
+            if c is not None:
+                for n in c.nodes:
+                    c.nodes[n] = NodeState.TERMINATED
+
+    def replace_nodes(self, cluster_name: str, lost_node_ids: tuple[str, ...],
+                      req: LaunchRequest) -> AttemptLaunch | None:
+        if not self.replace_supported:
+            return None
+        with self.lock:
+            c = self.clusters[cluster_name]
+            for n in lost_node_ids:
+                c.nodes[n] = NodeState.RUNNING
+            c.job_id += 1
+            c.started = time.time()
+            p = c.place
+            return AttemptLaunch(cluster_name, p.cloud, p.region, p.zone, "fake.1", c.num_nodes,
+                                 True, p.price, c.job_id, tuple(c.nodes), "/ckpt")

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import pytest
+
+from launcher.jobs.recovery import (
+    EAGER_NEXT_REGION,
+    FAILOVER,
+    BlockSpec,
+    ExitDecision,
+    Where,
+    blocked_from,
+    blocks_after_preemption,
+    decide_exit,
+    normalize_strategy,
+    placement_tiers,
+)
+
+W = Where("aws", "us-east-1", "us-east-1a")
+
+
+def test_strategy_names() -> None:
+    assert normalize_strategy(None) == EAGER_NEXT_REGION
+    assert normalize_strategy("failover") == FAILOVER
+    assert normalize_strategy("eager-next-region") == EAGER_NEXT_REGION
+    with pytest.raises(ValueError, match="unknown job_recovery strategy"):
+        normalize_strategy("YOLO")
+
+
+def test_eager_blocks_zone_and_region_for_cooldown() -> None:
+    blocks = blocks_after_preemption(EAGER_NEXT_REGION, W, now=100.0, cooldown_s=50)
+    b = blocked_from(blocks)
+    assert ("aws", "us-east-1", "us-east-1a") in b.zones
+    assert ("aws", "us-east-1") in b.regions
+    assert all(x.until == 150.0 for x in blocks)
+    tiers = placement_tiers(EAGER_NEXT_REGION, blocks, W)
+    assert tiers[0].blocked == b and tiers[0].only_region is None
+    assert tiers[-1].blocked.regions == frozenset()  # falls back when nothing else fits
+
+
+def test_failover_tries_same_region_first() -> None:
+    blocks = blocks_after_preemption(FAILOVER, W, now=0.0)
+    assert all(x.zone is not None for x in blocks)  # never the whole region
+    tiers = placement_tiers(FAILOVER, blocks, W)
+    assert tiers[0].only_region == ("aws", "us-east-1")
+    assert ("aws", "us-east-1", "us-east-1a") in tiers[0].blocked.zones
+    assert tiers[1].only_region is None
+    assert tiers[2].blocked.zones == frozenset()
+
+
+def test_first_launch_is_unconstrained() -> None:
+    (tier,) = placement_tiers(EAGER_NEXT_REGION, [], None)
+    assert tier.blocked.zones == frozenset() and tier.only_region is None
+
+
+def test_cloud_wide_block() -> None:
+    b = blocked_from([BlockSpec("gcp", None, None, 1.0, "auth")])
+    assert b.clouds == frozenset({"gcp"})
+
+
+@pytest.mark.parametrize(
+    "code,used,mx,codes,want",
+    [
+        (0, 0, 0, (), ExitDecision.SUCCEED),
+        (1, 0, 1, (), ExitDecision.RESTART),
+        (1, 1, 1, (), ExitDecision.FAIL),
+        (33, 5, 0, (33,), ExitDecision.RECOVER),  # listed codes don't use the budget
+        (None, 0, 0, (), ExitDecision.FAIL),
+    ],
+)
+def test_decide_exit(code, used, mx, codes, want) -> None:
+    assert decide_exit(code, recover_on_exit_codes=codes, restarts_on_errors=used,
+                       max_restarts_on_errors=mx) == want

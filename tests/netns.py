@@ -1,0 +1,449 @@
+"""Real SSH nodes for tests: one sshd per network namespace (see TESTING.md).
+
+    lab = NetnsLab(workdir)                # one bridge + /24 subnet for this process
+    nodes = lab.start_nodes(3)             # 3 sshd nodes, ~0.1-0.2 s
+    nodes.cluster_info("c")                # ClusterInfo with pinned host keys + client key
+    nodes[1].kill()                        # node lost: kill every process in its namespace
+    nodes[2].cut_network()                 # network cut: eth0 down inside the namespace
+    nodes.close(); lab.close()             # kill by pidfile, ip netns del, bridge del
+
+Each node: namespace `lt<pid>-<k>` with `eth0` (a veth into bridge `lb<pid>`),
+address 10.123.<X>.<10+k>/24 (X = the first /24 of 10.123.0.0/16 not used on
+this machine), its own hostname (`unshare --uts`), its own /root
+(`unshare --mount` + a bind mount of a per-node directory), its own host key,
+`UsePAM no`, `StrictModes no`, a PidFile, and the lab's client key in
+/root/.ssh/authorized_keys. Leftovers of a crashed run (names carry the pid
+of the process that made them) are removed when the next lab starts.
+
+Without network namespaces (no CAP_NET_ADMIN) the lab falls back to sshd on
+127.0.0.<2+k>:<2222 + pid % 20000>, still with its own /root; network cuts are then not
+possible (`cut_network` skips) and `kill` only reaches sshd's process tree.
+
+Only addresses inside namespaces this module creates (or 127.0.0.0/8) are used.
+Import is cheap and needs no root; `unavailable_reason()` says why a lab cannot start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from launcher.clouds.base import ClusterInfo, NodeInfo
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+_LOCK_PATH = "/run/lock/launcher-test-netns.lock"
+_NS_RE = re.compile(r"^lt(\d+)-(\d+)$")
+_BR_RE = re.compile(r"^lb(\d+)$")
+_LOOPBACK_PORT = 2222
+
+SSHD_CONFIG = """\
+ListenAddress {listen}
+Port {port}
+HostKey {host_key}
+PidFile {pidfile}
+UsePAM no
+StrictModes no
+AuthorizedKeysFile .ssh/authorized_keys
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+PrintMotd no
+PrintLastLog no
+MaxSessions 100
+MaxStartups 100:30:200
+LogLevel ERROR
+"""
+
+
+def unavailable_reason() -> str | None:
+    """Why sshd nodes cannot be built here, or None if they can."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, bind mounts)"
+    for tool in ("ip", "unshare"):
+        if shutil.which(tool) is None:
+            return f"'{tool}' is not installed (apt-get install iproute2 util-linux)"
+    if not os.access(SSHD, os.X_OK):
+        return "sshd is not installed (apt-get install openssh-server)"
+    return None
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=30)
+
+
+def _ip_batch(lines: list[str], netns: str | None = None, check: bool = True) -> None:
+    if not lines:
+        return
+    cmd = ["ip", *(["-n", netns] if netns else []), "-force", "-batch", "-"]
+    proc = subprocess.run(
+        cmd, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=30
+    )
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _netns_pids(ns: str) -> list[int]:
+    proc = _ip("netns", "pids", ns, check=False)
+    return [int(p) for p in proc.stdout.split() if p.isdigit()]
+
+
+def _kill_pids(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(root_pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root_pid]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+@contextlib.contextmanager
+def _machine_lock() -> Iterator[None]:
+    os.makedirs(os.path.dirname(_LOCK_PATH), exist_ok=True)
+    fd = os.open(_LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def cleanup_stale() -> None:
+    """Remove namespaces and bridges left by test processes that no longer exist."""
+    names = _ip("netns", "list", check=False).stdout.split("\n")
+    stale_ns = []
+    for line in names:
+        name = line.split(" ")[0]
+        m = _NS_RE.match(name)
+        if m and not _pid_alive(int(m.group(1))):
+            _kill_pids(_netns_pids(name))
+            stale_ns.append(name)
+    links = _ip("-o", "link", "show", "type", "bridge", check=False).stdout
+    stale_br = [
+        m.group(0)
+        for m in (
+            _BR_RE.match(line.split(": ")[1].split("@")[0])
+            for line in links.splitlines()
+            if ": " in line
+        )
+        if m and not _pid_alive(int(m.group(1)))
+    ]
+    _ip_batch(
+        [f"netns del {n}" for n in stale_ns] + [f"link del {b}" for b in stale_br], check=False
+    )
+
+
+@dataclass
+class SSHNode:
+    """One sshd node. `host`/`port` are where it listens; `home` is its /root."""
+
+    index: int
+    hostname: str
+    host: str
+    port: int
+    home: Path
+    host_key: str  # "ssh-ed25519 AAAA..." (what the node presents)
+    pidfile: Path
+    log: Path
+    netns: str | None  # None in loopback fallback mode
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def node_info(self, rank: int, *, user: str = "root", pin_host_key: bool = True) -> NodeInfo:
+        return NodeInfo(
+            rank=rank,
+            node_id=self.hostname,
+            internal_ip=self.host,
+            ssh_user=user,
+            ssh_port=self.port,
+            ssh_host_key=self.host_key if pin_host_key else None,
+        )
+
+    def sshd_pid(self) -> int | None:
+        try:
+            return int(self.pidfile.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def kill(self) -> None:
+        """The node is lost: SIGKILL every process of the node (sshd and all it started)."""
+        if self.netns:
+            _kill_pids(_netns_pids(self.netns))
+        else:
+            pid = self.sshd_pid() or (self.process.pid if self.process else None)
+            if pid:
+                _kill_pids(_descendants(pid))
+        if self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(5)
+
+    def cut_network(self) -> None:
+        """Pull the cable: eth0 down inside the namespace (packets vanish, no RST)."""
+        if not self.netns:
+            import pytest
+
+            pytest.skip("network cuts need network namespaces")
+        _ip("-n", self.netns, "link", "set", "eth0", "down")
+
+    def restore_network(self) -> None:
+        if self.netns:
+            _ip("-n", self.netns, "link", "set", "eth0", "up")
+
+    def exec_in_node(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        """Run a command in the node's network namespace (not its mount namespace)."""
+        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
+        return subprocess.run([*prefix, *argv], capture_output=True, text=True, timeout=timeout)
+
+
+class SSHNodeSet:
+    """Nodes started together; `close()` kills them and deletes their namespaces."""
+
+    def __init__(self, lab: NetnsLab, nodes: list[SSHNode]) -> None:
+        self.lab = lab
+        self.nodes = nodes
+        self.closed = False
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __getitem__(self, i: int) -> SSHNode:
+        return self.nodes[i]
+
+    def __iter__(self) -> Iterator[SSHNode]:
+        return iter(self.nodes)
+
+    @property
+    def client_key_path(self) -> str:
+        return self.lab.client_key_path
+
+    def cluster_info(self, name: str = "test-cluster", *, cloud: str = "ssh") -> ClusterInfo:
+        """A ClusterInfo over these nodes (rank = position), host keys pinned."""
+        return ClusterInfo(
+            cluster_name=name,
+            cloud=cloud,
+            region="netns",
+            zone=None,
+            instance_type="sshd-node",
+            use_spot=False,
+            nodes=tuple(n.node_info(i) for i, n in enumerate(self.nodes)),
+            ssh_key_path=self.client_key_path,
+        )
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for node in self.nodes:
+            node.kill()
+        if self.lab.netns_mode:
+            _ip_batch([f"netns del {n.netns}" for n in self.nodes if n.netns], check=False)
+
+
+class NetnsLab:
+    """A bridge + subnet owned by this process, in which node sets are started."""
+
+    def __init__(self, workdir: Path) -> None:
+        reason = unavailable_reason()
+        if reason:
+            raise RuntimeError(f"cannot build sshd nodes: {reason}")
+        from launcher.runtime.keys import generate_keypair
+
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.pid = os.getpid()
+        self.bridge = f"lb{self.pid}"
+        self._next = 0
+        self.sets: list[SSHNodeSet] = []
+        self.client_key_path = str(self.workdir / "client_key")
+        self.client_public_key = generate_keypair(
+            self.client_key_path, comment="launcher-tests"
+        ).public_key()
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation dir
+        self.netns_mode = True
+        self.prefix = ""
+        with _machine_lock():
+            cleanup_stale()
+            used = set(re.findall(r"inet 10\.123\.(\d+)\.", _ip("-o", "-4", "addr").stdout))
+            free = [x for x in range(256) if str(x) not in used]
+            if not free:
+                raise RuntimeError("no free 10.123.X.0/24 subnet for test nodes")
+            self.prefix = f"10.123.{free[0]}"
+            try:
+                _ip_batch(
+                    [
+                        f"link add {self.bridge} type bridge",
+                        f"addr add {self.prefix}.1/24 dev {self.bridge}",
+                        f"link set {self.bridge} up",
+                    ]
+                )
+            except RuntimeError:
+                self.netns_mode = False
+                _ip("link", "del", self.bridge, check=False)
+
+    def start_nodes(self, count: int, *, timeout: float = 10.0) -> SSHNodeSet:
+        """Start `count` sshd nodes and wait until each accepts TCP connections."""
+        from launcher.runtime.keys import generate_keypair
+
+        ks = list(range(self._next, self._next + count))
+        self._next += count
+        if self.netns_mode and ks[-1] + 10 > 254:
+            raise RuntimeError("too many test nodes for one /24")
+        nodes = []
+        for k in ks:
+            ns = f"lt{self.pid}-{k}" if self.netns_mode else None
+            ndir = self.workdir / f"node{k}"
+            home = ndir / "root"
+            (home / ".ssh").mkdir(parents=True, exist_ok=True)
+            os.chmod(home / ".ssh", 0o700)
+            (home / ".ssh" / "authorized_keys").write_text(self.client_public_key + "\n")
+            host_key = generate_keypair(ndir / "ssh_host_ed25519_key", comment=f"node{k}")
+            host = f"{self.prefix}.{10 + k}" if self.netns_mode else f"127.0.0.{2 + k}"
+            # loopback: a port per lab, so concurrent test sessions do not collide
+            port = 22 if self.netns_mode else _LOOPBACK_PORT + self.pid % 20000
+            cfg = ndir / "sshd_config"
+            cfg.write_text(
+                SSHD_CONFIG.format(
+                    listen=host,
+                    port=port,
+                    host_key=host_key.private_path,
+                    pidfile=ndir / "sshd.pid",
+                )
+            )
+            public = host_key.public_key().split()
+            nodes.append(
+                SSHNode(
+                    index=k,
+                    hostname=f"lt-n{k}",
+                    host=host,
+                    port=port,
+                    home=home,
+                    host_key=f"{public[0]} {public[1]}",
+                    pidfile=ndir / "sshd.pid",
+                    log=ndir / "sshd.log",
+                    netns=ns,
+                )
+            )
+        node_set = SSHNodeSet(self, nodes)
+        self.sets.append(node_set)
+        try:
+            if self.netns_mode:
+                self._wire(nodes)
+            for node in nodes:
+                self._spawn(node)
+            self._wait_ready(nodes, timeout)
+        except BaseException:
+            node_set.close()
+            raise
+        return node_set
+
+    def _wire(self, nodes: list[SSHNode]) -> None:
+        root_cmds = []
+        for n in nodes:
+            veth = f"lv{self.pid}-{n.index}"
+            root_cmds += [
+                f"netns add {n.netns}",
+                f"link add {veth} type veth peer name eth0 netns {n.netns}",
+                f"link set {veth} master {self.bridge}",
+                f"link set {veth} up",
+            ]
+        _ip_batch(root_cmds)
+        procs = [
+            subprocess.Popen(
+                ["ip", "-n", str(n.netns), "-batch", "-"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for n in nodes
+        ]
+        for n, p in zip(nodes, procs, strict=True):
+            _, err = p.communicate(
+                f"addr add {n.host}/24 dev eth0\nlink set eth0 up\nlink set lo up\n", timeout=30
+            )
+            if p.returncode != 0:
+                raise RuntimeError(f"configuring {n.netns} failed: {err.strip()}")
+
+    def _spawn(self, node: SSHNode) -> None:
+        script = (
+            f"mount --bind {node.home} /root && hostname {node.hostname} && "
+            f"exec {SSHD} -D -e -f {node.pidfile.parent / 'sshd_config'}"
+        )
+        argv = ["unshare", "--mount", "--propagation", "private", "--uts", "sh", "-c", script]
+        if node.netns:
+            argv = ["ip", "netns", "exec", node.netns, *argv]
+        with open(node.log, "wb") as log:
+            node.process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # setsid: never tied to the test's terminal or pipes
+            )
+
+    def _wait_ready(self, nodes: list[SSHNode], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        pending = list(nodes)
+        delay = 0.002
+        while pending:
+            for node in list(pending):
+                if node.process is not None and node.process.poll() is not None:
+                    raise RuntimeError(
+                        f"sshd for {node.hostname} exited ({node.process.returncode}): "
+                        f"{node.log.read_text(errors='replace').strip()}"
+                    )
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection((node.host, node.port), timeout=0.5),
+                ):
+                    pending.remove(node)
+            if pending:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"sshd did not start on {[n.hostname for n in pending]}")
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+
+    def close(self) -> None:
+        """Stop every node set and delete the bridge. Idempotent."""
+        for node_set in self.sets:
+            node_set.close()
+        self.sets.clear()
+        if self.netns_mode:
+            _ip("link", "del", self.bridge, check=False)
+            self.netns_mode = False

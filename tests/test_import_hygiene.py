@@ -1,0 +1,67 @@
+"""`launcher --help` and `launcher gpus` must not import cloud SDKs or paramiko.
+
+Each case runs the CLI's main() in a fresh interpreter and then lists which of the
+forbidden top-level modules ended up in sys.modules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FORBIDDEN = ("boto3", "botocore", "google.cloud", "azure", "paramiko")
+
+PROBE = """
+import importlib, json, os, sys
+if os.environ.get("PROBE_PREIMPORT"):
+    importlib.import_module(os.environ["PROBE_PREIMPORT"])
+from launcher.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+bad = sorted(m for m in sys.modules
+             if any(m == f or m.startswith(f + ".") for f in {forbidden!r}))
+sys.stderr.write("\\nPROBE " + json.dumps({{"code": code, "bad": bad, "rich": "rich" in sys.modules}}) + "\\n")
+"""
+
+
+def probe(args: list[str], home: Path, preimport: str = "") -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(forbidden=FORBIDDEN), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LAUNCHER_HOME": str(home), "PROBE_PREIMPORT": preimport},
+        timeout=60,
+    )
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE "))
+    result: dict[str, object] = json.loads(line[len("PROBE ") :])
+    return result
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["gpus"], ["gpus", "H100:8"], ["gpus", "H100:8", "--json"], ["gpus", "--json"]],
+)
+def test_no_cloud_sdk_or_paramiko(args: list[str], tmp_path: Path) -> None:
+    result = probe(args, tmp_path)
+    assert result["code"] == 0
+    assert result["bad"] == [], f"`launcher {' '.join(args)}` imported {result['bad']}"
+
+
+def test_probe_detects_a_forbidden_import(tmp_path: Path) -> None:
+    """The probe is not blind: a module imported before main() is reported."""
+    result = probe(["--help"], tmp_path, preimport="paramiko")
+    assert "paramiko" in result["bad"]  # type: ignore[operator]
+
+
+def test_json_output_does_not_load_rich(tmp_path: Path) -> None:
+    """Rich is only for tables: `gpus --json` never pays for it."""
+    assert probe(["gpus", "H100:8", "--json"], tmp_path)["rich"] is False
