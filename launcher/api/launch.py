@@ -128,12 +128,18 @@ def prepare_cluster(
     installer = threading.Thread(target=install, daemon=True)
     installer.start()
     try:
+        sync_error: BaseException | None = None
         if task is not None:
-            execution.sync_task_files(runners, task, on_event=on_event)
+            try:
+                execution.sync_task_files(runners, task, on_event=on_event)
+            except BaseException as exc:  # raised once the agent is in (the cluster stays usable)
+                sync_error = exc
         installer.join()
         if agent_error:
             raise agent_error[0]
         _mark_up(db, cluster)
+        if sync_error is not None:
+            raise sync_error
         if task is not None and task.setup and run_setup_script:
             on_event(f"Running setup on {len(runners)} node(s)")
             gpus = execution.gpu_devices(cluster)
@@ -199,7 +205,11 @@ def launch(
     subclasses: ClusterBusyError, NoPlacementError, ProvisionFailedError,
     LaunchAbortedError, SetupFailedError, TaskDoesNotFitError...
     """
+    from launcher.runtime.execution import resolve_file_mounts
+
     emit = on_event or noop
+    task.check_local_paths()  # bad paths fail before anything is provisioned
+    resolve_file_mounts(task)
     if idle_minutes is None and not down and task.autostop is not None:
         idle_minutes, down = task.autostop.idle_minutes, task.autostop.down
     with StateDB() as db:

@@ -1,27 +1,26 @@
 """Catalog and cost commands: `gpus`, `cost`, `catalog status`, and `render_plan`
 (the table `launch --dryrun` prints). A thin skin: the API computes, this renders.
 
-`launcher.api` and rich are imported inside command bodies only, so `launcher --help`
-stays fast. `catalog_app` is the `launcher catalog ...` group; other command
+`launcher.api` is imported inside command bodies only, so `launcher --help` stays
+fast; tables are plain text (launcher.cli.table), not rich, on this hot path. `catalog_app` is the `launcher catalog ...` group; other command
 modules may add subcommands to it (e.g. `refresh`).
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from launcher.cli.app import app, console, print_json
+from launcher.cli.app import app, print_json
+from launcher.cli.table import Table, echo, print_table
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from launcher.api.planning import GpuListing, GpuSummaryRow, Plan
     from launcher.catalog.status import CatalogStatus
 
 catalog_app = typer.Typer(
+    rich_markup_mode=None,
     help="Inspect the price catalog: where it came from and how fresh it is.",
     no_args_is_help=True,
 )
@@ -32,20 +31,6 @@ TOP_REASONS = 6  # rejection reasons spelled out in the summary line
 
 
 # ---------------------------------------------------------------- formatting helpers
-
-
-def _print_table(table: Table) -> None:
-    """Print `table` on stdout; when stdout is not a terminal (a pipe, a file) and
-    COLUMNS is unset, widen the console to the table's natural width instead of
-    wrapping cells at rich's default of 80 columns."""
-    out = console()
-    if not out.is_terminal and not os.environ.get("COLUMNS"):
-        from rich.measure import Measurement
-
-        natural = Measurement.get(out, out.options.update_width(1000), table).maximum
-        if natural > out.width:
-            out.width = natural
-    out.print(table)
 
 
 def _num(x: float | None) -> str:
@@ -166,11 +151,9 @@ def gpus_cmd(
 
 
 def _render_gpus(listing: GpuListing, *, spot: bool, all_regions: bool) -> None:
-    from rich.table import Table
 
-    out = console()
     if not listing.rows:
-        out.print("No GPU offer matches these filters.")
+        echo("No GPU offer matches these filters.")
         return
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col, justify in (
@@ -204,8 +187,8 @@ def _render_gpus(listing: GpuListing, *, spot: bool, all_regions: bool) -> None:
             _money(per_gpu, 3),
             where,
         )
-    _print_table(table)
-    out.print(_catalog_footer(listing.oldest_fetched_at, listing.age_days()), style="dim")
+    print_table(table)
+    echo(_catalog_footer(listing.oldest_fetched_at, listing.age_days()), style="dim")
 
 
 def _catalog_footer(oldest: str | None, age_days: float | None) -> str:
@@ -218,11 +201,9 @@ def _catalog_footer(oldest: str | None, age_days: float | None) -> str:
 
 
 def _render_summary(rows: list[GpuSummaryRow]) -> None:
-    from rich.table import Table
 
     from launcher.api.planning import catalog_age_days
 
-    out = console()
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col, justify in (
         ("GPU", "left"),
@@ -244,11 +225,11 @@ def _render_summary(rows: list[GpuSummaryRow]) -> None:
             _fabric(r.best_fabric, r.best_fabric_gbps),
             ", ".join(r.clouds),
         )
-    _print_table(table)
+    print_table(table)
     stamps = sorted(r.fetched_at for r in rows if r.fetched_at)
     oldest = stamps[0] if stamps else None
-    out.print(_catalog_footer(oldest, catalog_age_days(oldest)), style="dim")
-    out.print("`launcher gpus H100:8` lists the offers of one model.", style="dim")
+    echo(_catalog_footer(oldest, catalog_age_days(oldest)), style="dim")
+    echo("`launcher gpus H100:8` lists the offers of one model.", style="dim")
 
 
 # ---------------------------------------------------------------- launcher cost
@@ -288,9 +269,7 @@ def catalog_status_cmd(
 
 
 def _render_status(status: CatalogStatus) -> None:
-    from rich.table import Table
 
-    out = console()
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col, justify in (
         ("CLOUD", "left"),
@@ -313,15 +292,15 @@ def _render_status(status: CatalogStatus) -> None:
             c.source,
             style="yellow" if c.stale else None,
         )
-    _print_table(table)
+    print_table(table)
     where = "bundled snapshot" if status.bundled else f"snapshot {status.snapshot_dir}"
-    out.print(
+    echo(
         f"{status.total_rows} rows; {where} {status.snapshot_hash[:12]}; "
         f"stale after {_num(status.stale_after_days)} days",
         style="dim",
     )
     if any(not c.fetched_at_exact for c in status.clouds):
-        out.print(
+        echo(
             "(copied): the upstream date is unknown; the date is when the reference copy was"
             " made, so prices may be older.",
             style="dim",
@@ -338,9 +317,7 @@ def render_plan(plan: Plan, as_json: bool) -> None:
     if as_json:
         print_json(plan.to_json())
         return
-    from rich.table import Table
 
-    out = console()
     with_total = plan.hours is not None
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col, justify in (
@@ -391,10 +368,10 @@ def render_plan(plan: Plan, as_json: bool) -> None:
             "yes" if plan.enabled[start] else "no",
             style=style,
         )
-    _print_table(table)
+    print_table(table)
     more = len(plan.placements) - sum(end - start for start, end in shown)
     if more > 0:
-        out.print(f"... and {more} more placement{'s' if more != 1 else ''} (--json lists all)")
+        echo(f"... and {more} more placement{'s' if more != 1 else ''} (--json lists all)")
     chosen = plan.chosen_placement
     if chosen is not None:
         where = "/".join(x for x in (chosen.cloud, chosen.region, chosen.zone) if x)
@@ -405,12 +382,12 @@ def render_plan(plan: Plan, as_json: bool) -> None:
             f", {_money(chosen.total_cost)} for {_num(plan.hours)} h" if with_total else ""
         )
         market = "spot" if chosen.use_spot else "on-demand"
-        out.print(f"chosen: {where}, {what} {market}, {cost}", style="bold")
+        echo(f"chosen: {where}, {what} {market}, {cost}", style="bold")
     else:
-        out.print("chosen: none (no placement is on an enabled cloud; `launcher check` shows why)")
+        echo("chosen: none (no placement is on an enabled cloud; `launcher check` shows why)")
     for note in plan.notes:
-        out.print(note, style="dim")
-    out.print(rejection_line(plan))
+        echo(note, style="dim")
+    echo(rejection_line(plan))
 
 
 def _zone_groups(plan: Plan) -> list[tuple[int, int]]:

@@ -20,10 +20,11 @@ if TYPE_CHECKING:
     from launcher.jobs.accounting import JobSummary
 
 jobs_app = typer.Typer(
+    rich_markup_mode=None,
     help="Managed jobs: run on spot, recover from preemptions, resume from checkpoints.",
     no_args_is_help=True,
 )
-controller_app = typer.Typer(help="The managed-jobs controller process.", no_args_is_help=True)
+controller_app = typer.Typer(rich_markup_mode=None, help="The managed-jobs controller process.", no_args_is_help=True)
 jobs_app.add_typer(controller_app, name="controller")
 app.add_typer(jobs_app, name="jobs")
 

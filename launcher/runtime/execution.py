@@ -170,13 +170,11 @@ def gpu_devices(cluster: ClusterInfo) -> dict[int, str]:
 # ------------------------------------------------------------------ file sync
 
 
-def sync_task_files(
-    runners: Sequence[CommandRunner], task: Task, *, on_event: LineCallback | None = None
-) -> None:
-    """Copy the task's workdir and local file_mounts to every node. Blocking, parallel.
+def resolve_file_mounts(task: Task) -> list[tuple[str, str]]:
+    """(remote path, absolute local path) for every file mount of `task`. No I/O but stat.
 
-    Raises FileMountError for a bucket URI (not supported on this cloud yet) or a
-    missing local path; runner errors (NodeUnreachableError...) propagate.
+    Raises FileMountError for a bucket URI (not supported on these nodes yet) or a
+    local path that does not exist. `launch` calls it before provisioning anything.
     """
     mounts: list[tuple[str, str]] = []
     for remote, source in task.file_mounts.items():
@@ -191,6 +189,18 @@ def sync_task_files(
         if not os.path.exists(local):
             raise FileMountError(f"file_mounts[{remote!r}]: local path {source!r} does not exist.")
         mounts.append((remote, local))
+    return mounts
+
+
+def sync_task_files(
+    runners: Sequence[CommandRunner], task: Task, *, on_event: LineCallback | None = None
+) -> None:
+    """Copy the task's workdir and local file_mounts to every node. Blocking, parallel.
+
+    Raises FileMountError (see resolve_file_mounts); runner errors
+    (NodeUnreachableError...) propagate.
+    """
+    mounts = resolve_file_mounts(task)
     if not task.workdir and not mounts:
         return
     if on_event:

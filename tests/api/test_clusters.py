@@ -320,6 +320,14 @@ def test_clusters_of_managed_jobs_are_not_launched_or_exec_on_by_hand() -> None:
     api.down("mj")  # taking it down by hand stays possible
 
 
+def test_bad_file_mounts_fail_before_anything_is_provisioned(launcher_home: Path) -> None:
+    from launcher.runtime.execution import FileMountError
+
+    with pytest.raises(FileMountError, match="bucket URIs"):
+        launch(_task("true", file_mounts={"~/ckpt": "s3://bucket/ckpt"}), "fm")
+    assert api.status() == [] and not (launcher_home / "local" / "fm").exists()
+
+
 def test_unknown_cluster_errors() -> None:
     for fn in (lambda: api.queue("nope"), lambda: exec_("nope", "true"), lambda: api.stop("nope")):
         with pytest.raises(ClusterNotFoundError, match="does not exist"):
