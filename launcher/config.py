@@ -33,9 +33,12 @@ _POOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
 def launcher_home() -> Path:
-    """`$LAUNCHER_HOME`, else `~/.launcher` (not created here)."""
+    """`$LAUNCHER_HOME`, else `~/.launcher`, made absolute (node homes and the agent's
+    autostop command are derived from it and must not depend on the cwd). Not created.
+
+    The one definition of where launcher keeps its state; every module asks here."""
     env = os.environ.get("LAUNCHER_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".launcher"
+    return (Path(env).expanduser() if env else Path.home() / ".launcher").absolute()
 
 
 def config_path() -> Path:

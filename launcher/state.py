@@ -51,10 +51,10 @@ class InvalidClusterNameError(LauncherError):
 
 
 def launcher_home() -> Path:
-    """`$LAUNCHER_HOME`, else `~/.launcher`, made absolute (node homes and the agent's
-    autostop command are derived from it and must not depend on the cwd). Not created."""
-    env = os.environ.get("LAUNCHER_HOME")
-    return (Path(env).expanduser() if env else Path.home() / ".launcher").absolute()
+    """`$LAUNCHER_HOME`, else `~/.launcher`, absolute (see launcher.config.launcher_home)."""
+    from launcher.config import launcher_home as home
+
+    return home()
 
 
 _CLUSTER_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")

@@ -48,6 +48,10 @@ class Provenance:
     note: str
 
 
+# provenance.csv `completeness` value for sources whose prices are not real list prices
+PLACEHOLDER_PRICES = "placeholder-prices"
+
+
 def repo_root() -> str | None:
     """The directory holding pyproject.toml above this file (None when installed)."""
     d = os.path.dirname(os.path.abspath(__file__))
@@ -138,6 +142,10 @@ def build_snapshot(
                 dropped["duplicate row"] += 1
                 continue
             seen.add(ident)
+            if prov.completeness == PLACEHOLDER_PRICES:
+                # Keep the hardware facts; never rank on a price nobody published.
+                row.price = row.spot_price = None
+                dropped["placeholder price blanked"] += 1
             all_rows.append(_offer_values(row, prov, facts, rules, matched))
             if row.accelerator:
                 names.add(row.accelerator)

@@ -61,7 +61,9 @@ CREATE INDEX offers_by_cloud ON offers(cloud);
 
 def launcher_home() -> str:
     """`$LAUNCHER_HOME`, else ~/.launcher (not created here)."""
-    return os.environ.get("LAUNCHER_HOME") or os.path.join(os.path.expanduser("~"), ".launcher")
+    from launcher.config import launcher_home as home
+
+    return str(home())
 
 
 def cache_dir() -> str:

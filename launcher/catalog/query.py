@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 LOCAL_CLOUD = "local"
+SSH_CLOUD = "ssh"  # offers come live from the SSH node pools in config.yaml
 
 _lock = threading.Lock()
 # snapshot dir -> (meta.json stat signature, meta)
@@ -156,14 +157,34 @@ def offers(
             )
             for (c, r, z, it, a, ac, am, v, m, p, sp, f, fg, nv, mn, ar, pid) in rows
         ]
-    if cls is None or LOCAL_CLOUD in cls:
-        wanted = None if accs is None else {a.lower() for a in accs}
-        result.extend(
+    wanted = None if accs is None else {a.lower() for a in accs}
+
+    def matching(live: list[Offer]) -> list[Offer]:
+        return [
             o
-            for o in local.local_offers()
+            for o in live
             if wanted is None or (o.accelerator is not None and o.accelerator.lower() in wanted)
-        )
+        ]
+
+    if cls is None or SSH_CLOUD in cls:
+        result.extend(matching(_ssh_pool_offers()))
+    if cls is None or LOCAL_CLOUD in cls:
+        result.extend(matching(local.local_offers()))
     return result
+
+
+def _ssh_pool_offers() -> list[Offer]:
+    """Offers of the SSH node pools in the user's config (none without a config file).
+
+    Raises ConfigError when the config is malformed. The ssh cloud module is imported
+    only when a config file exists, so plain catalog queries stay cheap."""
+    from launcher.config import config_path
+
+    if not config_path().exists():
+        return []
+    from launcher.clouds.ssh import ssh_offers
+
+    return ssh_offers()
 
 
 def accelerator_names() -> list[str]:

@@ -74,7 +74,7 @@ class CloudMeta:
     upstream: str  # where the input file came from (repository, path, version)
     fetched_at: str  # ISO-8601 UTC; when the prices were read from the provider
     fetched_at_exact: bool  # False: upstream date unknown, fetched_at is when we copied it
-    completeness: str  # "complete" or "subset"
+    completeness: str  # "complete", "subset" or "placeholder-prices" (prices blanked)
     input_sha256: str  # of the input vms.csv
     note: str = ""
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> input rows not used

@@ -11,16 +11,7 @@ import sys
 from launcher.cli.app import app
 
 # Command modules register themselves on `app` when imported.
-from launcher.cli import catalog_cmds  # noqa: E402,F401  isort: skip
-
-try:  # optional command groups land as their issues do
-    from launcher.cli import cluster_cmds  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
-try:
-    from launcher.cli import jobs_cmds  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
+from launcher.cli import catalog_cmds, cluster_cmds, jobs_cmds  # noqa: E402,F401  isort: skip
 
 
 def main(argv: list[str] | None = None) -> None:

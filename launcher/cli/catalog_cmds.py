@@ -426,3 +426,31 @@ def rejection_line(plan: Plan) -> str:
         parts.append(f"other reasons: {rest}")
     # "; " between entries: reasons themselves may contain commas
     return f"rejected: {n} offer{'s' if n != 1 else ''} ({'; '.join(parts)})"
+
+
+# ---------------------------------------------------------------- check
+
+
+@app.command("check")
+def check_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Which clouds launches can use now (credentials found), and why the others can't."""
+    from launcher import api
+    from launcher.catalog import query
+
+    catalog_clouds = [c.cloud for c in query.status().clouds]
+    names = list(dict.fromkeys([*api.enabled_clouds().keys(), *catalog_clouds]))
+    statuses = api.enabled_clouds(names)
+    if as_json:
+        print_json(
+            [{"cloud": n, "enabled": s.enabled, "reason": s.reason} for n, s in statuses.items()]
+        )
+        return
+    table = Table()
+    for col in ("CLOUD", "ENABLED", "DETAIL"):
+        table.add_column(col)
+    for name, s in statuses.items():
+        table.add_row(name, "yes" if s.enabled else "no", s.reason, style=None if s.enabled else "dim")
+    print_table(table)
+    echo("Cost queries and dry runs rank every cloud; launches use enabled ones.", style="dim")

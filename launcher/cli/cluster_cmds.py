@@ -52,12 +52,6 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
-
-
 def _parse_env(pairs: list[str] | None) -> dict[str, str]:
     from launcher.errors import LauncherError
 
@@ -265,21 +259,21 @@ def queue_cmd(
     if json_out:
         print_json([job_json(j) for j in jobs])
         return 0
-    from rich.table import Table
+    from launcher.cli.table import Table, print_table
 
-    table = Table(box=None, header_style="bold")
-    for col in ("ID", "NAME", "STATUS", "SUBMITTED", "DURATION", "EXIT"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("DETAIL")
+    if not jobs:
+        _say(f"No jobs on {cluster} yet.")
+        return 0
+    table = Table()
+    for col in ("ID", "NAME", "STATUS", "SUBMITTED", "DURATION", "EXIT", "DETAIL"):
+        table.add_column(col)
     for j in jobs:
         table.add_row(
-            str(j.id), _escape(j.name or "-"), j.status.value, _fmt_time(j.submitted_at),
+            str(j.id), j.name or "-", j.status.value, _fmt_time(j.submitted_at),
             _fmt_duration(j.started_at, j.ended_at),
-            "-" if j.exit_code is None else str(j.exit_code), _escape(j.reason or ""),
+            "-" if j.exit_code is None else str(j.exit_code), j.reason or "",
         )
-    from launcher.cli.app import console
-
-    console().print(table) if jobs else _say(f"No jobs on {cluster} yet.")
+    print_table(table)
     return 0
 
 
@@ -344,22 +338,20 @@ def status_cmd(
     if not rows:
         _say("No clusters.")
         return 0
-    from rich.table import Table
+    from launcher.cli.table import Table, print_table
 
-    from launcher.cli.app import console
-
-    table = Table(box=None, header_style="bold")
+    table = Table()
     for col in ("NAME", "LAUNCHED", "RESOURCES", "WHERE", "STATUS", "$/H", "AUTOSTOP"):
-        table.add_column(col, no_wrap=col not in ("RESOURCES", "WHERE"))
+        table.add_column(col, justify="right" if col == "$/H" else "left")
     colors = {"UP": "green", "INIT": "yellow", "STOPPED": "dim", "PREEMPTED": "red"}
     for r in rows:
         where = "/".join(x for x in (r.cloud, r.region, r.zone) if x)
         auto = "-" if r.autostop_minutes is None else f"{r.autostop_minutes:g}m" + (" (down)" if r.autostop_down else "")
         table.add_row(
-            _escape(r.name), _fmt_time(r.launched_at), _escape(r.resources), _escape(where),
-            f"[{colors.get(r.status, 'white')}]{r.status}[/]", f"{r.hourly_cost:.2f}", auto,
+            r.name, _fmt_time(r.launched_at), r.resources, where, r.status,
+            f"{r.hourly_cost:.2f}", auto, style=colors.get(r.status),
         )
-    console().print(table)
+    print_table(table)
     return 0
 
 

@@ -120,9 +120,9 @@ def queue_cmd(
     if not rows:
         console().print("No managed jobs.")
         return 0
-    from rich.table import Table
+    from launcher.cli.table import Table, print_table
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
+    table = Table()
     for col in ("ID", "NAME", "STATUS", "SUBMITTED", "DURATION", "WHERE", "CLUSTER",
                 "RECOV", "RESTARTS", "LAST RECOV", "LOST", "COST"):
         table.add_column(col)
@@ -134,7 +134,7 @@ def queue_cmd(
             "-" if r.last_recovery_s is None else f"{r.last_recovery_s:.1f}s",
             _dur(r.work_lost_s) if r.work_lost_s else "-", f"${r.cost_so_far:.4f}",
         )
-    console().print(table)
+    print_table(table)
     return 0
 
 

@@ -9,14 +9,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 
 def launcher_home() -> Path:
     """LAUNCHER_HOME, or ~/.launcher. Not created here."""
-    env = os.environ.get("LAUNCHER_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".launcher"
+    from launcher.config import launcher_home as home
+
+    return home()
 
 
 def state_db_path() -> Path:
