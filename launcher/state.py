@@ -332,12 +332,36 @@ class StateDB:
                 str(self.path), timeout=busy_timeout, isolation_level=None
             )
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._enable_wal(busy_timeout)
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
+            self.migrate("core", CORE_MIGRATIONS)
         except (sqlite3.Error, OSError) as exc:
             raise StateError(f"Cannot open the state DB at {self.path}: {exc}") from exc
-        self.migrate("core", CORE_MIGRATIONS)
+
+    def _enable_wal(self, busy_timeout: float) -> None:
+        """Put the file in WAL mode (persistent, so only a fresh DB needs the switch).
+
+        Switching a fresh file to WAL needs an exclusive lock, and SQLite may answer
+        SQLITE_BUSY at once instead of calling the busy handler when another process
+        is opening the same fresh file; so that one step is retried for up to
+        `busy_timeout` seconds. Raises sqlite3.OperationalError when it never succeeds.
+        """
+        deadline = time.monotonic() + busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)  # no event to wait on: another process holds the file lock
+                delay = min(delay * 2, 0.2)
 
     def close(self) -> None:
         self._conn.close()

@@ -168,9 +168,13 @@ def expect_str(value: object, path: Path, origin: Origin, *, allow_empty: bool =
     return value
 
 
+_BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "y", "n"})
+
+
 def expect_bool(value: object, path: Path, origin: Origin) -> bool:
     if not isinstance(value, bool):
-        hint = " (quoted, so YAML reads it as text)" if isinstance(value, str) else ""
+        looks_boolean = isinstance(value, str) and value.strip().lower() in _BOOLEAN_WORDS
+        hint = " (quoted, so YAML reads it as text)" if looks_boolean else ""
         raise origin.error(path, f"must be true or false, got {describe(value)}{hint}.")
     return value
 
