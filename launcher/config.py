@@ -170,10 +170,18 @@ def _parse_pool(name: str, body: Any, source: str) -> SSHNodePool:
     port = _port(body.get("port", 22), f"{where}.port", source)
     gpus: dict[str, int] = {}
     gpus_raw = body.get("gpus")
+    if isinstance(gpus_raw, str) and gpus_raw.strip():  # "H100:8" / "H100", as in task YAML
+        acc_name, _, n = gpus_raw.strip().partition(":")
+        try:
+            gpus_raw = {acc_name.strip(): int(n) if n.strip() else 1}
+        except ValueError:
+            raise _err(source, f"{where}.gpus",
+                       f"expected ACCELERATOR:COUNT (e.g. H100:8), got {gpus_raw!r}.") from None
     if gpus_raw is not None:
         if not isinstance(gpus_raw, dict) or len(gpus_raw) != 1:
             raise _err(
-                source, f"{where}.gpus", "expected one accelerator and its count, e.g. {H100: 8}."
+                source, f"{where}.gpus",
+                "expected one accelerator and its count, e.g. H100:8 or {H100: 8}."
             )
         for acc, count in gpus_raw.items():
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:

@@ -4,7 +4,9 @@ nothing here imports the optimizer, the catalog or a cloud at module level, so
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -192,3 +194,40 @@ def terminate_everywhere(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> 
             f"Could not terminate every node of {rec.name!r}: {'; '.join(errors)}. "
             "The cluster is kept in `launcher status`; retry `launcher down`."
         )
+
+
+class ClusterAutodownedGoneError(LauncherError):
+    """The cluster was taken down by its own autostop; it has just been forgotten."""
+
+    exit_code = 4
+
+
+def reconcile_autodowned(name: str, at: float | None, idle_minutes: float | None,
+                         cloud_fn: CloudFn = default_cloud) -> str:
+    """The agent of `name` took its cluster down (autostop --down on a cloud whose nodes
+    cannot do it themselves): release its nodes (cloud terminate: for ssh pools, free
+    the hosts) and remove it from the state DB with reason "autodowned". Idempotent.
+    Returns one human line saying what happened (for `status` and errors)."""
+    when = time.strftime("%H:%M:%S", time.localtime(at)) if at else "earlier"
+    idle = f" after {idle_minutes:g} idle minute(s)" if idle_minutes is not None else ""
+    line = f"Cluster {name!r} was autodowned at {when}{idle}; its nodes were released."
+    with StateDB() as db:
+        rec = db.get_cluster(name)
+        if rec is None:
+            return line
+        terminate_everywhere(db, rec, cloud_fn)
+        db.delete_cluster(name, reason=f"autodowned at {when}{idle}")
+    return line
+
+
+@contextlib.contextmanager
+def autodown_guard(name: str, cloud_fn: CloudFn = default_cloud) -> Iterator[None]:
+    """Run an agent call for cluster `name`; if its agent says the cluster was autodowned,
+    reconcile (reconcile_autodowned) and raise ClusterAutodownedGoneError instead."""
+    from launcher.runtime.agent_client import ClusterAutodownedError
+
+    try:
+        yield
+    except ClusterAutodownedError as exc:
+        line = reconcile_autodowned(name, exc.at, exc.idle_minutes, cloud_fn)
+        raise ClusterAutodownedGoneError(line) from None

@@ -9,15 +9,18 @@ cluster is not UP for a verb that needs its agent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from launcher.api.cluster_common import (
     CloudFn,
     ClusterNotReadyError,
+    autodown_guard,
     default_cloud,
     job_exit_code,
+    reconcile_autodowned,
     require_up,
     terminate_everywhere,
 )
@@ -114,31 +117,90 @@ def job_json(record: JobRecord) -> dict[str, object]:
 # ------------------------------------------------------------------ status
 
 
-def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud) -> list[ClusterStatusView]:
+def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
+           notes: list[str] | None = None) -> list[ClusterStatusView]:
     """Every cluster in the state DB. With `refresh`, ask each cloud for its view first
     and reconcile: nodes gone -> the cluster is removed (it was taken down, e.g. by
     autostop); any node PREEMPTED -> PREEMPTED; all STOPPED -> STOPPED; all
-    RUNNING -> UP (a cluster being launched, lock held, is left alone)."""
+    RUNNING -> UP; some node UNKNOWN (unreachable, not confirmed lost) -> DEGRADED
+    in the view (the DB keeps UP; the next refresh re-checks). A cluster being
+    launched (lock held) is left alone.
+
+    Always (refresh or not): an UP cluster with autostop --down on a cloud whose
+    nodes cannot take themselves down (ssh) is asked whether its agent autodowned it;
+    if so its nodes are released and it is removed. One line per such event (and per
+    DEGRADED cluster) is appended to `notes`."""
+    out_notes = notes if notes is not None else []
+    degraded: dict[str, str] = {}
     with StateDB() as db:
-        if refresh:
-            for rec in db.list_clusters():
-                _refresh_one(db, rec, cloud_fn)
-        return [ClusterStatusView.of(r) for r in db.list_clusters()]
+        for rec in db.list_clusters():
+            if _agent_downs_itself(rec):
+                line = _check_autodowned(rec, cloud_fn)
+                if line:
+                    out_notes.append(line)
+                    continue
+            if refresh:
+                why = _refresh_one(db, rec, cloud_fn)
+                if why:
+                    degraded[rec.name] = why
+                    out_notes.append(f"{rec.name}: DEGRADED: {why}")
+        views = [ClusterStatusView.of(r) for r in db.list_clusters()]
+    return [replace(v, status=DEGRADED) if v.name in degraded and v.status == "UP" else v
+            for v in views]
 
 
-def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> None:
+# Clouds whose machines are never preempted: a node that does not answer makes the cluster
+# DEGRADED (docs/ssh-pools.md), not PREEMPTED.
+NEVER_PREEMPTED = frozenset({"ssh"})
+
+# Shown by `status --refresh` (never stored) when some node of an UP cluster does not answer
+# but is not confirmed lost either (NodeState.UNKNOWN, e.g. an ssh host cut off the network).
+DEGRADED = "DEGRADED"
+
+
+def _agent_downs_itself(rec: ClusterRecord) -> bool:
+    """Autostop --down is enforced by the agent itself (no client-side action)."""
+    return (rec.status is ClusterStatus.UP and rec.autostop_down
+            and rec.autostop_minutes is not None and rec.cloud != "local")
+
+
+def _check_autodowned(rec: ClusterRecord, cloud_fn: CloudFn) -> str | None:
+    from launcher.runtime.agent_client import ClusterAutodownedError
+    from launcher.runtime.execution import agent_client
+
+    try:
+        with StateDB() as db:
+            client = agent_client(db.cluster_info(rec.name))
+        client.status()
+    except ClusterAutodownedError as exc:
+        return reconcile_autodowned(rec.name, exc.at, exc.idle_minutes, cloud_fn)
+    except LauncherError:
+        return None  # unreachable etc.: `status --refresh` reports it
+    return None
+
+
+def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> str | None:
+    """Reconcile one cluster with its cloud's view; returns why it is degraded, if it is."""
     try:
         lock = acquire_cluster_lock(rec.name, purpose="status --refresh")
     except LauncherError:
-        return  # another command is working on it: its view is fresher than ours
+        return None  # another command is working on it: its view is fresher than ours
     try:
         try:
             view = cloud_fn(rec.cloud).query(rec.name)
         except KeyError:
-            return
+            return None
         states = set(view.values())
         if not view or states <= {NodeState.TERMINATED}:
             db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
+        elif rec.cloud in NEVER_PREEMPTED and states & {NodeState.TERMINATED, NodeState.UNKNOWN}:
+            if rec.status is not ClusterStatus.UP:
+                return None
+            bad = sorted(f"{k} {'lost' if v is NodeState.TERMINATED else 'not answering'}"
+                         for k, v in view.items() if v is not NodeState.RUNNING)
+            why = "node(s) " + ", ".join(bad)
+            db.add_event(rec.name, "degraded", why)
+            return why
         elif NodeState.PREEMPTED in states or NodeState.TERMINATED in states:
             if rec.status is not ClusterStatus.PREEMPTED:
                 db.set_status(rec.name, ClusterStatus.PREEMPTED, _describe(view))
@@ -149,6 +211,12 @@ def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> None:
                 db.close_usage(rec.name, "stopped")
         elif states == {NodeState.RUNNING} and rec.status is ClusterStatus.STOPPED:
             db.set_status(rec.name, ClusterStatus.UP, "running (refresh)")
+        elif NodeState.UNKNOWN in states and rec.status is ClusterStatus.UP:
+            unknown = sorted(k for k, v in view.items() if v is NodeState.UNKNOWN)
+            why = f"node(s) {', '.join(unknown)} not answering (unreachable, not confirmed lost)"
+            db.add_event(rec.name, "degraded", why)
+            return why
+        return None
     finally:
         lock.release()
 
@@ -160,19 +228,46 @@ def _describe(view: dict[str, NodeState]) -> str:
 # ------------------------------------------------------------------ job queue
 
 
-def _client(name: str) -> tuple[AgentClient, ClusterRecord]:
+def _client(name: str, *, read_only: bool = False) -> tuple[AgentClient, ClusterRecord]:
+    """The agent client of an UP cluster. `read_only` (queue, logs) also allows a
+    PREEMPTED cluster, whose head may still answer (job history stays readable)."""
     from launcher.runtime.execution import agent_client
 
     with StateDB() as db:
         rec = db.require_cluster(name)
-        require_up(rec)
+        if not (read_only and rec.status is ClusterStatus.PREEMPTED and _head_alive(db, rec)):
+            require_up(rec)
         return agent_client(db.cluster_info(name)), rec
 
 
+def _head_alive(db: StateDB, rec: ClusterRecord) -> bool:
+    """Does the cloud still report the cluster's head node (rank 0) RUNNING?"""
+    head = [n for n in db.get_nodes(rec.name) if n.rank == 0]
+    try:
+        view = default_cloud(rec.cloud).query(rec.name)
+    except (KeyError, LauncherError):
+        return False
+    return bool(head) and view.get(head[0].node_id) is NodeState.RUNNING
+
+
+@contextmanager
+def _read_only(rec: ClusterRecord) -> Iterator[None]:
+    """Reading a PREEMPTED cluster's agent: if its head does not answer, say it is
+    PREEMPTED (require_up's error) rather than why the connection failed."""
+    try:
+        yield
+    except LauncherError:
+        if rec.status is ClusterStatus.PREEMPTED:
+            require_up(rec)
+        raise
+
+
 def queue(cluster_name: str) -> list[JobRecord]:
-    """The cluster's jobs, oldest first (from its agent)."""
-    client, _ = _client(cluster_name)
-    return client.queue()
+    """The cluster's jobs, oldest first (from its agent). Works on a PREEMPTED
+    cluster too while its head node still answers."""
+    client, rec = _client(cluster_name, read_only=True)
+    with autodown_guard(cluster_name), _read_only(rec):
+        return client.queue()
 
 
 def logs(
@@ -183,21 +278,26 @@ def logs(
     on_line: LineCallback | None = None,
 ) -> JobRecord:
     """Stream a job's output (rank-prefixed lines) to `on_line`; `job_id` None = the
-    latest job. With `follow`, blocks until the job ends. Returns its record."""
-    client, _ = _client(cluster_name)
-    if job_id is None:
-        jobs = client.queue()
-        if not jobs:
-            raise LauncherError(f"Cluster {cluster_name!r} has no jobs yet.")
-        job_id = max(j.id for j in jobs)
-    return client.follow_logs(job_id, on_line or (lambda _l: None), follow=follow)
+    latest job. With `follow`, blocks until the job ends. Returns its record.
+    On a PREEMPTED cluster whose head still answers: what is there, never following."""
+    client, rec = _client(cluster_name, read_only=True)
+    if rec.status is ClusterStatus.PREEMPTED:
+        follow = False
+    with autodown_guard(cluster_name), _read_only(rec):
+        if job_id is None:
+            jobs = client.queue()
+            if not jobs:
+                raise LauncherError(f"Cluster {cluster_name!r} has no jobs yet.")
+            job_id = max(j.id for j in jobs)
+        return client.follow_logs(job_id, on_line or (lambda _l: None), follow=follow)
 
 
 def cancel(cluster_name: str, job_ids: Sequence[int] | None = None) -> CancelResult:
     """Cancel the given jobs (None = every pending or running job); returns once they
     have ended. Idempotent. Raises JobNotFoundError naming unknown ids."""
     client, _ = _client(cluster_name)
-    return client.cancel(list(job_ids) if job_ids is not None else None)
+    with autodown_guard(cluster_name):
+        return client.cancel(list(job_ids) if job_ids is not None else None)
 
 
 def exit_code_of(record: JobRecord) -> int:
@@ -212,11 +312,9 @@ def stop(cluster_name: str, *, cloud_fn: CloudFn = default_cloud) -> None:
     Raises StopNotSupportedError on clouds that cannot stop."""
     with StateDB() as db:
         rec = db.require_cluster(cluster_name)
+        require_can_stop(rec.cloud, cluster_name, "stop", cloud_fn)
         cloud = cloud_fn(rec.cloud)
-        if not hasattr(cloud, "stop"):
-            raise StopNotSupportedError(
-                f"The {rec.cloud} cloud cannot stop clusters; use `launcher down {cluster_name}`."
-            )
+        assert hasattr(cloud, "stop")
         with cluster_lock(cluster_name, wait=LOCK_WAIT_S, purpose="stop"):
             if rec.status is ClusterStatus.STOPPED:
                 return
@@ -228,6 +326,23 @@ def stop(cluster_name: str, *, cloud_fn: CloudFn = default_cloud) -> None:
             cloud.stop(cluster_name)
             db.set_status(cluster_name, ClusterStatus.STOPPED, "stopped by user")
             db.close_usage(cluster_name, "stopped")
+
+
+def require_can_stop(cloud_name: str, cluster_name: str, verb: str,
+                     cloud_fn: CloudFn = default_cloud) -> None:
+    """Raise StopNotSupportedError (with what to do instead) if `cloud_name` cannot stop."""
+    try:
+        cloud = cloud_fn(cloud_name)
+    except KeyError:
+        return
+    if hasattr(cloud, "stop"):
+        return
+    if verb == "stop":
+        raise StopNotSupportedError(
+            f"The {cloud_name} cloud cannot stop clusters; use `launcher down {cluster_name}`.")
+    raise StopNotSupportedError(
+        f"The {cloud_name} cloud cannot stop clusters, so autostop can only take {cluster_name} "
+        "down: add --down to -i (e.g. `-i 30 --down`).")
 
 
 def start(cluster_name: str, *, cloud_fn: CloudFn = default_cloud) -> None:
@@ -272,11 +387,15 @@ def autostop(
 ) -> None:
     """Set (or with `idle_minutes=None`, cancel) autostop. The head-node agent enforces
     it: after `idle_minutes` with no pending or running job, the cluster is stopped
-    (or taken down with `down=True`; clouds that cannot stop are always taken down)."""
+    (or taken down with `down=True`). Raises StopNotSupportedError for a stop (no
+    `down`) on a cloud that cannot stop (ssh pools)."""
     if idle_minutes is not None and idle_minutes < 0:
         raise LauncherError("autostop: idle minutes must be >= 0.")
     client, rec = _client(cluster_name)
-    client.set_autostop(idle_minutes, down)
+    if idle_minutes is not None and not down:
+        require_can_stop(rec.cloud, cluster_name, "autostop")
+    with autodown_guard(cluster_name):
+        client.set_autostop(idle_minutes, down)
     with StateDB() as db:
         db.set_autostop(cluster_name, idle_minutes, down if idle_minutes is not None else False)
 

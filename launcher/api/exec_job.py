@@ -1,8 +1,8 @@
 """`exec_`: run a task or a shell command on an UP cluster as a new job (no setup).
 
 Kept apart from `launch` so `launcher exec` never imports the optimizer or the
-catalog: its whole round trip is one state-DB read, one agent `submit` and one
-agent `logs --follow` on the head node.
+catalog: its whole round trip is one state-DB read and one agent `submit --follow`
+on the head node (submission and log streaming in one agent process).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from launcher.api.cluster_common import (
     LaunchResult,
     LineCallback,
     TaskDoesNotFitError,
+    autodown_guard,
     finished,
     fit_problem,
     job_spec_for,
@@ -21,7 +22,7 @@ from launcher.api.cluster_common import (
     require_up,
     require_user_owned,
 )
-from launcher.state import StateDB, cluster_lock
+from launcher.state import StateDB, acquire_cluster_lock
 
 if TYPE_CHECKING:
     from launcher.runtime.jobspec import JobSpec
@@ -55,16 +56,31 @@ def exec_(
         require_user_owned(rec)
         require_up(rec)
         cluster = db.cluster_info(cluster_name)
-        task: Task | None = None
-        if isinstance(task_or_command, str):
-            spec = _command_spec(task_or_command, cluster_name)
-        else:
-            task = task_or_command
-            problem = fit_problem(rec, task)
-            if problem:
-                raise TaskDoesNotFitError(f"Cluster {cluster_name!r} cannot run this task: {problem}.")
-            spec = job_spec_for(task, cluster, rec)
-        with cluster_lock(cluster_name, wait=EXEC_LOCK_WAIT_S, purpose="exec"):
+    task: Task | None = None
+    if isinstance(task_or_command, str):
+        spec = _command_spec(task_or_command, cluster_name)
+    else:
+        task = task_or_command
+        problem = fit_problem(rec, task)
+        if problem:
+            raise TaskDoesNotFitError(f"Cluster {cluster_name!r} cannot run this task: {problem}.")
+        spec = job_spec_for(task, cluster, rec)
+    result = LaunchResult(
+        cluster_name=cluster_name, cloud=rec.cloud, region=rec.region, zone=rec.zone,
+        num_nodes=rec.num_nodes, hourly_cost=rec.hourly_cost, reused=True,
+    )
+    # The lock covers file sync + submission only (never the job's run): it is released
+    # as soon as the agent has queued the job.
+    lock = acquire_cluster_lock(cluster_name, wait=EXEC_LOCK_WAIT_S, purpose="exec")
+    submitted: list[int] = []
+
+    def on_submitted(job_id: int) -> None:
+        submitted.append(job_id)
+        lock.release()
+        emit(f"Job {job_id} submitted to {cluster_name}")
+
+    try:
+        with autodown_guard(cluster_name):
             if task is not None and (task.workdir or task.file_mounts):
                 runners = execution.open_runners(cluster)
                 try:
@@ -72,15 +88,15 @@ def exec_(
                 finally:
                     execution.close_runners(runners)
             client = execution.agent_client(cluster)
-            job_id = client.submit(spec)
-        emit(f"Job {job_id} submitted to {cluster_name}")
-    result = LaunchResult(
-        cluster_name=cluster_name, cloud=rec.cloud, region=rec.region, zone=rec.zone,
-        num_nodes=rec.num_nodes, hourly_cost=rec.hourly_cost, reused=True, job_id=job_id,
-    )
-    if detach_run:
-        return result
-    return finished(replace(result), client.follow_logs(job_id, on_line or noop, follow=True))
+            if detach_run:
+                on_submitted(client.submit(spec))
+                return replace(result, job_id=submitted[0])
+            # One agent process for submit + log follow: the fastest round trip.
+            record = client.submit_and_follow(spec, on_line or noop, on_submitted)
+    finally:
+        if not submitted:
+            lock.release()
+    return finished(replace(result, job_id=record.id), record)
 
 
 def _command_spec(command: str, cluster_name: str) -> JobSpec:

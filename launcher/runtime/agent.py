@@ -117,6 +117,11 @@ class Paths:
     def job_dir(self, job_id: int) -> str:
         return self.p("logs", str(job_id))
 
+    @property
+    def autodowned(self) -> str:
+        """Marker written when autostop took the cluster down from the head (JSON)."""
+        return self.p("autodowned.json")
+
 
 # --------------------------------------------------------------------------- shapes
 # Mirrors of launcher/runtime/jobspec.py (same field names, same JSON).
@@ -414,7 +419,32 @@ def _workdir_expr(workdir: str | None) -> str:
     return '"$HOME"/' + shlex.quote(workdir)
 
 
-def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str) -> str:
+# Where each node records its ranks' process groups ("PGID BOOT_ID" per file), so a later
+# job (or the autodown cleanup) can kill groups the head could not reach when their job ended.
+RANKS_DIR = '"$HOME"/.launcher-agent/ranks'
+_BOOT_ID = "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
+
+
+def stale_kill_lines(keep_job: int | None = None) -> list[str]:
+    """Shell lines (run on a node) that SIGKILL the recorded rank groups of ended jobs
+    (all but `keep_job`) and drop their records. Groups from an earlier boot are skipped."""
+    skip = f'case "$__f" in */job-{int(keep_job)}-*) continue;; esac; ' if keep_job else ""
+    return [
+        f"__launcher_d={RANKS_DIR}; __launcher_boot={_BOOT_ID}",
+        'for __f in "$__launcher_d"/*.pgid; do [ -e "$__f" ] || continue; ' + skip
+        + '__g=; __b=; read -r __g __b < "$__f"; '
+        '[ -n "$__g" ] && [ "$__b" = "$__launcher_boot" ] && kill -KILL -- "-$__g" 2>/dev/null; '
+        'rm -f "$__f"; done',
+    ]
+
+
+def stale_kill_command() -> str:
+    """Remote command form of stale_kill_lines() (every recorded group: no job is running)."""
+    return "; ".join(stale_kill_lines())
+
+
+def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
+                job_id: int = 0, rank: int = 0) -> str:
     """The bash program one rank runs (fed to `bash -s` on stdin, locally or over ssh).
 
     Its stdout is the rank's log; the user's run gets stdout+stderr merged there
@@ -422,10 +452,18 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str) -> st
     carries `LAUNCHER_PGID=<pgid>` at start and `LAUNCHER_EXIT=<code>` at the
     end; a SIGTERM/HUP/INT to the wrapper is forwarded to the run's group. The
     whole program is one function so bash has read all of stdin before running.
+
+    Process hygiene on the node: first the groups recorded by earlier jobs that are
+    still alive (their head lost the node) are killed; this rank's group is recorded
+    under RANKS_DIR while it runs; when the run ends (success too) whatever it left
+    in its group (`cmd &`) gets SIGTERM, then SIGKILL after up to 2 s, as SkyPilot does.
     """
     import shlex
 
+    rec = f'"$__launcher_d"/job-{int(job_id)}-rank-{int(rank)}.pgid'
     lines = ["__launcher_rank() {"]
+    lines += ["mkdir -p " + RANKS_DIR + " 2>/dev/null"]
+    lines += stale_kill_lines(keep_job=job_id)
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env]
     wd = _workdir_expr(workdir)
     lines += [
@@ -434,11 +472,17 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str) -> st
         "set -m",
         f"bash -c {shlex.quote(run)} 2>&1 &",
         "__launcher_p=$!",
+        f'echo "$__launcher_p $__launcher_boot" > {rec} 2>/dev/null',
         'echo "LAUNCHER_PGID=$__launcher_p" >&2',
         "__launcher_s=",
         "trap '__launcher_s=1; kill -TERM -- -$__launcher_p 2>/dev/null' TERM HUP INT",
         'while :; do __launcher_s=; wait "$__launcher_p"; __launcher_rc=$?;'
         ' [ -n "$__launcher_s" ] || break; done',
+        # leftovers of the run (`cmd &`): SIGTERM, up to 2 s to exit, then SIGKILL
+        'if kill -TERM -- "-$__launcher_p" 2>/dev/null; then for __i in 1 2 3 4 5 6 7 8 9 10; do'
+        ' kill -0 -- "-$__launcher_p" 2>/dev/null || break; sleep 0.2; done;'
+        ' kill -KILL -- "-$__launcher_p" 2>/dev/null; fi',
+        f"rm -f {rec}",
         'echo "LAUNCHER_EXIT=$__launcher_rc" >&2',
         'exit "$__launcher_rc"',
         "}",
@@ -671,7 +715,7 @@ def stop_daemon(paths: Paths, timeout: float = 10.0) -> bool:
     return False
 
 
-AGENT_FILES = ("agent.py", "agent_daemon.py", "agent_cli.py")
+AGENT_FILES = ("agent.py", "agent_daemon.py", "agent_cli.py", "agent_notices.py")
 
 
 def agent_version(home: str) -> str:

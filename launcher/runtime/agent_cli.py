@@ -18,6 +18,10 @@ Each command prints one JSON document on stdout and exits 0; on error it prints
     events [--since ID]             -> {"events": [...]}
     shutdown [--cancel-jobs]        -> {"stopped": bool, ...}
     daemon                          (the long-lived loop; started by setup/submit)
+
+Once autostop has taken the cluster down from the head (the `autodowned.json`
+marker, see agent_daemon.Daemon._autodown), every command but `setup` fails with
+kind "autodowned" (exit 5) and the marker's JSON; `setup` (a new launch) clears it.
 """
 
 from __future__ import annotations
@@ -126,6 +130,8 @@ def cmd_setup(paths: core.Paths, args: Args) -> dict:
                               core.EXIT_VERSION, {"version": version})
     doc = _read_stdin_json()
     nodes = core.parse_nodes(doc)
+    if os.path.exists(paths.autodowned):
+        os.unlink(paths.autodowned)  # a new launch on these nodes
     os.makedirs(paths.home, mode=0o700, exist_ok=True)
     os.chmod(paths.home, 0o700)  # the queue holds secret values; the client's copy may be 0755
     _write_private(paths.nodes, json.dumps(nodes.to_json(), indent=1))
@@ -416,10 +422,22 @@ COMMANDS: dict[str, tuple[Handler, str | None, dict[str, type]]] = {
 }
 
 
+def _raise_autodowned(paths: core.Paths) -> None:
+    try:
+        with open(paths.autodowned) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        doc = {}
+    raise core.AgentError("the cluster was taken down by autostop", "autodowned", 5,
+                          doc if isinstance(doc, dict) else {})
+
+
 def main(argv: list[str]) -> int:
     paths = core.Paths.default()
     try:
         command, args = parse_args(argv)
+        if command not in ("setup", "daemon") and os.path.exists(paths.autodowned):
+            _raise_autodowned(paths)
         result = COMMANDS[command][0](paths, args)
         if result is not None:
             sys.stdout.write(json.dumps(result) + "\n")

@@ -18,7 +18,6 @@ import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING
 
 from launcher.errors import LauncherError
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
     from launcher.runtime.runner import CommandRunner
 
 AGENT_DIR = "~/.launcher-agent"
-AGENT_FILES = ("agent.py", "agent_daemon.py", "agent_cli.py")  # same order as agent.AGENT_FILES
 END_MARKER = "@@launcher-agent-end@@"
 _AGENT = f"{AGENT_DIR}/agent"  # the launcher script `setup` writes (fast: no shims, -S)
 _SHORT_TIMEOUT_S = 60.0
@@ -43,6 +41,17 @@ class JobNotFoundError(AgentError):
     """No job with that id on the cluster."""
 
     exit_code = 4
+
+
+class ClusterAutodownedError(AgentError):
+    """Autostop took the cluster down from its head (clouds whose nodes cannot tear
+    themselves down, e.g. ssh pools): the agent stopped; the client must release the
+    nodes and forget the cluster (launcher.api.cluster_common.reconcile_autodowned)."""
+
+    def __init__(self, message: str, at: float | None, idle_minutes: float | None) -> None:
+        super().__init__(message)
+        self.at = at
+        self.idle_minutes = idle_minutes
 
 
 @dataclass(frozen=True)
@@ -101,14 +110,29 @@ class CancelResult:
 # ----------------------------------------------------------------------------- helpers
 
 
+def __getattr__(name: str) -> object:
+    """`AGENT_FILES` (agent.AGENT_FILES), imported lazily: agent.py costs ~15 ms per CLI call."""
+    if name == "AGENT_FILES":
+        from launcher.runtime.agent import AGENT_FILES
+
+        return AGENT_FILES
+    raise AttributeError(name)
+
+
 def agent_sources() -> dict[str, str]:
     """The agent files shipped to nodes, name -> text."""
+    from importlib import resources  # lazy (with agent.py): ~35 ms off every exec/queue call
+
+    from launcher.runtime.agent import AGENT_FILES
+
     pkg = resources.files("launcher.runtime")
     return {name: pkg.joinpath(name).read_text(encoding="utf-8") for name in AGENT_FILES}
 
 
 def agent_version(sources: Mapping[str, str]) -> str:
     """sha256 over the agent files in AGENT_FILES order (what `agent.py` computes too)."""
+    from launcher.runtime.agent import AGENT_FILES
+
     h = hashlib.sha256()
     for name in AGENT_FILES:
         h.update(sources[name].encode("utf-8"))
@@ -128,13 +152,22 @@ def known_hosts_text(cluster: ClusterInfo, workers: Sequence[WorkerAccess]) -> s
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def default_notice_sources(cloud: str) -> list[str]:
+    """The agent notice sources that watch a `cloud` node (see agent_notices.py)."""
+    from launcher.runtime.agent_notices import CLOUD_NOTICE_SOURCES
+
+    return [CLOUD_NOTICE_SOURCES.get(cloud, "local-file")]
+
+
 def default_autostop_action(cluster: ClusterInfo, down: bool) -> str:
     """What the agent runs when the cluster is idle, or "" when the head cannot act itself.
 
     Local cloud: the head is this machine, so it runs this `launcher` (same Python,
     same LAUNCHER_HOME) with `down NAME -y` / `stop NAME`. Other clouds get their
-    own action once they can stop themselves from the node; until then the agent
-    records an "autostop" event that the client side acts on.
+    own action once they can stop themselves from the node; until then, with
+    `down`, the agent takes the cluster down itself (kills job processes, stops,
+    leaves the `autodowned` marker the client reconciles), and without `down` it
+    records an "autostop" event only (the API refuses that for clouds that cannot stop).
     """
     if cluster.cloud != "local":
         return ""
@@ -210,13 +243,20 @@ class AgentClient:
         message = str(doc.get("error"))
         if doc.get("kind") == "not_found":
             raise JobNotFoundError(f"{self.cluster.cluster_name}: {message}")
+        if doc.get("kind") == "autodowned":
+            raise ClusterAutodownedError(f"{self.cluster.cluster_name}: {message}",
+                                         _opt_float(doc.get("at")),
+                                         _opt_float(doc.get("idle_minutes")))
         raise AgentError(f"{self.cluster.cluster_name}: {message}")
 
     # ------------------------------------------------------------------ API
 
     def install(self, worker_access: list[WorkerAccess],
-                notice_sources: Sequence[str] = ("local-file",)) -> None:
+                notice_sources: Sequence[str] | None = None) -> None:
         """Make the agent run on the head with this node list. Idempotent and fast.
+
+        `notice_sources` defaults to the cluster's cloud's interruption-notice source
+        (AWS IMDSv2, GCP metadata, Azure Scheduled Events; local notice files else).
 
         One round trip when the agent files on the head are current (their hash
         matches); otherwise copies them first. Rewrites nodes.json (+ pinned
@@ -232,7 +272,8 @@ class AgentClient:
                 "cluster_name": self.cluster.cluster_name, "cloud": self.cluster.cloud,
                 "region": self.cluster.region, "zone": self.cluster.zone,
                 "num_nodes": len(self.cluster.nodes)}),
-            "notice_sources": list(notice_sources),
+            "notice_sources": list(notice_sources if notice_sources is not None
+                                   else default_notice_sources(self.cluster.cloud)),
             "known_hosts": known_hosts_text(self.cluster, worker_access),
         })
         args = f"setup --expect-version {version}"

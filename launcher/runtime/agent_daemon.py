@@ -25,92 +25,28 @@ import time
 # runs per cluster, hundreds of them on one machine in the local cloud's scale tests.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Protocol
-
     from launcher.runtime import agent as core
+    from launcher.runtime import agent_notices as notices
 else:
     try:
         from . import agent as core
+        from . import agent_notices as notices
     except ImportError:  # on the node: a sibling of agent.py
         import agent as core
+        import agent_notices as notices
 
 ADOPTED_POLL_S = 0.25
 SAFETY_WAKE_S = 30.0  # everything is event-driven; this only bounds a missed wake-up
 AUTOSTOP_RETRY_S = 300.0  # the cluster is still up after the action ran: try it again
+# Killing a rank group on a node the head cannot reach (network cut) is retried in the
+# background: attempt N waits min(2 N, 15) s, up to KILL_RETRY_MAX attempts (~10 min).
+KILL_RETRY_MAX = 40
 
 
 # --------------------------------------------------------------------------- notices
 
-
-if TYPE_CHECKING:  # the interface, for type checkers only (typing stays unimported at runtime)
-
-    class NoticeSource(Protocol):
-        """Where interruption notices come from. `poll` returns new Notice JSON dicts
-        ({"rank", "grace_seconds", "received_at", "source", "detail"}), each once.
-
-        `interval` is how often to poll (seconds); None = cheap enough to poll on
-        every daemon wake-up (the local file source, woken by inotify). A cloud
-        metadata poller (AWS IMDSv2 spot/instance-action, GCP instance/preempted,
-        Azure Scheduled Events "Preempt") implements this with urllib and an
-        interval of a few seconds, and is registered in NOTICE_SOURCES under the
-        name the client puts in nodes.json's "notice_sources".
-        """
-
-        name: str
-        interval: float | None
-
-        def poll(self) -> list[dict]: ...
-
-
-class LocalFileNotices:
-    """notice-rank-N.json files in the agent home (written by `launcher local preempt
-    --notice S`, atomically: temp file + rename). Content: {"grace_seconds": S, ...}.
-    A file is handled once per (name, mtime, size); the seen set survives restarts."""
-
-    name = "local-file"
-    interval: float | None = None
-
-    def __init__(self, paths: core.Paths, conn: core.sqlite3.Connection) -> None:
-        self.paths = paths
-        self.conn = conn
-        seen = core.get_setting(conn, "notices_seen")
-        self.seen: set[str] = set(seen) if isinstance(seen, list) else set()
-
-    def poll(self) -> list[dict]:
-        found: list[dict] = []
-        try:
-            names = os.listdir(self.paths.home)
-        except FileNotFoundError:
-            return found
-        for name in names:
-            m = core._NOTICE_FILE.match(name)
-            if not m:
-                continue
-            path = self.paths.p(name)
-            try:
-                st = os.stat(path)
-                key = f"{name}:{st.st_mtime_ns}:{st.st_size}"
-                if key in self.seen:
-                    continue
-                with open(path) as f:
-                    doc = json.load(f)
-            except (OSError, ValueError):
-                continue  # vanished or half-written: look again on the next wake
-            grace = doc.get("grace_seconds") if isinstance(doc, dict) else None
-            if isinstance(grace, bool) or not isinstance(grace, int | float):
-                grace = 0.0
-            self.seen.add(key)
-            found.append({
-                "rank": int(m.group(1)), "grace_seconds": float(grace),
-                "received_at": time.time(), "source": self.name,
-                "detail": str(doc.get("detail", "")) if isinstance(doc, dict) else "",
-            })
-        if found:
-            core.put_setting(self.conn, "notices_seen", sorted(self.seen))
-        return found
-
-
-NOTICE_SOURCES = {"local-file": LocalFileNotices}
+# The sources (local files, AWS/GCP/Azure metadata) live in agent_notices.py.
+NOTICE_SOURCES = notices.NOTICE_SOURCES
 
 
 # --------------------------------------------------------------------------- supervision state
@@ -178,12 +114,15 @@ class Daemon:
         self.conn = core.connect(paths)
         self.job: RunningJob | None = None
         self.helpers: list[tuple[subprocess.Popen[bytes], str]] = []
+        # ssh kill helpers by pid -> (worker, command, attempt); failed ones wait in retries
+        self.ssh_kills: dict[int, tuple[core.WorkerAccess, str, int]] = {}
+        self.kill_retries: list[tuple[float, core.WorkerAccess, str, int]] = []
         self.stop_requested = False
         self.draining_until = 0.0  # monotonic: no job starts while a notice's grace runs
         self.autostop_at: float | None = None  # wall clock
         self.waiter = core.Waiter()
         self.base_env = _base_env()
-        self.sources: list[NoticeSource] = []
+        self.sources: list[notices.NoticeSource] = []
         self.next_poll: dict[str, float] = {}
 
     # ----------------------------------------------------------------- lifecycle
@@ -294,6 +233,8 @@ class Daemon:
             t = min(t, 1.0)  # notice files are only seen by polling then
         for due in self.next_poll.values():
             t = min(t, due - now)
+        for due, *_ in self.kill_retries:
+            t = min(t, due - now)
         return max(0.0, t)
 
     # ----------------------------------------------------------------- one step
@@ -308,12 +249,26 @@ class Daemon:
         self._check_autostop()
 
     def _reap_helpers(self) -> None:
+        """Reap helper processes; an ssh kill that could not reach its node (ssh exit 255)
+        is retried later, so a rank cut off by the network dies once the node is back."""
         alive = []
+        now = time.monotonic()
         for proc, what in self.helpers:
             rc = proc.poll()
             if rc is None:
                 alive.append((proc, what))
+                continue
+            retry = self.ssh_kills.pop(proc.pid, None)
+            if retry is not None and rc == 255 and retry[2] < KILL_RETRY_MAX:
+                worker, command, attempt = retry
+                self.kill_retries.append((now + min(2.0 * attempt, 15.0), worker, command,
+                                          attempt + 1))
         self.helpers = alive
+        due = [k for k in self.kill_retries if k[0] <= now]
+        if due:
+            self.kill_retries = [k for k in self.kill_retries if k[0] > now]
+            for _, worker, command, attempt in due:
+                self._ssh_helper(worker, command, attempt)
 
     # ----------------------------------------------------------------- starting jobs
 
@@ -371,7 +326,7 @@ class Daemon:
         worker = nodes.workers[rank]
         jd = self.paths.job_dir(job_id)
         env_list = core.rank_env(spec, nodes, job_id, rank, submitted_at)
-        script = core.rank_script(env_list, spec.workdir, spec.run)
+        script = core.rank_script(env_list, spec.workdir, spec.run, job_id, rank)
         spath = os.path.join(jd, f".rank-{rank}.sh")
         fd = os.open(spath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -439,6 +394,10 @@ class Daemon:
         code, reason = core.explain_rank_end(r.rank, r.worker, returncode, ctl)
         r.ended, r.exit_code = True, code
         self._record_rank(job.id, r, reason)
+        if r.worker.kind == "ssh" and ctl.exit_code is None and ctl.pgid:
+            # The connection died, not the run: it may still be running there. Kill it
+            # (retried until the node is reachable again, see _reap_helpers).
+            self._ssh_helper(r.worker, core.ssh_kill_command(ctl.pgid, "KILL"))
         if code != 0 and job.failure is None and job.stopping != "cancel":
             job.failure = (r.rank, code, reason or f"rank {r.rank} exited with code {code}")
         if code != 0 and job.stopping is None:
@@ -473,7 +432,8 @@ class Daemon:
             if sig == signal.SIGKILL or not pgid:
                 _killpg(r.pid, sig)
 
-    def _ssh_helper(self, worker: core.WorkerAccess, command: str) -> None:
+    def _ssh_helper(self, worker: core.WorkerAccess, command: str, attempt: int = 1) -> None:
+        """Run `command` on `worker` in the background; retried when ssh cannot connect."""
         argv = core.ssh_argv(worker, self.paths.known_hosts, command, connect_timeout=5)
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -482,6 +442,7 @@ class Daemon:
         except OSError:
             return
         self.helpers.append((proc, "ssh-kill"))
+        self.ssh_kills[proc.pid] = (worker, command, attempt)
 
     def _finish(self, job: RunningJob) -> None:
         exit_code: int | None
@@ -613,6 +574,9 @@ class Daemon:
         core.put_setting(self.conn, "autostop", cfg)
         action = cfg.get("action") or ""
         verb = "down" if cfg.get("down") else "stop"
+        if not action and cfg.get("down"):
+            self._autodown(cfg)
+            return
         if not action:
             core.add_event(self.conn, "autostop",
                            f"idle for {cfg['idle_minutes']:g} min; {verb} due, no action configured")
@@ -627,6 +591,35 @@ class Daemon:
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     cwd=self.paths.home, env=self.base_env, start_new_session=True)
         self.helpers.append((proc, "autostop"))
+
+    def _autodown(self, cfg: dict) -> None:
+        """Autostop --down with no action (clouds whose nodes cannot tear themselves down,
+        e.g. an ssh pool): kill what jobs left on every node, write the `autodowned`
+        marker (every later agent command but `setup` then answers kind "autodowned", and
+        the client releases the nodes and forgets the cluster), and stop this daemon."""
+        doc = {"at": time.time(), "idle_minutes": cfg["idle_minutes"]}
+        tmp = self.paths.autodowned + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, self.paths.autodowned)
+        core.add_event(self.conn, "autodowned",
+                       f"idle for {cfg['idle_minutes']:g} min; cluster down, agent stopped")
+        try:
+            workers = core.load_nodes(self.paths).workers
+        except core.AgentError:
+            workers = []
+        command = core.stale_kill_command()
+        for w in workers:
+            if w.kind == "ssh":
+                self._ssh_helper(w, command)
+                continue
+            home = os.path.expanduser(w.home or "~")
+            with contextlib.suppress(OSError):
+                subprocess.Popen(["bash", "-c", command], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 env=dict(self.base_env, HOME=home), cwd=home,
+                                 start_new_session=True)
+        self.stop_requested = True
 
 
 def run_daemon(paths: core.Paths) -> int:

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import shlex
 import threading
 import time
@@ -262,6 +263,8 @@ def _setup_command(workdir_exists_check: bool) -> str:
     )
 
 
+_SETSID_NOISE = re.compile(r"^setsid: child \d+ did not exit normally")
+
 _ABORT_SETUP = (
     f'pg=$(cat "$HOME/{SETUP_DIR}/pgid" 2>/dev/null) && '
     '[ -n "$pg" ] && kill -KILL -- "-$pg" 2>/dev/null; true'
@@ -298,6 +301,8 @@ def run_setup(
         with open(path, "w", buffering=1) as log:
 
             def line(text: str) -> None:
+                if _SETSID_NOISE.match(text):  # `setsid -w` on a node whose setup we killed
+                    return
                 log.write(text + "\n")
                 tail.append(text)
                 if on_line is not None:

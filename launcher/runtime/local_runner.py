@@ -12,14 +12,12 @@ import os
 import selectors
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from typing import IO
 
 from launcher.clouds.base import NodeInfo
-from launcher.runtime import sync
 from launcher.runtime.runner import (
     CommandResult,
     CommandTimeoutError,
@@ -121,6 +119,8 @@ class LocalRunner:
 
     def sync_dir(self, local_dir: str, remote_dir: str, *, respect_gitignore: bool = True) -> None:
         """See CommandRunner.sync_dir."""
+        from launcher.runtime import sync  # lazy: exec/queue never sync
+
         files = sync.list_sync_files(local_dir, respect_gitignore=respect_gitignore)
         dest = self.path(remote_dir)
         os.makedirs(dest, exist_ok=True)
@@ -133,6 +133,8 @@ class LocalRunner:
         dest = self.path(remote_path)
         parent = os.path.dirname(dest)
         os.makedirs(parent, exist_ok=True)
+        import tempfile
+
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=".launcher-put-")
         try:
             with os.fdopen(fd, "wb") as f:

@@ -299,14 +299,22 @@ class SSHRunner:
             raise HostKeyMismatchError(
                 f"Host key of {where} does not match the key pinned when node "
                 f"{self.node.node_id} was provisioned (got {exc.key.get_name()}). Refusing to "
-                "connect: the machine was replaced or someone is intercepting the connection.",
+                "connect: the machine was replaced or someone is intercepting the connection. "
+                f"If it was reinstalled, pin its new key (`ssh-keyscan -p {self.port} {self.host}`"
+                " shows it; compare it out of band).",
                 host=self.host,
             ) from exc
         except paramiko.AuthenticationException as exc:
             sock.close()
+            if self.key_path:
+                fix = (f" Add the line of {self.key_path}.pub to ~{self.user}/.ssh/authorized_keys "
+                       f"on {self.host}.")
+            else:
+                fix = (" No identity_file is set: add your public key (e.g. ~/.ssh/id_ed25519.pub)"
+                       f" to ~{self.user}/.ssh/authorized_keys on {self.host}.")
             raise NodeUnreachableError(
                 f"SSH authentication to {where} failed with key {self.key_path or '(default)'}: "
-                f"{exc}",
+                f"{str(exc).rstrip('.')}.{fix}",
                 host=self.host,
             ) from exc
         except paramiko.SSHException as exc:

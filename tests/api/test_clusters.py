@@ -28,8 +28,12 @@ from launcher.task import Task
 REPO = Path(__file__).resolve().parents[2]
 
 
+_HOMES: list[Path] = []  # every LAUNCHER_HOME this module used (for the stray-process check)
+
+
 @pytest.fixture(autouse=True)
 def _cleanup(launcher_home: Path) -> Iterator[None]:
+    _HOMES.append(launcher_home)
     yield
     root = launcher_home / "local"
     if root.exists():
@@ -136,10 +140,15 @@ def test_local_gpus_are_split_between_nodes(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_setup_failure_keeps_cluster_and_names_the_node(launcher_home: Path) -> None:
-    setup = 'if [ "$LAUNCHER_NODE_RANK" = 1 ]; then echo "cannot install foo" >&2; exit 9; fi'
+    setup = ('if [ "$LAUNCHER_NODE_RANK" = 1 ]; then echo "cannot install foo" >&2; exit 9; fi; '
+             'echo slow; sleep 30')
+    setup_lines: list[str] = []
     with pytest.raises(SetupFailedError) as ei:
-        launch(_task("echo never", nodes=2, setup=setup), "sf")
+        launch(_task("echo never", nodes=2, setup=setup), "sf", on_setup_line=setup_lines.append)
     assert ei.value.rank == 1 and "cannot install foo" in str(ei.value)
+    assert not [x for x in setup_lines if "setsid" in x]  # node 0's killed setup stays quiet
+    log = (launcher_home / "logs" / "sf")
+    assert not [p for p in log.rglob("*.log") if "setsid" in p.read_text()]
     assert "launcher down sf" in str(ei.value)
     [row] = api.status()
     assert row.status == "UP"  # kept, like SkyPilot: inspect it, fix the task, relaunch
@@ -271,6 +280,23 @@ def test_preempt_with_notice_delivers_sigterm_then_kills(launcher_home: Path) ->
     api.down("pn")
 
 
+def test_preempted_worker_keeps_job_history_readable() -> None:
+    launch(_task("echo one; sleep 60", nodes=2), "ph", detach_run=True)
+    assert _wait(lambda: api.queue("ph")[-1].status.value == "RUNNING")
+    api.local_preempt("ph", node=1)
+    assert api.status()[0].status == "PREEMPTED"
+    assert _wait(lambda: api.queue("ph")[-1].status.is_terminal)  # the head still answers
+    lines: list[str] = []
+    record = api.logs("ph", 1, on_line=lines.append)  # never follows a preempted cluster
+    assert record.status.value == "FAILED" and "(rank 0) one" in lines
+    with pytest.raises(ClusterNotReadyError, match="PREEMPTED"):
+        exec_("ph", "true")
+    api.local_preempt("ph", node=0)  # the head is gone too: nothing to read from
+    with pytest.raises(ClusterNotReadyError, match="PREEMPTED"):
+        api.queue("ph")
+    api.down("ph")
+
+
 def test_preempt_without_notice_kills_at_once(launcher_home: Path) -> None:
     launch(_task("sleep 60"), "pk", detach_run=True)
     assert _wait(lambda: api.queue("pk")[-1].status.value == "RUNNING")
@@ -334,7 +360,54 @@ def test_unknown_cluster_errors() -> None:
             fn()
 
 
+def _processes_under(roots: list[Path]) -> dict[int, str]:
+    """Live processes whose command line, HOME or cwd lies under one of `roots`."""
+    needles = [os.fsencode(str(r)) for r in roots]
+    found: dict[int, str] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                homes = [v for v in f.read().split(b"\0") if v.startswith(b"HOME=")]
+            cwd = os.fsencode(os.readlink(f"/proc/{entry.name}/cwd"))
+        except OSError:
+            continue
+        if any(n in blob for n in needles for blob in (cmdline, cwd, *homes)) and _alive(
+                int(entry.name)):
+            found[int(entry.name)] = cmdline.replace(b"\0", b" ").decode(errors="replace")
+    return found
+
+
 def test_no_stray_processes_after_the_module() -> None:
-    """Sanity: nothing in this process's environment was started under the real home."""
+    """After every test above has downed its clusters (and the cleanup fixture has
+    terminated whatever a failing test left), no agent daemon, rank or setup process
+    of any of this module's LAUNCHER_HOMEs is alive."""
     real = Path.home() / ".launcher" / "local"
     assert os.environ["LAUNCHER_HOME"] != str(real.parent)
+    homes = [h for h in _HOMES if h != _HOMES[-1]]  # this test's own home is empty
+    assert len(homes) > 10  # the module's tests ran in this process
+    strays = _processes_under(homes)
+    if strays:  # processes being torn down right now get a moment to exit (pidfd = an event)
+        import select
+
+        poller = select.poll()
+        fds = []
+        for pid in strays:
+            try:
+                fds.append(os.pidfd_open(pid))
+                poller.register(fds[-1], select.POLLIN)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        while fds and time.monotonic() < deadline:
+            for fd, _ in poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+                poller.unregister(fd)
+                os.close(fd)
+                fds.remove(fd)
+        for fd in fds:
+            os.close(fd)
+        strays = _processes_under(homes)
+    assert strays == {}, f"stray processes: {strays}"

@@ -110,6 +110,21 @@ def test_job_exit_code_is_the_cli_exit_code(tmp_path: Path) -> None:
     c = run("cancel", "ec", "9")
     assert c.returncode == 4 and "no job 9" in c.stderr
     no_traceback(c)
+    lg = run("logs", "ec", "1")  # a followed log ends like exec/launch: with the verdict
+    assert lg.returncode == 7 and "Job 1 on ec FAILED" in lg.stderr
+    typo = run("exec", "ec", "typo.yaml")  # never run as a shell command
+    no_traceback(typo)
+    assert typo.returncode != 0 and "not found" in typo.stderr and "-- CMD" in typo.stderr
+    q = run("exec", "ec", "--", "printf", "%s|", "a  b", "c'd")  # word quoting survives
+    assert q.returncode == 0 and q.stdout.strip() == "(rank 0) a  b|c'd|"
+    bg = run("exec", "ec", "--", "sleep 7$((7+0))7 & echo started")  # background child
+    assert bg.returncode == 0 and bg.stdout.strip() == "(rank 0) started"
+    assert subprocess.run(["pgrep", "-f", "^sleep 777$"], capture_output=True).returncode == 1
+    client = spawn("exec", "ec", "--", "echo go; sleep 30")
+    assert client.stdout is not None and client.stdout.readline().strip() == "(rank 0) go"
+    client.send_signal(signal.SIGINT)
+    _, err = client.communicate(timeout=20)
+    assert "launcher logs ec 7" in err and "launcher cancel ec 7" in err, err
     run("down", "ec", "-y")
 
 

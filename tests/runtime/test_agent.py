@@ -585,6 +585,47 @@ def test_rank_script_runs_under_bash_over_stdin(tmp_path: Path) -> None:
     assert ctl.exit_code == 7 and ctl.pgid is not None
 
 
+def _pid_gone(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> bool:
+    try:
+        proc.wait(timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def test_rank_script_kills_stale_groups_and_its_own_leftovers(tmp_path: Path) -> None:
+    """A node's rank kills the recorded groups of earlier jobs (a head that lost the node
+    could not) before it starts, and whatever its run left behind (`cmd &`) when it ends."""
+    home = tmp_path / "node"
+    (home / ".launcher-agent" / "ranks").mkdir(parents=True)
+    stale = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    (home / ".launcher-agent" / "ranks" / "job-1-rank-0.pgid").write_text(f"{stale.pid} {boot}\n")
+    other_boot = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    (home / ".launcher-agent" / "ranks" / "job-1-rank-1.pgid").write_text(
+        f"{other_boot.pid} not-this-boot\n")  # pid from before a reboot: never killed
+    env = dict(os.environ, HOME=str(home))
+    run = ("sleep 301 & echo $! > bg.pid; "
+           "(trap 'echo bye > term.txt; exit 0' TERM; while :; do sleep 0.05; done) & "
+           "echo started")
+    script = core.rank_script([], None, run, job_id=2, rank=0)
+    try:
+        res = subprocess.run(["bash", "-s"], input=script, capture_output=True, text=True,
+                             timeout=10, env=env, cwd=home)
+        assert res.returncode == 0 and res.stdout.startswith("started\n")
+        assert _pid_gone(stale)
+        assert other_boot.poll() is None
+        bg = int((home / "bg.pid").read_text())
+        assert not Path(f"/proc/{bg}").exists() or "Z" in Path(f"/proc/{bg}/stat").read_text(
+            ).split(") ")[1][:1]
+        assert list((home / ".launcher-agent" / "ranks").iterdir()) == []  # records dropped
+        assert (home / "term.txt").read_text() == "bye\n"  # SIGTERM first: handlers run
+    finally:
+        for p in (stale, other_boot):
+            p.kill()
+            p.wait()
+
+
 def test_cli_argument_parsing() -> None:
     from launcher.runtime import agent_cli
 

@@ -24,6 +24,7 @@ from launcher.clouds.base import ClusterInfo, NodeInfo
 from launcher.runtime import agent as core
 from launcher.runtime.agent_client import (
     AGENT_DIR,
+    AGENT_FILES,
     AgentClient,
     AgentError,
     JobNotFoundError,
@@ -166,7 +167,7 @@ def test_install_is_idempotent_and_one_round_trip_when_current(tmp_path: Path,
     c = AgentClient(runner, cluster)
     try:
         c.install(workers_of(cluster))
-        assert sum(1 for x in runner.calls if x.startswith("put ")) == 3
+        assert sum(1 for x in runner.calls if x.startswith("put ")) == len(AGENT_FILES)
         pid = c.status().daemon_pid
         runner.calls.clear()
         t0 = time.perf_counter()
@@ -196,8 +197,8 @@ def test_install_upgrades_changed_agent_and_restarts_daemon(tmp_path: Path,
         assert old.daemon_running and old.daemon_version != agent_version(agent_sources())
         runner.calls.clear()
         c.install(workers_of(cluster))
-        assert [x.split()[0] for x in runner.calls] == ["~/.launcher-agent/agent", "put", "put",
-                                                        "put", "python3"]
+        assert [x.split()[0] for x in runner.calls] == [
+            "~/.launcher-agent/agent", *["put"] * len(AGENT_FILES), "python3"]
         st = c.status()
         assert st.daemon_running and st.daemon_version == agent_version(agent_sources())
         assert st.version == st.daemon_version and st.daemon_pid != old.daemon_pid

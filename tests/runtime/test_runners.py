@@ -338,7 +338,7 @@ def test_ssh_refuses_a_host_key_other_than_the_pinned_one(shared_nodes: SSHNodeS
 
     n0, n1 = shared_nodes[0], shared_nodes[1]
     wrong = NodeInfo(0, "n0", n0.host, ssh_user="root", ssh_host_key=n1.host_key)
-    with pytest.raises(HostKeyMismatchError, match="does not match"):
+    with pytest.raises(HostKeyMismatchError, match=r"does not match.*ssh-keyscan -p \d+ "):
         SSHRunner(wrong, key_path=shared_nodes.client_key_path).run("true")
     unpinned = NodeInfo(0, "n0", n0.host, ssh_user="root", ssh_host_key=None)
     with pytest.raises(HostKeyMismatchError, match="No host key is pinned"):
@@ -353,8 +353,9 @@ def test_ssh_wrong_client_key_is_unreachable_with_reason(
     other = generate_keypair(tmp_path / "other_key")
     cluster = shared_nodes.cluster_info("badkey")
     cluster = ClusterInfo(**{**cluster.__dict__, "ssh_key_path": other.private_path})
-    with pytest.raises(NodeUnreachableError, match="authentication"):
+    with pytest.raises(NodeUnreachableError, match="authentication") as ei:
         runner_for(cluster, cluster.nodes[0]).run("true")
+    assert f"Add the line of {other.private_path}.pub to ~root/.ssh/authorized_keys" in str(ei.value)
 
 
 def test_scan_host_key_learns_what_the_node_presents(shared_nodes: SSHNodeSet) -> None:
