@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -32,6 +32,7 @@ from launcher.task_fields import (
     ENV_NAME_RE,
     Origin,
     Path,
+    canonical_accelerator_name,
     check_keys,
     describe,
     expect_int,
@@ -40,6 +41,7 @@ from launcher.task_fields import (
     format_path,
     scalar_text,
     string_map,
+    unknown_accelerator_message,
 )
 from launcher.task_policies import (
     AutostopSpec,
@@ -73,6 +75,8 @@ _ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9
 _PATH_PART_RE = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _LOCATION_FIELDS = ("cloud", "region", "zone", "infra")
 _T = TypeVar("_T")
+# Largest gang: beyond any cloud's cluster placement limits (and a typo guard).
+MAX_NUM_NODES = 4096
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,10 @@ class Task:
     autostop: AutostopSpec | None = None
     source_path: str | None = None
     origin: Origin = field(default_factory=Origin, compare=False, repr=False)
+    # envs / secrets declared with no value (`HF_TOKEN: null`), loaded with
+    # `require_values=False`: planning needs no values; `check_values()` before running.
+    unset_envs: tuple[str, ...] = ()
+    unset_secrets: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ loading
 
@@ -106,9 +114,15 @@ class Task:
         path: str | os.PathLike[str],
         env_overrides: Mapping[str, str] | None = None,
         secret_overrides: Mapping[str, str] | None = None,
+        *,
+        require_values: bool = True,
     ) -> Task:
         """Load and validate a task file. Raises TaskValidationError (also for an
-        unreadable file). Relative paths in the task resolve against its directory."""
+        unreadable file). Relative paths in the task resolve against its directory.
+
+        `require_values=False` (cost queries, dry runs) accepts envs/secrets declared
+        without a value and records them in `unset_envs`/`unset_secrets`; the default
+        raises for them, naming the `--env`/`--secret` flag that gives one."""
         shown = os.fspath(path)
         try:
             with open(shown, encoding="utf-8") as fh:
@@ -131,6 +145,7 @@ class Task:
             secret_overrides=secret_overrides,
             base_dir=os.path.dirname(absolute),
             source_path=absolute,
+            require_values=require_values,
         )
 
     @classmethod
@@ -142,13 +157,17 @@ class Task:
         secret_overrides: Mapping[str, str] | None = None,
         base_dir: str | None = None,
         source_path: str | None = None,
+        *,
+        require_values: bool = True,
     ) -> Task:
-        """Validate YAML text. `base_dir` (default: the current directory) anchors relative paths."""
+        """Validate YAML text. `base_dir` (default: the current directory) anchors relative
+        paths; `require_values` as in `from_yaml`."""
         from launcher.task_yaml import load_yaml  # PyYAML costs ~50 ms to import
 
         loaded = load_yaml(text, source)
         return _build_task(
-            loaded.data, loaded.origin, base_dir, env_overrides, secret_overrides, source_path
+            loaded.data, loaded.origin, base_dir, env_overrides, secret_overrides, source_path,
+            require_values=require_values,
         )
 
     @classmethod
@@ -159,9 +178,15 @@ class Task:
         env_overrides: Mapping[str, str] | None = None,
         secret_overrides: Mapping[str, str] | None = None,
         base_dir: str | None = None,
+        *,
+        require_values: bool = True,
     ) -> Task:
-        """Validate a task given as plain data (the YAML's shape). Errors carry no line."""
-        return _build_task(d, Origin(source), base_dir, env_overrides, secret_overrides, None)
+        """Validate a task given as plain data (the YAML's shape). Errors carry no line.
+        `require_values` as in `from_yaml`."""
+        return _build_task(
+            d, Origin(source), base_dir, env_overrides, secret_overrides, None,
+            require_values=require_values,
+        )
 
     # ------------------------------------------------------------------ queries
 
@@ -185,10 +210,12 @@ class Task:
         return self.origin.line(tuple(parts))
 
     def error(self, field_path: str, message: str) -> TaskValidationError:
-        """A TaskValidationError pointing at `field_path` of this task (for later stages)."""
-        return TaskValidationError(
-            message, field=field_path, line=self.line_of(field_path), source=self.origin.source
-        )
+        """A TaskValidationError pointing at `field_path` of this task (for later stages);
+        a field replaced by `with_overrides` names its source, not a YAML line."""
+        parts: list[str | int] = []
+        for name, index in _PATH_PART_RE.findall(field_path):
+            parts.append(int(index) if index else name)
+        return self.origin.error(tuple(parts), message)
 
     def check_local_paths(self) -> None:
         """Raise TaskValidationError if `workdir` or a local file_mounts source is missing.
@@ -198,6 +225,13 @@ class Task:
         for remote, local in self.file_mounts.items():
             if not _is_uri(local) and not os.path.exists(local):
                 raise self.error(f"file_mounts.{remote}", f"local path '{local}' does not exist.")
+
+    def check_values(self) -> None:
+        """Raise TaskValidationError if an env or secret still has no value (see
+        `require_values`). Every real launch calls it; planning does not."""
+        for key, names in (("envs", self.unset_envs), ("secrets", self.unset_secrets)):
+            if names:
+                raise self.error(f"{key}.{names[0]}", _missing_message(key, names))
 
     # ----------------------------------------------------------------- changing
 
@@ -221,18 +255,27 @@ class Task:
         """
         origin = Origin(source)
         task = self
+        marked: list[Path] = []  # fields whose YAML line no longer tells where they came from
         if name is not None:
             task = replace(task, name=expect_str(name, ("name",), origin))
         if num_nodes is not None:
-            task = replace(task, num_nodes=expect_int(num_nodes, ("num_nodes",), origin, minimum=1))
+            task = replace(
+                task,
+                num_nodes=expect_int(
+                    num_nodes, ("num_nodes",), origin, minimum=1, maximum=MAX_NUM_NODES
+                ),
+            )
         if resources:
             override_map = dict(resources)
             check_keys(override_map, ("resources",), origin, ENTRY_FIELDS)
             policies = {k: override_map.pop(k) for k in _POLICY_FIELDS if k in override_map}
             over = parse_resources_spec(override_map, ("resources",), origin).base
             written = task.resources.all_written()
+            keys = set(override_map) | set(policies)
             if any(k in override_map for k in _LOCATION_FIELDS):  # a new place replaces the old
                 written = [replace(r, cloud=None, region=None, zone=None) for r in written]
+                keys |= set(_LOCATION_FIELDS)
+            marked += [(*r.path, k) for r in written for k in keys]
             base, *alts = written
             new_spec = replace(
                 task.resources,
@@ -253,12 +296,26 @@ class Task:
                         policies["autostop"], ("resources", "autostop"), origin
                     ),
                 )
+        if num_nodes is not None:
+            marked.append(("num_nodes",))
         if envs:
-            task = replace(task, envs={**task.envs, **_override_values(envs, "envs", origin)})
-        if secrets:
+            given = _override_values(envs, "envs", origin)
+            marked += [("envs", k) for k in given]
             task = replace(
-                task, secrets={**task.secrets, **_override_values(secrets, "secrets", origin)}
+                task,
+                envs={**task.envs, **given},
+                unset_envs=tuple(n for n in task.unset_envs if n not in given),
             )
+        if secrets:
+            given = _override_values(secrets, "secrets", origin)
+            marked += [("secrets", k) for k in given]
+            task = replace(
+                task,
+                secrets={**task.secrets, **given},
+                unset_secrets=tuple(n for n in task.unset_secrets if n not in given),
+            )
+        if marked:
+            task = replace(task, origin=task.origin.with_overrides(marked, source))
         return task
 
     def to_dict(self, *, include_secrets: bool = False) -> dict[str, object]:
@@ -279,10 +336,15 @@ class Task:
             resources["autostop"] = self.autostop.to_yaml_value()
         if resources:
             out["resources"] = resources
-        if self.envs:
-            out["envs"] = dict(self.envs)
-        if self.secrets:
-            out["secrets"] = {k: (v if include_secrets else None) for k, v in self.secrets.items()}
+        envs: dict[str, str | None] = {**self.envs, **dict.fromkeys(self.unset_envs)}
+        if envs:
+            out["envs"] = envs
+        secrets: dict[str, str | None] = {
+            k: (v if include_secrets else None) for k, v in self.secrets.items()
+        }
+        secrets.update(dict.fromkeys(self.unset_secrets))
+        if secrets:
+            out["secrets"] = secrets
         if self.file_mounts:
             out["file_mounts"] = dict(self.file_mounts)
         if self.checkpoint is not None:
@@ -301,18 +363,11 @@ def canonicalize_accelerators(task: Task, known_names: Collection[str]) -> Task:
     Raises TaskValidationError at the accelerators field for an unknown name, with
     close names suggested. Returns `task` itself when nothing changes.
     """
-    exact = {n.lower(): n for n in known_names}
-    folded: dict[str, set[str]] = {}
-    for name in known_names:
-        folded.setdefault(_fold(name), set()).add(name)
-
     def canonical(name: str, res_path: Path) -> str:
-        found = exact.get(name.lower())
-        if found is None and len(folded.get(_fold(name), ())) == 1:
-            (found,) = folded[_fold(name)]
+        found = canonical_accelerator_name(name, known_names)
         if found is None:
             raise task.origin.error(
-                res_path + ("accelerators",), _unknown_accelerator(name, known_names)
+                res_path + ("accelerators",), unknown_accelerator_message(name, known_names)
             )
         return found
 
@@ -335,29 +390,6 @@ def canonicalize_accelerators(task: Task, known_names: Collection[str]) -> Task:
     return replace(task, resources=new_spec)
 
 
-def _fold(name: str) -> str:
-    return re.sub(r"[\s_\-]", "", name).upper()
-
-
-def _unknown_accelerator(name: str, known_names: Collection[str]) -> str:
-    import difflib
-
-    # Fold look-alike characters (O/0, I/l/1) before comparing: 'H10O' is 'H100'.
-    table = str.maketrans({"O": "0", "I": "1", "L": "1"})
-    probe = _fold(name).translate(table)
-    scored = []
-    for known in known_names:
-        ratio = difflib.SequenceMatcher(None, probe, _fold(known).translate(table)).ratio()
-        bonus = 0.1 if known[:1].upper() == name[:1].upper() else 0.0
-        scored.append((ratio + bonus, known))
-    scored.sort(key=lambda s: (-s[0], s[1]))
-    close = [known for score, known in scored if score >= 0.8][:3]
-    if not close:
-        close = [known for score, known in scored if score >= 0.6][:3]
-    hint = f" — did you mean {', '.join(close)}?" if close else ""
-    return f"unknown accelerator '{name}'{hint} (`launcher gpus` lists the known names)."
-
-
 # ---------------------------------------------------------------------- building
 
 
@@ -368,6 +400,8 @@ def _build_task(
     env_overrides: Mapping[str, str] | None,
     secret_overrides: Mapping[str, str] | None,
     source_path: str | None,
+    *,
+    require_values: bool = True,
 ) -> Task:
     if not isinstance(data, Mapping):
         raise origin.error(
@@ -381,9 +415,13 @@ def _build_task(
     )  # fmt: skip
     base = os.path.abspath(base_dir) if base_dir is not None else os.getcwd()
 
-    envs = _complete_values(top.get("envs"), "envs", origin, env_overrides, "--env")
-    secrets = _complete_values(top.get("secrets"), "secrets", origin, secret_overrides, "--secret")
-    both = sorted(set(envs) & set(secrets))
+    envs, unset_envs = _complete_values(
+        top.get("envs"), "envs", origin, env_overrides, require_values
+    )
+    secrets, unset_secrets = _complete_values(
+        top.get("secrets"), "secrets", origin, secret_overrides, require_values
+    )
+    both = sorted((set(envs) | set(unset_envs)) & (set(secrets) | set(unset_secrets)))
     if both:
         raise origin.error(
             ("secrets", both[0]), f"'{both[0]}' is both an env and a secret; keep one."
@@ -395,7 +433,9 @@ def _build_task(
 
     num_nodes = 1
     if top.get("num_nodes") is not None:
-        num_nodes = expect_int(top["num_nodes"], ("num_nodes",), origin, minimum=1)
+        num_nodes = expect_int(
+            top["num_nodes"], ("num_nodes",), origin, minimum=1, maximum=MAX_NUM_NODES
+        )
 
     return Task(
         name=_text_field(top.get("name"), ("name",), origin),
@@ -412,6 +452,8 @@ def _build_task(
         autostop=autostop,
         source_path=source_path,
         origin=origin,
+        unset_envs=unset_envs,
+        unset_secrets=unset_secrets,
     )
 
 
@@ -435,9 +477,10 @@ def _complete_values(
     key: str,
     origin: Origin,
     overrides: Mapping[str, str] | None,
-    flag: str,
-) -> dict[str, str]:
-    """envs / secrets: scalar values as text; nulls must be filled by `overrides`."""
+    require_values: bool,
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """envs / secrets: scalar values as text, and the names still without a value.
+    Nulls must be filled by `overrides` when `require_values`."""
     if isinstance(value, list):
         raise origin.error(
             (key,),
@@ -447,16 +490,23 @@ def _complete_values(
     given = string_map(value, (key,), origin, env_names=True, allow_null=True)
     if overrides:
         given.update(_override_values(overrides, key, Origin("command line")))
-    missing = [name for name, text in given.items() if text is None]
-    if missing:
-        name = missing[0]
-        raise origin.error(
-            (key, name),
-            f"'{name}' has no value; give it at launch with {flag} {name}=VALUE"
-            + (f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else "")
-            + ".",
-        )
-    return {name: text for name, text in given.items() if text is not None}
+    missing = tuple(name for name, text in given.items() if text is None)
+    if missing and require_values:
+        raise origin.error((key, missing[0]), _missing_message(key, missing))
+    return {name: text for name, text in given.items() if text is not None}, missing
+
+
+def _missing_message(key: str, missing: Sequence[str]) -> str:
+    """The error for envs/secrets without a value; names flags `launch`, `exec` and
+    `jobs launch` all have."""
+    flag = "--env" if key == "envs" else "--secret"
+    name = missing[0]
+    return (
+        f"'{name}' has no value; give it at launch with {flag} {name}=VALUE "
+        f"(or {flag} {name} to pass it from your environment)"
+        + (f"; also missing: {', '.join(missing[1:])}" if len(missing) > 1 else "")
+        + "."
+    )
 
 
 def _override_values(values: Mapping[str, str], key: str, origin: Origin) -> dict[str, str]:

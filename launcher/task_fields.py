@@ -10,11 +10,10 @@ Import cost matters (`launcher gpus` parses accelerator strings): stdlib only.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from launcher.errors import TaskValidationError
 
@@ -50,19 +49,40 @@ class Origin:
     source: str | None = None
     lines: Mapping[Path, int] = field(default_factory=dict)
     raw: Mapping[Path, str] = field(default_factory=dict)
+    # field paths whose value was replaced later (e.g. by `--gpus`) -> where it came from
+    overrides: Mapping[Path, str] = field(default_factory=dict)
+
+    def overridden_by(self, path: Path) -> str | None:
+        """Where `path`'s value came from if it (or an ancestor) was overridden, else None."""
+        for end in range(len(path), 0, -1):
+            by = self.overrides.get(path[:end])
+            if by is not None:
+                return by
+        return None
 
     def line(self, path: Path) -> int | None:
-        """The line of `path`, or of its nearest ancestor that has one."""
+        """The line of `path`, or of its nearest ancestor that has one (None for a value
+        given by an override: its YAML line would point at the replaced value)."""
+        if self.overrides and self.overridden_by(path) is not None:
+            return None
         for end in range(len(path), -1, -1):
             line = self.lines.get(path[:end])
             if line is not None:
                 return line
         return None
 
+    def with_overrides(self, paths: Iterable[Path], by: str) -> Origin:
+        """This origin with `paths` marked as given by `by` (e.g. "command line")."""
+        return replace(self, overrides={**self.overrides, **dict.fromkeys(paths, by)})
+
     def error(self, path: Path, message: str) -> TaskValidationError:
         """A TaskValidationError for `path` (returned, for the caller to raise)."""
+        by = self.overridden_by(path) if self.overrides else None
         return TaskValidationError(
-            message, field=format_path(path) or None, line=self.line(path), source=self.source
+            message,
+            field=format_path(path) or None,
+            line=self.line(path),
+            source=self.source if by is None else by,
         )
 
 
@@ -92,6 +112,8 @@ def close_matches(word: str, choices: Iterable[str], limit: int = 3) -> list[str
     lowered = {c.lower(): c for c in choices}
     if word.lower() in lowered:
         return [lowered[word.lower()]]
+    import difflib  # only on the error path
+
     return difflib.get_close_matches(word, choices, n=limit, cutoff=0.6)
 
 
@@ -280,3 +302,63 @@ def parse_duration(value: object, path: Path, origin: Origin, *, unit: str, exam
     if pos == 0 or total <= 0:
         raise origin.error(path, f"must be a positive duration such as '{example}', got '{value}'.")
     return total
+
+
+# ------------------------------------------------------------ accelerator names
+
+
+def canonical_accelerator_name(name: str, known_names: Collection[str]) -> str | None:
+    """The spelling in `known_names` of accelerator `name`: matching ignores case, and
+    then (when that leaves exactly one) '-', '_' and spaces. None when unknown."""
+    lowered = name.lower()
+    folded_name = _fold(name)
+    folded: list[str] = []
+    for known in known_names:
+        if known.lower() == lowered:
+            return known
+        if _fold(known) == folded_name:
+            folded.append(known)
+    return folded[0] if len(folded) == 1 else None
+
+
+def _fold(name: str) -> str:
+    return re.sub(r"[\s_\-]", "", name).upper()
+
+
+_VENDOR_RE = re.compile(r"^(?:nvidia|amd|tesla|geforce|intel|google)[\s_\-]*", re.IGNORECASE)
+_MEMORY_RE = re.compile(r"[\s_\-]*(\d+)\s*G(?:I?B)?$", re.IGNORECASE)
+
+
+def accelerator_suggestions(name: str, known_names: Collection[str]) -> list[str]:
+    """Up to three known names `name` probably means, best first: the name without a
+    vendor prefix ('nvidia-h100' -> H100) or memory suffix ('H100-80GB' -> H100,
+    'A100-40GB' -> A100), then look-alikes by similarity."""
+    import difflib
+
+    found: list[str] = []
+    stripped = _VENDOR_RE.sub("", name.strip())
+    for guess in (stripped, _MEMORY_RE.sub("", stripped)):
+        hit = canonical_accelerator_name(guess, known_names) if guess else None
+        if hit is not None and hit not in found:
+            found.append(hit)
+    # Fold look-alike characters (O/0, I/l/1) before comparing: 'H10O' is 'H100'.
+    table = str.maketrans({"O": "0", "I": "1", "L": "1"})
+    probe = _fold(stripped or name).translate(table)
+    scored = []
+    for known in known_names:
+        ratio = difflib.SequenceMatcher(None, probe, _fold(known).translate(table)).ratio()
+        bonus = 0.1 if known[:1].upper() == probe[:1] else 0.0
+        scored.append((ratio + bonus, known))
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    close = [known for score, known in scored if score >= 0.8]
+    if not close and not found:
+        close = [known for score, known in scored if score >= 0.6]
+    found.extend(k for k in close if k not in found)
+    return found[:3]
+
+
+def unknown_accelerator_message(name: str, known_names: Collection[str]) -> str:
+    """"unknown accelerator 'X' — did you mean ...? (`launcher gpus` lists the known names)."""
+    close = accelerator_suggestions(name, known_names)
+    hint = f" — did you mean {', '.join(close)}?" if close else ""
+    return f"unknown accelerator '{name}'{hint} (`launcher gpus` lists the known names)."

@@ -599,3 +599,79 @@ def test_example_spot_ordered() -> None:
     assert got == [("aws", "H100", True, 0), (None, "H100", True, 1), (None, "A100-80GB", True, 2)]
     assert task.job_recovery is not None and task.job_recovery.deadline_hours == 36.0
     assert task.checkpoint == CheckpointSpec("~/checkpoints")
+
+
+# ------------------------------------------------- values not required for planning
+
+
+def test_planning_load_keeps_unset_envs_and_secrets() -> None:
+    text = "envs:\n  MODEL: m\n  HF_TOKEN: null\nsecrets:\n  WANDB_API_KEY:\nrun: x\n"
+    task = load(text, require_values=False)
+    assert task.envs == {"MODEL": "m"} and task.secrets == {}
+    assert task.unset_envs == ("HF_TOKEN",) and task.unset_secrets == ("WANDB_API_KEY",)
+    with pytest.raises(TaskValidationError) as err:
+        task.check_values()
+    assert err.value.field == "envs.HF_TOKEN" and err.value.line == 3
+    assert "--env HF_TOKEN=VALUE" in str(err.value)
+    filled = task.with_overrides(envs={"HF_TOKEN": "t"})
+    with pytest.raises(TaskValidationError, match="--secret WANDB_API_KEY=VALUE") as err2:
+        filled.check_values()
+    assert err2.value.field == "secrets.WANDB_API_KEY" and err2.value.line == 5
+    done = filled.with_overrides(secrets={"WANDB_API_KEY": "k"})
+    done.check_values()
+    assert done.secrets == {"WANDB_API_KEY": "k"} and not done.unset_secrets
+
+
+def test_unset_values_round_trip_through_to_dict() -> None:
+    task = load("envs:\n  A:\nsecrets:\n  S:\nrun: x\n", require_values=False)
+    d = task.to_dict(include_secrets=True)
+    assert d["envs"] == {"A": None} and d["secrets"] == {"S": None}
+    with pytest.raises(TaskValidationError, match="--env A=VALUE"):
+        Task.from_dict(d)
+    again = Task.from_dict(d, require_values=False)
+    assert (again.unset_envs, again.unset_secrets) == (("A",), ("S",))
+
+
+def test_missing_value_message_names_real_flags_and_the_others() -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load("secrets:\n  A:\n  B:\n")
+    text = str(err.value)
+    assert "--secret A=VALUE" in text and "--secret A to pass it from your environment" in text
+    assert "also missing: B" in text
+
+
+@pytest.mark.parametrize(
+    ("written", "first"),
+    [("nvidia-h100", "H100"), ("H100-80GB", "H100"), ("A100-40GB", "A100"), ("H10O", "H100")],
+)
+def test_unknown_accelerator_suggests_the_plain_model(written: str, first: str) -> None:
+    task = load(f"resources:\n  accelerators: {written}:8\n")
+    with pytest.raises(TaskValidationError) as err:
+        canonicalize_accelerators(task, CATALOG_NAMES)
+    assert f"did you mean {first}" in str(err.value)
+    assert err.value.field == "resources.accelerators" and err.value.line == 2
+
+
+def test_num_nodes_has_an_upper_bound() -> None:
+    with pytest.raises(TaskValidationError, match="at most 4096") as err:
+        load("name: x\nnum_nodes: 100000\n")
+    assert err.value.field == "num_nodes" and err.value.line == 2
+    with pytest.raises(TaskValidationError, match="at most 4096") as err:
+        load("num_nodes: 2\n").with_overrides(num_nodes=5000)
+    assert err.value.line is None and "command line" in str(err.value)
+
+
+def test_errors_about_overridden_fields_cite_the_command_line_not_a_yaml_line() -> None:
+    task = load("resources:\n  infra: local\n  accelerators: H100:1\nrun: x\n")
+    over = task.with_overrides(resources={"accelerators": "H10:8", "cloud": "aws"})
+    with pytest.raises(TaskValidationError) as err:
+        canonicalize_accelerators(over, CATALOG_NAMES)
+    assert err.value.line is None and err.value.field == "resources.accelerators"
+    assert str(err.value).startswith("Invalid task (command line, field 'resources.accelerators')")
+    assert over.line_of("resources.infra") is None
+    # fields not overridden keep their lines
+    assert over.line_of("run") == 4
+    # the original task is unchanged
+    with pytest.raises(TaskValidationError) as err2:
+        canonicalize_accelerators(task.with_overrides(name="n"), ["A100"])
+    assert err2.value.line == 3

@@ -208,10 +208,13 @@ def launch(
     from launcher.runtime.execution import resolve_file_mounts
 
     emit = on_event or noop
+    task.check_values()  # an env/secret without a value fails before provisioning
     task.check_local_paths()  # bad paths fail before anything is provisioned
     resolve_file_mounts(task)
     if idle_minutes is None and not down and task.autostop is not None:
         idle_minutes, down = task.autostop.idle_minutes, task.autostop.down
+    if idle_minutes is not None and not down:
+        _require_stoppable(task, cluster_name, cloud_fn)
     with StateDB() as db:
         name = validate_cluster_name(cluster_name) if cluster_name else generate_cluster_name(db)
         lock = acquire_cluster_lock(name, purpose="launch")
@@ -220,6 +223,10 @@ def launch(
                 db, name, task, plan_fn=plan_fn, cloud_fn=cloud_fn,
                 confirm=None if yes else confirm, emit=emit,
             )
+            if idle_minutes is not None and not down:  # e.g. ssh pools: autostop must --down
+                from launcher.api.clusters import require_can_stop
+
+                require_can_stop(cluster.cloud, name, "autostop", cloud_fn)
             try:
                 client = prepare_cluster(db, cluster, task, on_event=emit, on_setup_line=on_setup_line)
             except BaseException:
@@ -258,6 +265,16 @@ def launch(
         with contextlib.suppress(ClusterNotFoundError):  # the safety net was faster
             down_cluster(name, cloud_fn=cloud_fn)
     return done
+
+
+def _require_stoppable(task: Task, cluster_name: str | None, cloud_fn: CloudFn) -> None:
+    """`-i N` without --down: refuse before provisioning when every candidate cloud of the
+    task cannot stop (ssh pools). Raises StopNotSupportedError."""
+    from launcher.api.clusters import require_can_stop
+
+    clouds = {c.cloud for c in task.candidates()}
+    if len(clouds) == 1 and None not in clouds:
+        require_can_stop(str(next(iter(clouds))), cluster_name or "CLUSTER", "autostop", cloud_fn)
 
 
 def _get_cluster(

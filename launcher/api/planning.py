@@ -1,21 +1,25 @@
 """Planning API: where a task can run and what it costs, over every catalog cloud.
 
-`plan`, `cost`, `gpus`, `gpu_summary`, `catalog_status`, `enabled_clouds`.
+`plan`, `cost`, `enabled_clouds`; and, re-exported from gpu_listing.py, `gpus`,
+`gpu_summary`, `price_dates`, `catalog_status`.
 Everything here is read-only and needs no credentials: prices come from the
 catalog snapshot, `enabled` from `launcher.clouds.registry.credential_status`.
 Results are typed dataclasses with `to_json()`; nothing here prints.
 Raises `NoPlacementError` when nothing fits (explained per constraint),
-`TaskValidationError` for unknown accelerator names, `LauncherError` for bad filters.
+`TaskValidationError` for unknown accelerator names in a task, `InvalidQueryError`
+(exit code 2) for bad query arguments and unknown names in them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from launcher.catalog.offer import FABRICS, RDMA_FABRICS, Offer
-from launcher.errors import LauncherError, NoPlacementError
+from launcher.api.query_args import InvalidQueryError, _catalog_clouds, json_number
+from launcher.catalog.locations import resolve_task_locations
+from launcher.catalog.offer import Offer
+from launcher.errors import NoPlacementError
 from launcher.optimizer import (
     LOCAL_CLOUD,
     Blocked,
@@ -28,12 +32,21 @@ from launcher.optimizer import (
     fmt_money,
     rank,
 )
-from launcher.resources import REQUESTABLE_FABRICS, ResourceCandidate
+from launcher.resources import ResourceCandidate
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
-    from launcher.catalog.status import CatalogStatus
+    from launcher.api.gpu_listing import (
+        GpuListing,
+        GpuRow,
+        GpuSummaryRow,
+        PriceDates,
+        catalog_age_days,
+        catalog_status,
+        gpu_summary,
+        gpus,
+        parse_accelerator_spec,
+        price_dates,
+    )
     from launcher.clouds.base import CredentialStatus
     from launcher.task import Task
 
@@ -41,14 +54,20 @@ __all__ = [
     "GpuListing",
     "GpuRow",
     "GpuSummaryRow",
+    "InvalidQueryError",
     "Plan",
+    "PriceDates",
+    "UnsatisfiableTaskError",
     "catalog_status",
     "cost",
     "enabled_clouds",
     "gpu_summary",
     "gpus",
+    "catalog_age_days",
+    "json_number",
     "parse_accelerator_spec",
     "plan",
+    "price_dates",
 ]
 
 
@@ -95,21 +114,44 @@ class Plan:
                 placement_to_dict(p, e) for p, e in zip(self.placements, self.enabled, strict=True)
             ],
             "chosen": self.chosen,
-            "rejected": [
-                {
-                    "cloud": r.cloud,
-                    "instance_type": r.instance_type,
-                    "region": r.region,
-                    "zone": r.zone,
-                    "reason": r.reason,
-                }
-                for r in self.rejected
-            ],
+            "rejected": [_rejection_to_dict(r) for r in self.rejected],
             "hours": self.hours,
             "notes": list(self.notes),
         }
 
     to_dict = to_json
+
+
+class UnsatisfiableTaskError(NoPlacementError):
+    """No offer fits the task at all. Keeps what the ranking rejected, so `--json`
+    callers still get the plan's shape (`to_json`), with the message as "error"."""
+
+    def __init__(self, message: str, rejected: list[Rejection], hours: float | None) -> None:
+        super().__init__(message)
+        self.rejected = rejected
+        self.hours = hours
+
+    def to_json(self) -> dict[str, Any]:
+        """{"placements": [], "chosen": null, "rejected": [...], "hours", "notes": [],
+        "error": the message}."""
+        return {
+            "placements": [],
+            "chosen": None,
+            "rejected": [_rejection_to_dict(r) for r in self.rejected],
+            "hours": self.hours,
+            "notes": [],
+            "error": str(self),
+        }
+
+
+def _rejection_to_dict(r: Rejection) -> dict[str, Any]:
+    return {
+        "cloud": r.cloud,
+        "instance_type": r.instance_type,
+        "region": r.region,
+        "zone": r.zone,
+        "reason": r.reason,
+    }
 
 
 def placement_to_dict(p: Placement, enabled: bool) -> dict[str, Any]:
@@ -120,7 +162,7 @@ def placement_to_dict(p: Placement, enabled: bool) -> dict[str, Any]:
         "zone": p.zone,
         "instance_type": p.instance_type,
         "accelerator": p.accelerator,
-        "accelerator_count": p.accelerator_count,
+        "accelerator_count": json_number(p.accelerator_count),
         "num_nodes": p.num_nodes,
         "use_spot": p.use_spot,
         "node_price": p.node_price,
@@ -148,10 +190,13 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
     from launcher.task import canonicalize_accelerators
 
     if hours is not None and not hours > 0:
-        raise LauncherError(f"--hours must be a positive number of hours, got {hours:g}.")
+        raise InvalidQueryError(f"--hours must be a positive number of hours, got {hours:g}.")
     task = canonicalize_accelerators(task, query.accelerator_names())
+    offers = _offers_for(query, task.candidates())
+    # region/zone spelled as the catalog does (or an error naming the field); AWS zone
+    # names add their region's offers under that name (see catalog/locations.py)
+    task, offers = resolve_task_locations(task, offers, _catalog_clouds(query))
     cands = task.candidates()
-    offers = _offers_for(query, cands)
 
     status_cache: dict[str, CredentialStatus] = {}
 
@@ -176,8 +221,10 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
 
     ranking = rank(task, offers, blocked, hours, include_local=include_local)
     if not ranking.placements:
-        raise NoPlacementError(
-            explain_no_placement(task.num_nodes, cands, offers, blocked, include_local)
+        raise UnsatisfiableTaskError(
+            explain_no_placement(task.num_nodes, cands, offers, blocked, include_local),
+            ranking.rejected,
+            hours,
         )
 
     enabled = [status(p.cloud).enabled for p in ranking.placements]
@@ -207,11 +254,6 @@ def _credential_status(cloud: str) -> CredentialStatus:
     if cloud not in IMPLEMENTED:  # skip the registry import chain for catalog-only clouds
         return CredentialStatus(False, NO_PROVISIONER)
     return credential_status(cloud)
-
-
-def _catalog_clouds(query: Any) -> list[str]:
-    """Every cloud the catalog has rows for (from its metadata; no row is read)."""
-    return [c.cloud for c in query.status().clouds]
 
 
 def _implemented_catalog_clouds(query: Any) -> set[str]:
@@ -336,7 +378,7 @@ def _explain_candidate(
         same_acc = [o for o in offers if o.accelerator is None]
         what = "CPU-only instances"
     if not same_acc:
-        return f"the catalog has no {what}"
+        return _nothing_of(c, what, offers)
     # Offers with equal failure keys fail identically: work per group, not per offer.
     keyer = failure_key(c, blocked)
     groups: dict[tuple[object, ...], tuple[list[Failure], list[Offer]]] = {}
@@ -367,6 +409,24 @@ def _explain_candidate(
         ]
         parts.append(f"{cloud} offers {' and '.join(phrases)}")
     return "; ".join(parts)
+
+
+def _nothing_of(c: ResourceCandidate, what: str, offers: Sequence[Offer]) -> str:
+    """Why no offer has the candidate's accelerator / instance type / CPU-only shape at
+    all; scoped to the candidate's cloud (the rows read were) when it names one."""
+    if c.accelerator is None and c.instance_type is not None:
+        from launcher.task_fields import close_matches
+
+        close = close_matches(c.instance_type, {o.instance_type for o in offers})
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        return f"{c.cloud or 'the catalog'} has no {what}{hint}"
+    if c.accelerator is None and c.cloud is not None:
+        from launcher.catalog import query
+
+        others = [x for x in query.cpu_only_clouds() if x not in (c.cloud, LOCAL_CLOUD)]
+        elsewhere = f" (they are on {', '.join(others)})" if others else ""
+        return f"the catalog has no CPU-only instances on {c.cloud}{elsewhere}"
+    return f"the catalog has no {what}"
 
 
 _KIND_ORDER = ("cpus", "memory", "market", "gang", "fabric", "bandwidth", "cost", "blocked")
@@ -460,305 +520,18 @@ def _explain_shape(
     )
 
 
-# ---------------------------------------------------------------- gpus
+_GPU_LISTING_NAMES = frozenset(
+    {
+        "GpuListing", "GpuRow", "GpuSummaryRow", "PriceDates", "catalog_age_days",
+        "catalog_status", "gpu_summary", "gpus", "parse_accelerator_spec", "price_dates",
+    }
+)  # fmt: skip
 
 
-@dataclass(frozen=True)
-class GpuRow:
-    """One row of `launcher gpus`: an offer (the cheapest region's, unless all regions
-    were asked for) with its $/GPU-h; `regions` = how many regions offer the same
-    (cloud, instance type)."""
+def __getattr__(name: str) -> Any:
+    """The gpu_listing.py names, re-exported lazily (a dry run need not import them)."""
+    if name in _GPU_LISTING_NAMES:
+        from launcher.api import gpu_listing
 
-    offer: Offer
-    price_per_gpu: float | None  # on-demand $/GPU-h
-    spot_price_per_gpu: float | None
-    regions: int = 1
-
-    def to_dict(self) -> dict[str, Any]:
-        d = self.offer.to_dict()
-        d["price_per_gpu_hour"] = self.price_per_gpu
-        d["spot_price_per_gpu_hour"] = self.spot_price_per_gpu
-        d["regions"] = self.regions
-        return d
-
-
-@dataclass(frozen=True)
-class GpuListing:
-    """`gpus(...)` result: rows sorted by price; `fetched_at` range of the rows shown."""
-
-    rows: list[GpuRow]
-    oldest_fetched_at: str | None
-    newest_fetched_at: str | None
-
-    def to_json(self) -> list[dict[str, Any]]:
-        return [r.to_dict() for r in self.rows]
-
-    to_dict = to_json
-
-    def age_days(self, now: datetime | None = None) -> float | None:
-        """Age of the oldest row shown, in days (None when the date cannot be read)."""
-        return catalog_age_days(self.oldest_fetched_at, now)
-
-
-def catalog_age_days(fetched_at: str | None, now: datetime | None = None) -> float | None:
-    """Days since an ISO-8601 timestamp (naive = UTC). None if missing/unparseable."""
-    from datetime import UTC, datetime
-
-    if not fetched_at:
-        return None
-    try:
-        when = datetime.fromisoformat(fetched_at.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return ((now or datetime.now(UTC)) - when).total_seconds() / 86400.0
-
-
-def parse_accelerator_spec(spec: str, known_names: Collection[str]) -> tuple[str, float | None]:
-    """ "h100:8" -> ("H100", 8.0); "H100" -> ("H100", None). Names are matched to the
-    catalog's case-insensitively. Raises LauncherError (close matches suggested)."""
-    text = spec.strip()
-    name, sep, count_text = text.partition(":")
-    name = name.strip()
-    count: float | None = None
-    if sep:
-        try:
-            count = float(count_text)
-        except ValueError:
-            raise LauncherError(
-                f"Bad accelerator '{spec}': the count after ':' must be a number (e.g. H100:8)."
-            ) from None
-        if not count > 0 or count != count or count == float("inf"):
-            raise LauncherError(f"Bad accelerator '{spec}': the count must be a positive number.")
-    if not name:
-        raise LauncherError(f"Bad accelerator '{spec}': expected NAME or NAME:COUNT (e.g. H100:8).")
-    return canonical_accelerator(name, known_names), count
-
-
-def canonical_accelerator(name: str, known_names: Collection[str]) -> str:
-    """The catalog's spelling of `name` (case-insensitive). Raises LauncherError."""
-    lowered = {n.lower(): n for n in known_names}
-    hit = lowered.get(name.lower())
-    if hit is not None:
-        return hit
-    import difflib
-
-    close = difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.5)
-    hint = f" Did you mean {', '.join(lowered[c] for c in close)}?" if close else ""
-    raise LauncherError(
-        f"Unknown accelerator '{name}': no catalog cloud offers it.{hint}"
-        " `launcher gpus` lists every GPU model."
-    )
-
-
-def _check_fabric(fabric: str | None) -> str | None:
-    if fabric is None:
-        return None
-    f = fabric.strip().lower()
-    if f not in REQUESTABLE_FABRICS:
-        raise LauncherError(
-            f"Unknown fabric '{fabric}': use one of {', '.join(REQUESTABLE_FABRICS)}."
-        )
-    return None if f == "any" else f
-
-
-def _fabric_ok(o: Offer, fabric: str | None, min_gbps: float | None) -> bool:
-    if fabric is not None:
-        if o.fabric is None:
-            return False
-        if fabric == "rdma":
-            if o.fabric not in RDMA_FABRICS:
-                return False
-        elif o.fabric != fabric:
-            return False
-    return min_gbps is None or (o.fabric_gbps is not None and o.fabric_gbps >= min_gbps)
-
-
-def _per_gpu(price: float | None, count: float) -> float | None:
-    return price / count if price is not None and count > 0 else None
-
-
-_INF = float("inf")
-
-
-def gpus(
-    accelerator: str | None = None,
-    count: float | None = None,
-    *,
-    cloud: str | None = None,
-    region: str | None = None,
-    spot: bool = False,
-    fabric: str | None = None,
-    min_gbps: float | None = None,
-    all_regions: bool = False,
-) -> GpuListing:
-    """GPU offers, one row per (cloud, instance type) in its cheapest region unless
-    `all_regions`. `accelerator` is matched case-insensitively (None = every GPU model);
-    `count` = GPUs per node (exact); `spot` keeps rows with a spot price and sorts by it;
-    `fabric` / `min_gbps` as in `resources.network`. The `local` cloud is listed only
-    when asked for by `cloud`. Sorted by $/GPU-h, then $/h, then cloud/type/region.
-    Raises LauncherError for an unknown accelerator, cloud or fabric, or a bad number.
-    """
-    from launcher.catalog import query
-
-    fab = _check_fabric(fabric)
-    if min_gbps is not None and not min_gbps >= 0:
-        raise LauncherError(f"--min-gbps must be a non-negative number, got {min_gbps:g}.")
-    if count is not None and not count > 0:
-        raise LauncherError(f"The accelerator count must be positive, got {count:g}.")
-    names = query.accelerator_names()
-    accs = [canonical_accelerator(accelerator, names)] if accelerator is not None else list(names)
-    clouds = None
-    if cloud is not None:
-        known = _catalog_clouds(query)
-        if cloud not in known:
-            import difflib
-
-            close = difflib.get_close_matches(cloud, known, n=2)
-            hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise LauncherError(
-                f"Unknown cloud '{cloud}': the catalog has {', '.join(sorted(known))}.{hint}"
-            )
-        clouds = [cloud]
-    rows: list[Offer] = []
-    for o in query.offers(accelerators=accs, clouds=clouds):
-        if o.accelerator is None:
-            continue
-        if o.cloud == LOCAL_CLOUD and cloud != LOCAL_CLOUD:
-            continue
-        if count is not None and abs(o.accelerator_count - count) > 1e-9:
-            continue
-        if region is not None and o.region != region:
-            continue
-        if spot and o.spot_price is None:
-            continue
-        if not _fabric_ok(o, fab, min_gbps):
-            continue
-        rows.append(o)
-
-    def market_price(o: Offer) -> float:
-        p = o.spot_price if spot else o.price
-        return _INF if p is None else p
-
-    def region_key(o: Offer) -> tuple[float, float, str, str]:
-        other = o.price if spot else o.spot_price
-        return (market_price(o), _INF if other is None else other, o.region, o.zone or "")
-
-    groups: dict[tuple[Any, ...], list[Offer]] = {}
-    for o in rows:
-        key: tuple[Any, ...] = (o.cloud, o.instance_type, o.accelerator, o.accelerator_count)
-        if all_regions:
-            key += (o.region,)
-        groups.setdefault(key, []).append(o)
-    out: list[GpuRow] = []
-    for members in groups.values():
-        best = min(members, key=region_key)
-        regions = len({m.region for m in members})
-        out.append(
-            GpuRow(
-                best,
-                _per_gpu(best.price, best.accelerator_count),
-                _per_gpu(best.spot_price, best.accelerator_count),
-                regions,
-            )
-        )
-
-    def row_key(r: GpuRow) -> tuple[float, float, str, str, str]:
-        mp = market_price(r.offer)
-        per_gpu = (
-            mp / r.offer.accelerator_count if mp != _INF and r.offer.accelerator_count else _INF
-        )
-        return (per_gpu, mp, r.offer.cloud, r.offer.instance_type, r.offer.region)
-
-    out.sort(key=row_key)
-    stamps = sorted({r.offer.fetched_at for r in out if r.offer.fetched_at})
-    return GpuListing(out, stamps[0] if stamps else None, stamps[-1] if stamps else None)
-
-
-# ---------------------------------------------------------------- gpu summary
-
-# Best fabric first, for the summary's "best fabric" column.
-_FABRIC_RANK = {f: i for i, f in enumerate(("infiniband", "efa", "roce", "tcpx", "ethernet"))}
-assert set(_FABRIC_RANK) == set(FABRICS)
-
-
-@dataclass(frozen=True)
-class GpuSummaryRow:
-    """One GPU model across the catalog (the `local` cloud excluded)."""
-
-    accelerator: str
-    accelerator_memory_gib: float | None
-    counts: tuple[float, ...]  # GPUs per node on offer
-    min_price_per_gpu: float | None  # cheapest on-demand $/GPU-h
-    min_spot_price_per_gpu: float | None
-    clouds: tuple[str, ...]
-    best_fabric: str | None  # RDMA fabrics first, then by bandwidth
-    best_fabric_gbps: float | None
-    fetched_at: str | None  # oldest row of this model
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "accelerator": self.accelerator,
-            "accelerator_memory_gib": self.accelerator_memory_gib,
-            "counts": list(self.counts),
-            "min_price_per_gpu_hour": self.min_price_per_gpu,
-            "min_spot_price_per_gpu_hour": self.min_spot_price_per_gpu,
-            "clouds": list(self.clouds),
-            "best_fabric": self.best_fabric,
-            "best_fabric_gbps": self.best_fabric_gbps,
-            "fetched_at": self.fetched_at,
-        }
-
-
-def gpu_summary() -> list[GpuSummaryRow]:
-    """One row per GPU model: cheapest on-demand and spot $/GPU-h, clouds, best fabric.
-    Sorted by model name (case-insensitive). Reads the catalog; never raises for data."""
-    from launcher.catalog import query
-
-    acc: dict[str, list[Offer]] = {}
-    for o in query.offers(accelerators=query.accelerator_names()):
-        if o.accelerator is None or o.cloud == LOCAL_CLOUD:
-            continue
-        acc.setdefault(o.accelerator, []).append(o)
-    out = []
-    for name in sorted(acc, key=lambda n: (n.lower(), n)):
-        rows = acc[name]
-        od = [p for o in rows if (p := _per_gpu(o.price, o.accelerator_count)) is not None]
-        sp = [p for o in rows if (p := _per_gpu(o.spot_price, o.accelerator_count)) is not None]
-        with_fabric = [o for o in rows if o.fabric is not None]
-        best = (
-            min(
-                with_fabric,
-                key=lambda o: (_FABRIC_RANK.get(o.fabric or "", 99), -(o.fabric_gbps or 0)),
-            )
-            if with_fabric
-            else None
-        )
-        mems = [o.accelerator_memory_gib for o in rows if o.accelerator_memory_gib is not None]
-        stamps = [o.fetched_at for o in rows if o.fetched_at]
-        out.append(
-            GpuSummaryRow(
-                accelerator=name,
-                accelerator_memory_gib=max(set(mems), key=mems.count) if mems else None,
-                counts=tuple(sorted({o.accelerator_count for o in rows})),
-                min_price_per_gpu=min(od) if od else None,
-                min_spot_price_per_gpu=min(sp) if sp else None,
-                clouds=tuple(sorted({o.cloud for o in rows})),
-                best_fabric=best.fabric if best else None,
-                best_fabric_gbps=best.fabric_gbps if best else None,
-                fetched_at=min(stamps) if stamps else None,
-            )
-        )
-    return out
-
-
-# ---------------------------------------------------------------- catalog status
-
-
-def catalog_status() -> CatalogStatus:
-    """The catalog's status: per cloud rows, source, fetched_at, age and staleness
-    (`launcher.catalog.status.CatalogStatus`; `to_dict()` for JSON). Reads metadata only."""
-    from launcher.catalog import query
-
-    return query.status()
+        return getattr(gpu_listing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+# The cloud whose nodes are processes on this machine (its offers are computed live).
+LOCAL_CLOUD = "local"
 # Fabrics a catalog row may carry. `None` in a row means nobody has told us.
 FABRICS = ("infiniband", "efa", "roce", "tcpx", "ethernet")
 # Fabrics that give RDMA between nodes (what `fabric: rdma` asks for).

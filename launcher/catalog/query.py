@@ -23,8 +23,9 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from launcher.catalog import cache, local
-from launcher.catalog.offer import Offer
+from launcher.catalog.offer import LOCAL_CLOUD, Offer
 from launcher.catalog.snapshot import (
+    CloudMeta,
     SnapshotError,
     SnapshotMeta,
     bundled_dir,
@@ -39,11 +40,13 @@ __all__ = [
     "SnapshotError",
     "accelerator_names",
     "clear_process_cache",
+    "cloud_metas",
+    "cpu_only_clouds",
+    "locations",
     "offers",
     "status",
 ]
 
-LOCAL_CLOUD = "local"
 SSH_CLOUD = "ssh"  # offers come live from the SSH node pools in config.yaml
 
 _lock = threading.Lock()
@@ -51,6 +54,8 @@ _lock = threading.Lock()
 _metas: dict[str, tuple[tuple[int, int], SnapshotMeta]] = {}
 # snapshot hash -> (connection, provenance id -> (source, fetched_at))
 _conns: dict[str, tuple[sqlite3.Connection, dict[int, tuple[str, str]]]] = {}
+# cloud -> {region: zones}, of the snapshot `_conns` holds (cleared with it)
+_locations: dict[str, dict[str, tuple[str | None, ...]]] = {}
 
 _SELECT = (
     "SELECT cloud, region, zone, instance_type, accelerator, accelerator_count, "
@@ -102,6 +107,24 @@ def clear_process_cache() -> None:
             conn.close()
         _conns.clear()
         _metas.clear()
+        _locations.clear()
+
+
+def locations(cloud: str) -> dict[str, tuple[str | None, ...]]:
+    """{region: zones (None = a region without zones)} of `cloud`'s catalog rows, sorted.
+    One query through the cloud index (~0-30 ms); memoized per process."""
+    with _lock:
+        hit = _locations.get(cloud)
+        if hit is None:
+            conn, _ = _connection()
+            rows = conn.execute(
+                "SELECT DISTINCT region, zone FROM offers WHERE cloud = ?", (cloud,)
+            ).fetchall()
+            out: dict[str, list[str | None]] = {}
+            for region, zone in sorted(rows, key=lambda r: (r[0], r[1] or "")):
+                out.setdefault(region, []).append(zone)
+            hit = _locations[cloud] = {r: tuple(z) for r, z in out.items()}
+    return hit
 
 
 def _norm(values: Collection[str] | None) -> list[str] | None:
@@ -185,6 +208,21 @@ def _ssh_pool_offers() -> list[Offer]:
     from launcher.clouds.ssh import ssh_offers
 
     return ssh_offers()
+
+
+def cpu_only_clouds() -> list[str]:
+    """Clouds with CPU-only rows in the snapshot, sorted (one index-only query)."""
+    with _lock:
+        conn, _ = _connection()
+        rows = conn.execute(
+            "SELECT DISTINCT cloud FROM offers WHERE accelerator IS NULL ORDER BY cloud"
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def cloud_metas() -> tuple[CloudMeta, ...]:
+    """Per-cloud provenance of the snapshot's rows (meta.json only: no cache, no rows)."""
+    return tuple(_meta(snapshot_dir()).clouds)
 
 
 def accelerator_names() -> list[str]:

@@ -1,27 +1,46 @@
 """`launcher` command line: a thin typer skin over `launcher.api`.
 
-`main()` is the console-script entry point. It turns every `LauncherError`
-into a one-paragraph message on stderr and a non-zero exit, never a traceback.
+`main()` is the console-script entry point. It runs the lazily-resolved root group
+(launcher/cli/lazy.py: only the command being run is imported and converted) and
+turns every `LauncherError` into a one-paragraph message on stderr and a non-zero
+exit, never a traceback. `launcher --help` alone is printed from the index's rendered
+copy (same text click renders; no click import). `launcher.cli.app` (the typer app
+with every command registered) is still available as an attribute, imported on
+first access.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-from launcher.cli.app import app
 
-# Command modules register themselves on `app` when imported.
-from launcher.cli import catalog_cmds, cluster_cmds, jobs_cmds  # noqa: E402,F401  isort: skip
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the full typer app, for callers that want it
+        from launcher.cli.cli_index import _import_all
+
+        return _import_all()
+    raise AttributeError(f"module 'launcher.cli' has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI. Exits the process with the command's status."""
+    args = sys.argv[1:] if argv is None else argv
+    if args in (["--help"], ["-h"]):  # the commonest first call: answered from the index
+        from launcher.cli.cli_index import cached_help
+
+        text = cached_help()
+        if text is not None:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+            sys.exit(0)
     import click
 
+    from launcher.cli.lazy import root_group
     from launcher.errors import LauncherError
 
     try:
-        rv = app(args=argv, standalone_mode=False, prog_name="launcher")
+        rv = root_group().main(args=argv, standalone_mode=False, prog_name="launcher")
     except LauncherError as err:
         sys.stderr.write(f"Error: {err}\n")
         sys.exit(err.exit_code)

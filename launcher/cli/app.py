@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from launcher.errors import LauncherError
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -25,6 +27,12 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+class CliUsageError(LauncherError):
+    """Bad command-line input (a malformed option value): exit code 2, like click's."""
+
+    exit_code = 2
+
 
 _console: Console | None = None
 _err_console: Console | None = None
@@ -47,6 +55,28 @@ def err_console() -> Console:
 
         _err_console = Console(stderr=True, highlight=False)
     return _err_console
+
+
+def parse_assignments(pairs: list[str] | None, flag: str) -> dict[str, str]:
+    """`--env`/`--secret` values: `NAME=VALUE`, or a bare `NAME` taking the value from
+    the caller's environment (as SkyPilot does). Raises LauncherError (exit 2) for a
+    bare name that is not set here; names are validated when applied to the task."""
+    import os
+
+    out: dict[str, str] = {}
+    for item in pairs or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            if name not in os.environ:
+                raise CliUsageError(
+                    f"{flag} {name}: '{name}' is not set in your environment; "
+                    f"give the value as {flag} {name}=VALUE."
+                )
+            value = os.environ[name]
+        if not name:
+            raise CliUsageError(f"{flag} {item!r}: expected NAME=VALUE or NAME.")
+        out[name] = value
+    return out
 
 
 def print_json(data: Any) -> None:

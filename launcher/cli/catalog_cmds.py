@@ -16,6 +16,8 @@ from launcher.cli.app import app, print_json
 from launcher.cli.table import Table, echo, print_table
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from launcher.api.planning import GpuListing, GpuSummaryRow, Plan
     from launcher.catalog.status import CatalogStatus
 
@@ -53,9 +55,9 @@ def _number(text: str | None, option: str) -> float | None:
     except ValueError:
         value = float("nan")
     if value != value or value in (float("inf"), float("-inf")):
-        from launcher.errors import LauncherError
+        from launcher.cli.app import CliUsageError
 
-        raise LauncherError(f"{option} takes a number, got '{text}'.")
+        raise CliUsageError(f"{option} takes a number, got '{text}'.")
     return value
 
 
@@ -119,9 +121,9 @@ def gpus_cmd(
     filtered = any(v is not None for v in (cloud, region, fabric, min_gbps)) or spot or all_regions
     if summary or (accelerator is None and not filtered and not as_json):
         if accelerator is not None or filtered:
-            from launcher.errors import LauncherError
+            from launcher.cli.app import CliUsageError
 
-            raise LauncherError("--summary covers every GPU model: it takes no ACC or filters.")
+            raise CliUsageError("--summary covers every GPU model: it takes no ACC or filters.")
         models = planning.gpu_summary()
         if as_json:
             print_json([row.to_dict() for row in models])
@@ -188,22 +190,32 @@ def _render_gpus(listing: GpuListing, *, spot: bool, all_regions: bool) -> None:
             where,
         )
     print_table(table)
-    echo(_catalog_footer(listing.oldest_fetched_at, listing.age_days()), style="dim")
+    echo(_catalog_footer([r.offer.fetched_at for r in listing.rows]), style="dim")
 
 
-def _catalog_footer(oldest: str | None, age_days: float | None) -> str:
-    if oldest is None:
+def _catalog_footer(stamps: list[str] | None) -> str:
+    """The age line under a listing of rows with these fetched_at stamps (None: the
+    whole catalog). Copied sources show their copy date, never as an upstream date."""
+    from launcher.api.planning import catalog_age_days, price_dates
+
+    dates = price_dates(stamps)
+    parts = []
+    if dates.oldest_exact is not None:
+        parts.append(
+            f"prices as of {dates.oldest_exact[:10]} "
+            f"({_age(catalog_age_days(dates.oldest_exact))})"
+        )
+    if dates.oldest_copied is not None:
+        parts.append(
+            f"{'some ' if parts else ''}prices copied on {dates.oldest_copied[:10]} "
+            "(upstream date unknown; may be older)"
+        )
+    if not parts:
         return "catalog: no dates"
-    return (
-        f"catalog: prices as of {oldest[:10]} ({_age(age_days)}); "
-        "`launcher catalog status` for sources"
-    )
+    return f"catalog: {'; '.join(parts)}; `launcher catalog status` for sources"
 
 
 def _render_summary(rows: list[GpuSummaryRow]) -> None:
-
-    from launcher.api.planning import catalog_age_days
-
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col, justify in (
         ("GPU", "left"),
@@ -226,9 +238,7 @@ def _render_summary(rows: list[GpuSummaryRow]) -> None:
             ", ".join(r.clouds),
         )
     print_table(table)
-    stamps = sorted(r.fetched_at for r in rows if r.fetched_at)
-    oldest = stamps[0] if stamps else None
-    echo(_catalog_footer(oldest, catalog_age_days(oldest)), style="dim")
+    echo(_catalog_footer(None), style="dim")
     echo("`launcher gpus H100:8` lists the offers of one model.", style="dim")
 
 
@@ -247,8 +257,9 @@ def cost_cmd(
     from launcher.api import planning
     from launcher.task import Task
 
-    task = Task.from_yaml(task_file)
-    render_plan(planning.cost(task, hours=_number(hours, "--hours")), as_json)
+    task = Task.from_yaml(task_file, require_values=False)  # costing needs no env values
+    h = _number(hours, "--hours")
+    plan_and_render(lambda: planning.cost(task, hours=h), as_json)
 
 
 # ---------------------------------------------------------------- launcher catalog status
@@ -308,6 +319,22 @@ def _render_status(status: CatalogStatus) -> None:
 
 
 # ---------------------------------------------------------------- plan rendering
+
+
+def plan_and_render(make_plan: Callable[[], Plan], as_json: bool) -> None:
+    """Run `make_plan` and `render_plan` its result. For an unsatisfiable task with
+    `as_json`, stdout still gets the plan's JSON shape (empty placements, the
+    rejections, "error": the message) before the error propagates (message on
+    stderr, exit 3)."""
+    from launcher.api.planning import UnsatisfiableTaskError
+
+    try:
+        plan = make_plan()
+    except UnsatisfiableTaskError as err:
+        if as_json:
+            print_json(err.to_json())
+        raise
+    render_plan(plan, as_json)
 
 
 def render_plan(plan: Plan, as_json: bool) -> None:

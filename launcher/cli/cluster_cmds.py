@@ -52,23 +52,15 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
-def _parse_env(pairs: list[str] | None) -> dict[str, str]:
-    from launcher.errors import LauncherError
-
-    out: dict[str, str] = {}
-    for item in pairs or []:
-        if "=" not in item:
-            raise LauncherError(f"--env {item!r}: expected NAME=VALUE.")
-        key, value = item.split("=", 1)
-        out[key] = value
-    return out
-
-
 def _load_task(path: str, env: list[str] | None, cloud: str | None, gpus: str | None,
-               num_nodes: int | None) -> Task:
+               num_nodes: int | None, secret: list[str] | None = None,
+               require_values: bool = True) -> Task:
+    from launcher.cli.app import parse_assignments
     from launcher.task import Task
 
-    task = Task.from_yaml(path, env_overrides=_parse_env(env) or None)
+    task = Task.from_yaml(path, env_overrides=parse_assignments(env, "--env") or None,
+                          secret_overrides=parse_assignments(secret, "--secret") or None,
+                          require_values=require_values)
     resources: dict[str, object] = {}
     if cloud:
         resources["cloud"] = cloud
@@ -125,20 +117,21 @@ def launch_cmd(
     dryrun: Annotated[bool, typer.Option("--dryrun", help="Show the plan; launch nothing.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     detach_run: Annotated[bool, typer.Option("--detach-run", "-d", help="Submit the job and return.")] = False,
-    idle_minutes: Annotated[int | None, typer.Option("--idle-minutes-to-autostop", "-i", help="Autostop after this many idle minutes.")] = None,
+    idle_minutes: Annotated[float | None, typer.Option("--idle-minutes-to-autostop", "-i", help="Autostop after this many idle minutes (fractions allowed).")] = None,
     down: Annotated[bool, typer.Option("--down", help="Autostop tears the cluster down (alone: right after the job).")] = False,
-    env: Annotated[list[str] | None, typer.Option("--env", help="NAME=VALUE, overrides the task's envs.")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", help="NAME=VALUE (or NAME: from your environment); overrides the task's envs.")] = None,
+    secret: Annotated[list[str] | None, typer.Option("--secret", help="NAME=VALUE (or NAME: from your environment); sets a task secret.")] = None,
     cloud: Annotated[str | None, typer.Option("--cloud", help="Override resources.cloud.")] = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="Override resources.accelerators (e.g. H100:8).")] = None,
     num_nodes: Annotated[int | None, typer.Option("--num-nodes", help="Override num_nodes.")] = None,
 ) -> int:
     """Launch a task on a new or existing cluster and stream its output."""
-    task = _load_task(task_file, env, cloud, gpus, num_nodes)
+    task = _load_task(task_file, env, cloud, gpus, num_nodes, secret, require_values=not dryrun)
     if dryrun:
         from launcher.api.planning import plan
-        from launcher.cli.catalog_cmds import render_plan
+        from launcher.cli.catalog_cmds import plan_and_render
 
-        render_plan(plan(task), as_json=json_out)
+        plan_and_render(lambda: plan(task), as_json=json_out)
         return 0
     task.check_local_paths()
     from launcher.api.launch import launch
@@ -201,27 +194,40 @@ def exec_cmd(
     cluster: Annotated[str, typer.Argument(help="Cluster name.")],
     target: Annotated[list[str], typer.Argument(help="TASK.yaml, or -- COMMAND...", metavar="TASK|-- CMD")],
     detach_run: Annotated[bool, typer.Option("--detach-run", "-d", help="Submit the job and return.")] = False,
-    env: Annotated[list[str] | None, typer.Option("--env", help="NAME=VALUE for a task file.")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", help="NAME=VALUE (or NAME: from your environment) for a task file.")] = None,
+    secret: Annotated[list[str] | None, typer.Option("--secret", help="NAME=VALUE (or NAME: from your environment) for a task file.")] = None,
 ) -> int:
     """Run a task (no setup) or a command (head node) on a cluster, as a new job."""
     import os
 
     from launcher.api.exec_job import exec_
 
-    if len(target) == 1 and target[0].endswith((".yaml", ".yml")) and os.path.exists(target[0]):
+    if len(target) == 1 and target[0].endswith((".yaml", ".yml")) and not os.path.exists(target[0]):
+        from launcher.errors import LauncherError
+
+        raise LauncherError(
+            f"Task file {target[0]!r} not found. To run a shell command instead, put it after "
+            f"`--`: `launcher exec {cluster} -- CMD`.")
+    if len(target) == 1 and target[0].endswith((".yaml", ".yml")):
+        from launcher.cli.app import parse_assignments
         from launcher.task import Task
 
-        task = Task.from_yaml(target[0], env_overrides=_parse_env(env) or None)
+        task = Task.from_yaml(target[0], env_overrides=parse_assignments(env, "--env") or None,
+                              secret_overrides=parse_assignments(secret, "--secret") or None)
         task.check_local_paths()
         what: Task | str = task
-    else:
-        what = " ".join(target)
+    else:  # one argument is a shell command as is; several are words whose quoting must survive
+        import shlex
+
+        what = target[0] if len(target) == 1 else shlex.join(target)
     progress = _Progress()
     try:
         result = exec_(cluster, what, detach_run=detach_run, on_line=_out, on_event=progress.event)
     except KeyboardInterrupt:
         if progress.job_id is not None:
-            _say(f"Interrupted. Job {progress.job_id} keeps running on {cluster}.")
+            j = progress.job_id
+            _say(f"Interrupted. Job {j} keeps running on {cluster}: follow it with "
+                 f"`launcher logs {cluster} {j}`, stop it with `launcher cancel {cluster} {j}`.")
         raise
     _report_job_end(cluster, result.job_id, result.job_status, result.exit_code,
                     result.failed_rank, result.reason)
@@ -288,6 +294,8 @@ def logs_cmd(
 
     record = logs(cluster, job_id, follow=not no_follow, on_line=_out)
     if record.status.is_terminal:
+        _report_job_end(cluster, record.id, record.status.value, record.exit_code,
+                        record.failed_rank, record.reason)
         return exit_code_of(record)
     return 0
 
@@ -329,12 +337,15 @@ def status_cmd(
     """Your clusters."""
     from launcher.api.clusters import status
 
-    rows = status(refresh=refresh)
+    notes: list[str] = []
+    rows = status(refresh=refresh, notes=notes)
     if names:
         rows = [r for r in rows if r.name in names]
     if json_out:
         print_json([r.to_json() for r in rows])
         return 0
+    for note in notes:
+        _say(note)
     if not rows:
         _say("No clusters.")
         return 0
@@ -343,7 +354,8 @@ def status_cmd(
     table = Table()
     for col in ("NAME", "LAUNCHED", "RESOURCES", "WHERE", "STATUS", "$/H", "AUTOSTOP"):
         table.add_column(col, justify="right" if col == "$/H" else "left")
-    colors = {"UP": "green", "INIT": "yellow", "STOPPED": "dim", "PREEMPTED": "red"}
+    colors = {"UP": "green", "INIT": "yellow", "STOPPED": "dim", "PREEMPTED": "red",
+              "DEGRADED": "yellow"}
     for r in rows:
         where = "/".join(x for x in (r.cloud, r.region, r.zone) if x)
         auto = "-" if r.autostop_minutes is None else f"{r.autostop_minutes:g}m" + (" (down)" if r.autostop_down else "")
@@ -429,7 +441,7 @@ def down_cmd(
 @app.command("autostop")
 def autostop_cmd(
     cluster: Annotated[str, typer.Argument(help="Cluster name.")],
-    idle_minutes: Annotated[int | None, typer.Option("--idle-minutes", "-i", help="Idle minutes before autostop.")] = None,
+    idle_minutes: Annotated[float | None, typer.Option("--idle-minutes", "-i", help="Idle minutes before autostop (fractions allowed).")] = None,
     down: Annotated[bool, typer.Option("--down", help="Tear down instead of stopping.")] = False,
     cancel: Annotated[bool, typer.Option("--cancel", help="Cancel autostop.")] = False,
 ) -> int:
@@ -445,5 +457,5 @@ def autostop_cmd(
         raise LauncherError("autostop: give -i MINUTES (or --cancel).")
     autostop(cluster, idle_minutes, down=down)
     what = "taken down" if down else "stopped"
-    _say(f"{cluster} will be {what} after {idle_minutes} idle minute(s).")
+    _say(f"{cluster} will be {what} after {idle_minutes:g} idle minute(s).")
     return 0

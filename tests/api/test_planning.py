@@ -164,6 +164,22 @@ def fake_query(offers: list[Offer]) -> types.ModuleType:
     mod.status = lambda: types.SimpleNamespace(  # type: ignore[attr-defined]
         clouds=[types.SimpleNamespace(cloud=c) for c in sorted({o.cloud for o in offers})]
     )
+    mod.cloud_metas = lambda: [  # type: ignore[attr-defined]
+        types.SimpleNamespace(cloud=c, fetched_at="2025-01-02T00:00:00Z", fetched_at_exact=True)
+        for c in sorted({o.cloud for o in offers} - {"local"})
+    ]
+
+    def locations(cloud: str) -> dict[str, tuple[str | None, ...]]:
+        out: dict[str, list[str | None]] = {}
+        for o in offers:
+            if o.cloud == cloud and o.zone not in out.setdefault(o.region, []):
+                out[o.region].append(o.zone)
+        return {r: tuple(z) for r, z in out.items()}
+
+    mod.locations = locations  # type: ignore[attr-defined]
+    mod.cpu_only_clouds = lambda: sorted(  # type: ignore[attr-defined]
+        {o.cloud for o in offers if o.accelerator is None}
+    )
     return mod
 
 
@@ -337,6 +353,34 @@ def test_explains_gang_and_unknown_fabric_per_cloud(
     )
 
 
+def test_unsatisfiable_error_keeps_rejections_for_json(
+    catalog: list[Offer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enable(monkeypatch)
+    with pytest.raises(planning.UnsatisfiableTaskError) as err:
+        planning.cost(
+            task("num_nodes: 3\n" + H100x8 + "  cloud: vast\n  network: {fabric: infiniband}\n"),
+            hours=5,
+        )
+    data = err.value.to_json()
+    assert isinstance(err.value, NoPlacementError)
+    assert (data["placements"], data["chosen"], data["hours"]) == ([], None, 5)
+    assert data["error"] == str(err.value) and data["rejected"]
+    assert set(data["rejected"][0]) == {"cloud", "instance_type", "region", "zone", "reason"}
+
+
+def test_explains_instance_type_typos_and_cpu_only_scope(
+    catalog: list[Offer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enable(monkeypatch)
+    msg = no_placement("resources:\n  instance_type: p5.48xlarg\n")
+    assert "the catalog has no instance type p5.48xlarg (did you mean p5.48xlarge" in msg
+    cpu_clouds = sorted({o.cloud for o in catalog if o.accelerator is None} - {"local"})
+    assert cpu_clouds and "lambda" not in cpu_clouds
+    msg = no_placement("resources:\n  cloud: lambda\n  cpus: 4\n")
+    assert f"no CPU-only instances on lambda (they are on {', '.join(cpu_clouds)})" in msg
+
+
 def test_explains_each_cloud(catalog: list[Offer], monkeypatch: pytest.MonkeyPatch) -> None:
     enable(monkeypatch)
     msg = no_placement(
@@ -421,12 +465,18 @@ def test_gpus_rows_carry_catalog_fields(catalog: list[Offer]) -> None:
 
 
 def test_gpus_bad_input(catalog: list[Offer]) -> None:
-    with pytest.raises(LauncherError, match="Did you mean H100"):
+    with pytest.raises(planning.InvalidQueryError, match="did you mean H100") as err:
         planning.gpus("H10")
+    assert err.value.exit_code == 2
     with pytest.raises(LauncherError, match="Unknown fabric"):
         planning.gpus("H100", fabric="nvlink")
-    with pytest.raises(LauncherError, match="Unknown cloud 'awz'.*Did you mean aws"):
+    with pytest.raises(LauncherError, match="Unknown cloud 'awz'.*did you mean aws"):
         planning.gpus("H100", cloud="awz")
+    with pytest.raises(LauncherError, match="Unknown region 'us-east1' for aws; did you mean us"):
+        planning.gpus("H100", cloud="AWS", region="us-east1")
+    assert {r.offer.region for r in planning.gpus("H100", cloud="AWS", region="US-EAST-1").rows} == {
+        "us-east-1"
+    }
     with pytest.raises(LauncherError, match="positive"):
         planning.gpus("H100", 0)
     names = ["H100", "A100"]

@@ -55,6 +55,7 @@ def test_gpus_json_lists_offer_rows_sorted_by_price(home: Path) -> None:
     for r in rows:
         assert set(r) >= OFFER_FIELDS
         assert (r["accelerator"], r["accelerator_count"]) == ("H100", 8)
+        assert type(r["accelerator_count"]) is int, "whole counts print as 8, not 8.0"
         assert r["cloud"] != "local"
     per_gpu = [r["price_per_gpu_hour"] for r in rows if r["price_per_gpu_hour"] is not None]
     assert per_gpu == sorted(per_gpu)
@@ -86,6 +87,25 @@ def test_gpus_without_argument_json_is_offer_rows_of_every_model(home: Path) -> 
     assert models["H100"]["min_price_per_gpu_hour"] > 0
 
 
+def test_gpus_footer_never_presents_a_copy_date_as_a_price_date(home: Path) -> None:
+    status = run_json("catalog", "status", "--json", home=home)
+    copied = [c["cloud"] for c in status["clouds"] if c["fetched_at_exact"] is False]
+    exact = [c["cloud"] for c in status["clouds"] if c["fetched_at_exact"] and c["cloud"] != "local"]
+    assert "aws" in copied and "gcp" in exact, "the bundled snapshot's provenance"
+    aws = run("gpus", "H100:8", "--cloud", "aws", home=home).stdout
+    assert "prices copied on" in aws and "upstream date unknown" in aws
+    assert "prices as of" not in aws and " h old" not in aws
+    gcp = run("gpus", "H100:8", "--cloud", "gcp", home=home).stdout
+    assert "prices as of 2026-05-20" in gcp and "copied" not in gcp
+    both = run("gpus", home=home).stdout
+    assert "prices as of" in both and "some prices copied on" in both
+
+
+def test_gpus_cloud_and_region_match_case_insensitively(home: Path) -> None:
+    rows = run_json("gpus", "H100:8", "--cloud", "AWS", "--region", "US-EAST-1", "--json", home=home)
+    assert rows and {(r["cloud"], r["region"]) for r in rows} == {("aws", "us-east-1")}
+
+
 def test_gpus_tables_show_catalog_age(home: Path) -> None:
     proc = run("gpus", home=home)
     assert proc.returncode == 0, proc.stderr
@@ -100,18 +120,26 @@ def test_gpus_tables_show_catalog_age(home: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (("gpus", "H10:8"), "Did you mean"),
+        (("gpus", "H10:8"), "did you mean H100?"),
+        (("gpus", "nvidia-h100"), "did you mean H100"),
+        (("gpus", "H100-80GB:8"), "did you mean H100"),
+        (("gpus", "A100-40GB"), "did you mean A100"),
         (("gpus", "H100:x"), "count"),
         (("gpus", "H100:0"), "positive"),
         (("gpus", "H100", "--fabric", "nvlink"), "Unknown fabric"),
         (("gpus", "H100", "--cloud", "awz"), "Unknown cloud"),
+        (("gpus", "H100", "--cloud", "gpc"), "did you mean gcp?"),
+        (("gpus", "H100", "--region", "us-east-99"), "Unknown region 'us-east-99'"),
+        (("gpus", "H100", "--cloud", "aws", "--region", "us-east1"),
+         "Unknown region 'us-east1' for aws; did you mean us-east-1?"),
         (("gpus", "H100", "--min-gbps", "-5"), "min-gbps"),
+        (("gpus", "H100", "--min-gbps", "abc"), "min-gbps"),
         (("gpus", "H100", "--summary"), "--summary"),
     ],
-)
+)  # fmt: skip
 def test_gpus_bad_input(home: Path, args: tuple[str, ...], needle: str) -> None:
     proc = run(*args, home=home)
-    assert proc.returncode != 0
+    assert proc.returncode == 2
     assert needle in proc.stderr
     assert proc.stdout == ""
 
@@ -158,6 +186,7 @@ def test_dryrun_json_contract_two_nodes_rdma(home: Path) -> None:
     check_plan_json(data)
     for p in data["placements"]:
         assert (p["accelerator"], p["accelerator_count"], p["num_nodes"]) == ("H100", 8, 2)
+        assert type(p["accelerator_count"]) is int
         assert p["fabric"] in {"infiniband", "efa", "roce"}
         assert p["hourly_cost"] == pytest.approx(2 * p["node_price"])
     reasons = {r["reason"] for r in data["rejected"]}
@@ -211,6 +240,26 @@ def test_unsatisfiable_task_explains_per_constraint(home: Path, tmp_path: Path) 
     assert "max 1 node" in proc.stderr
 
 
+@pytest.mark.parametrize("cmd", [("cost",), ("cost", "--hours", "2"), ("launch", "--dryrun")])
+def test_unsatisfiable_task_json_still_prints_the_plan_shape(
+    home: Path, tmp_path: Path, cmd: tuple[str, ...]
+) -> None:
+    task = tmp_path / "t.yaml"
+    task.write_text(
+        "num_nodes: 3\nresources:\n  accelerators: H100:8\n  cloud: vast\n"
+        "  network: {fabric: infiniband}\n"
+    )
+    proc = run(cmd[0], str(task), *cmd[1:], "--json", home=home)
+    assert proc.returncode == 3
+    data = json.loads(proc.stdout)
+    assert data["placements"] == [] and data["chosen"] is None
+    vast = [r for r in data["rejected"] if r["cloud"] == "vast"]
+    assert vast and all(r["reason"] for r in vast)
+    assert data["error"].startswith("No offer with 3 nodes of H100:8 on vast")
+    assert data["hours"] == (2.0 if "--hours" in cmd else None)
+    assert data["error"] in proc.stderr
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
@@ -232,9 +281,9 @@ def test_cost_bad_arguments(home: Path, tmp_path: Path) -> None:
     proc = run("cost", str(tmp_path / "missing.yaml"), home=home)
     assert proc.returncode != 0 and "missing.yaml" in proc.stderr
     proc = run("cost", str(EXAMPLES / "train-2node-rdma.yaml"), "--hours", "-1", home=home)
-    assert proc.returncode != 0 and "hours" in proc.stderr
+    assert proc.returncode == 2 and "hours" in proc.stderr
     proc = run("cost", str(EXAMPLES / "train-2node-rdma.yaml"), "--hours", "abc", home=home)
-    assert proc.returncode != 0
+    assert proc.returncode == 2
 
 
 # ---------------------------------------------------------------- catalog status
