@@ -143,14 +143,23 @@ class _MetadataPoller:
 
     name = "metadata"
     base_interval = 2.0
+    endpoint_env = ""  # the variable that overrides the endpoint (tests, proxies)
+    default_endpoint = "http://169.254.169.254"
 
     def __init__(self, paths: core.Paths, conn: core.sqlite3.Connection) -> None:
         self.paths = paths
         self.conn = conn
+        self.base = self.endpoint_from(os.environ.get(self.endpoint_env) or self.default_endpoint)
         self.interval: float | None = self.base_interval
         self.failures = 0
         seen = core.get_setting(conn, f"notices_seen_{self.name}")
         self.seen: set[str] = set(seen) if isinstance(seen, list) else set()
+
+    @staticmethod
+    def endpoint_from(value: str) -> str:
+        """A base URL without a trailing slash; a bare host[:port] means http."""
+        value = value.rstrip("/")
+        return value if "://" in value else f"http://{value}"
 
     def check(self) -> tuple[str, float, str] | None:
         """(key, grace seconds, detail) of a pending interruption, else None."""
@@ -185,11 +194,10 @@ class AwsImdsNotices(_MetadataPoller):
     """EC2 spot interruption notices over IMDSv2 (token first, then instance-action)."""
 
     name = "aws-imds"
+    endpoint_env = "AWS_EC2_METADATA_SERVICE_ENDPOINT"  # as botocore reads it
 
     def __init__(self, paths: core.Paths, conn: core.sqlite3.Connection) -> None:
         super().__init__(paths, conn)
-        base = os.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT") or "http://169.254.169.254/"
-        self.base = base.rstrip("/")
         self.token: str | None = None
         self.token_expires = 0.0
 
@@ -227,11 +235,8 @@ class GcpMetadataNotices(_MetadataPoller):
     """GCE preemption: instance/preempted turns TRUE when a Spot/preemptible VM is reclaimed."""
 
     name = "gcp-metadata"
-
-    def __init__(self, paths: core.Paths, conn: core.sqlite3.Connection) -> None:
-        super().__init__(paths, conn)
-        host = os.environ.get("GCE_METADATA_HOST") or "metadata.google.internal"
-        self.base = host.rstrip("/") if "://" in host else f"http://{host.rstrip('/')}"
+    endpoint_env = "GCE_METADATA_HOST"  # as google-auth reads it: host[:port]
+    default_endpoint = "metadata.google.internal"
 
     def check(self) -> tuple[str, float, str] | None:
         status, body = http_request(f"{self.base}/computeMetadata/v1/instance/preempted",
@@ -246,11 +251,10 @@ class AzureScheduledEvents(_MetadataPoller):
     """Azure Scheduled Events: a 'Preempt' event for this VM, NotBefore = the deadline."""
 
     name = "azure-scheduled-events"
+    endpoint_env = "LAUNCHER_AZURE_IMDS_ENDPOINT"
 
     def __init__(self, paths: core.Paths, conn: core.sqlite3.Connection) -> None:
         super().__init__(paths, conn)
-        base = os.environ.get("LAUNCHER_AZURE_IMDS_ENDPOINT") or "http://169.254.169.254"
-        self.base = base.rstrip("/")
         self.vm_name: str | None = None
 
     def _own_name(self) -> str | None:

@@ -9,24 +9,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
-
-from launcher.clouds.local import LocalCloud
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "import sys; from launcher.cli import main; main(sys.argv[1:])"]
 
 
-@pytest.fixture(autouse=True)
-def _cleanup(launcher_home: Path) -> Iterator[None]:
-    yield
-    root = launcher_home / "local"
-    if root.exists():
-        for cdir in root.iterdir():
-            LocalCloud().terminate(cdir.name)
 
 
 def run(*args: str, timeout: float = 60, stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -7,12 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
-
-from launcher.clouds.local import LocalCloud
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "import sys; from launcher.cli import main; main(sys.argv[1:])"]
@@ -29,13 +24,6 @@ run: echo "token=$HF_TOKEN key=$WANDB_API_KEY"
 """
 
 
-@pytest.fixture(autouse=True)
-def _cleanup(launcher_home: Path) -> Iterator[None]:
-    yield
-    root = launcher_home / "local"
-    if root.exists():
-        for cdir in root.iterdir():
-            LocalCloud().terminate(cdir.name)
 
 
 def run(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
