@@ -46,6 +46,13 @@ class TaskValidationError(LauncherError):
         super().__init__(prefix + message)
 
 
+class UsageError(LauncherError):
+    """A command line that cannot be acted on (missing names, a missing option): exit 2,
+    like any other bad command-line input."""
+
+    exit_code = 2
+
+
 class NoPlacementError(LauncherError):
     """No catalog offer satisfies the task; the message explains why per constraint."""
 

@@ -358,7 +358,13 @@ def accelerator_suggestions(name: str, known_names: Collection[str]) -> list[str
 
 
 def unknown_accelerator_message(name: str, known_names: Collection[str]) -> str:
-    """"unknown accelerator 'X' — did you mean ...? (`launcher gpus` lists the known names)."""
+    """"unknown accelerator 'X' — did you mean ...? (`launcher gpus` lists the known names).
+    SkyPilot's TPU names ('tpu-v4-8', 'tpu-v5litepod-8') get a plain "not supported yet"."""
+    if name.strip().lower().startswith("tpu-"):
+        return (
+            f"unknown accelerator '{name}': TPUs are a SkyPilot feature launcher doesn't"
+            " support yet (the catalog has no TPU offers; `launcher gpus` lists the known names)."
+        )
     close = accelerator_suggestions(name, known_names)
     hint = f" — did you mean {', '.join(close)}?" if close else ""
     return f"unknown accelerator '{name}'{hint} (`launcher gpus` lists the known names)."

@@ -451,6 +451,14 @@ def test_canonicalize_unknown_name_suggests_close_ones(
         assert s not in message.split("did you mean")[1].split("?")[0]
 
 
+@pytest.mark.parametrize("name", ["tpu-v4-8", "tpu-v5litepod-8", "TPU-v6e-8"])
+def test_skypilot_tpu_names_say_not_supported_yet(name: str) -> None:
+    task = load(f"resources:\n  accelerators: {name}\n")
+    with pytest.raises(TaskValidationError, match="TPUs are a SkyPilot feature") as err:
+        canonicalize_accelerators(task, [*CATALOG_NAMES, "tpu-v4"])
+    assert err.value.field == "resources.accelerators" and "did you mean" not in str(err.value)
+
+
 def test_canonicalize_error_points_at_the_alternative() -> None:
     task = load("resources:\n  any_of:\n    - cloud: aws\n    - accelerators: Z999:1\n")
     with pytest.raises(TaskValidationError) as err:

@@ -132,6 +132,10 @@ def parse_accelerator_spec(spec: str, known_names: Collection[str]) -> tuple[str
             ) from None
         if not count > 0 or count != count or count == float("inf"):
             raise InvalidQueryError(f"Bad accelerator '{spec}': the count must be a positive number.")
+        if count > 1 and count != int(count):  # as in a task: fractions are shares of one GPU
+            raise InvalidQueryError(
+                f"Bad accelerator '{spec}': a fractional count must be below 1 (a share of one GPU)."
+            )
     if not name:
         raise InvalidQueryError(f"Bad accelerator '{spec}': expected NAME or NAME:COUNT (e.g. H100:8).")
     return canonical_accelerator(name, known_names), count

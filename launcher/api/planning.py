@@ -214,12 +214,11 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
         others = [c for c in others if c != LOCAL_CLOUD]
         if not any(status(c).enabled for c in others):
             include_local = True
-            if any(o.cloud == LOCAL_CLOUD for o in offers):
-                notes.append(
-                    "The local cloud is a candidate because no other cloud is enabled here."
-                )
 
     ranking = rank(task, offers, blocked, hours, include_local=include_local)
+    if include_local and any(p.cloud == LOCAL_CLOUD for p in ranking.placements):
+        # only when local actually fits: an instance type or GPU it lacks keeps it out
+        notes.append("The local cloud is a candidate because no other cloud is enabled here.")
     if not ranking.placements:
         raise UnsatisfiableTaskError(
             explain_no_placement(task.num_nodes, cands, offers, blocked, include_local),
@@ -368,6 +367,13 @@ def _explain_candidate(
     blocked: Blocked,
     include_local: bool,
 ) -> str:
+    if c.cloud == _SSH_CLOUD:
+        from launcher.catalog import query
+
+        # every pool (the rows read for this task may be only some GPU's)
+        pools = sorted({o.region for o in query.offers(clouds=[_SSH_CLOUD])})
+        if not pools or (c.region is not None and c.region not in pools):
+            return _no_ssh_pool(c.region, pools)
     if c.accelerator is not None:
         same_acc = [o for o in offers if o.accelerator == c.accelerator]
         what = c.accelerator
@@ -409,6 +415,21 @@ def _explain_candidate(
         ]
         parts.append(f"{cloud} offers {' and '.join(phrases)}")
     return "; ".join(parts)
+
+
+_SSH_CLOUD = "ssh"  # = launcher.catalog.query.SSH_CLOUD: its offers are config.yaml's pools
+
+
+def _no_ssh_pool(pool: str | None, pools: Sequence[str]) -> str:
+    """The `ssh` cloud's offers are the pools declared in config.yaml: say which is missing."""
+    from launcher.state import launcher_home
+
+    config = launcher_home() / "config.yaml"
+    if pools:
+        return f"there is no SSH node pool '{pool}' (declared in {config}: {', '.join(pools)})"
+    return (
+        f"no SSH node pool is declared: add `ssh_node_pools` to {config} (see docs/ssh-pools.md)"
+    )
 
 
 def _nothing_of(c: ResourceCandidate, what: str, offers: Sequence[Offer]) -> str:

@@ -213,6 +213,10 @@ def provision_with_failover(
             db.set_placement(cluster_name, record)
         emit(f"Provisioning {cluster_name}: {record.resources} on {_where(placement)}"
              f" (${placement.hourly_cost:.2f}/h)")
+        if placement.candidate.image_id and placement.cloud in _OWN_ACCESS_CLOUDS:
+            # these nodes are existing machines: no image (or docker container) is applied
+            emit(f"Note: resources.image_id {placement.candidate.image_id!r} is ignored on the"
+                 f" {placement.cloud} cloud; the task runs directly on its nodes.")
         cloud = cloud_fn(placement.cloud)
         public_key = ssh_public_key
         if public_key is None and placement.cloud not in _OWN_ACCESS_CLOUDS:

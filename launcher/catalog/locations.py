@@ -68,7 +68,12 @@ def catalog_locations(cloud: str) -> Mapping[str, Sequence[str | None]]:
 
 
 def _names(items: Collection[str]) -> str:
-    ordered = sorted(items)
+    # vast's regions read 'Ontario, CA, NA' (or ', CN, AS'): quote names holding a comma
+    # so the list stays readable, and sort them by their first real character
+    ordered = [
+        f"'{n}'" if "," in n else n
+        for n in sorted(items, key=lambda n: (n.lstrip(", ").lower(), n))
+    ]
     if len(ordered) <= _LIST_AT_MOST:
         return ", ".join(ordered)
     return ", ".join(ordered[:_LIST_AT_MOST]) + f", ... ({len(ordered)} in all)"

@@ -54,7 +54,8 @@ def _say(message: str) -> None:
 
 def _load_task(path: str, env: list[str] | None, cloud: str | None, gpus: str | None,
                num_nodes: int | None, secret: list[str] | None = None,
-               require_values: bool = True) -> Task:
+               require_values: bool = True, infra: str | None = None,
+               use_spot: bool | None = None) -> Task:
     from launcher.cli.app import parse_assignments
     from launcher.task import Task
 
@@ -64,6 +65,10 @@ def _load_task(path: str, env: list[str] | None, cloud: str | None, gpus: str | 
     resources: dict[str, object] = {}
     if cloud:
         resources["cloud"] = cloud
+    if infra:
+        resources["infra"] = infra
+    if use_spot is not None:
+        resources["use_spot"] = use_spot
     if gpus:
         resources["accelerators"] = gpus
     if resources or num_nodes is not None:
@@ -124,9 +129,12 @@ def launch_cmd(
     cloud: Annotated[str | None, typer.Option("--cloud", help="Override resources.cloud.")] = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="Override resources.accelerators (e.g. H100:8).")] = None,
     num_nodes: Annotated[int | None, typer.Option("--num-nodes", help="Override num_nodes.")] = None,
+    infra: Annotated[str | None, typer.Option("--infra", help="Override the location: cloud[/region[/zone]] (e.g. aws/us-east-1).")] = None,
+    use_spot: Annotated[bool | None, typer.Option("--use-spot/--no-use-spot", help="Override resources.use_spot.")] = None,
 ) -> int:
     """Launch a task on a new or existing cluster and stream its output."""
-    task = _load_task(task_file, env, cloud, gpus, num_nodes, secret, require_values=not dryrun)
+    task = _load_task(task_file, env, cloud, gpus, num_nodes, secret, require_values=not dryrun,
+                      infra=infra, use_spot=use_spot)
     if dryrun:
         from launcher.api.planning import plan
         from launcher.cli.catalog_cmds import plan_and_render
@@ -166,6 +174,8 @@ def launch_cmd(
                 f"`launcher logs {name_hint} {progress.job_id}` to follow it, "
                 f"`launcher cancel {name_hint} {progress.job_id}` to stop it."
             )
+        else:
+            _say_interrupted_before_job(name_hint)
         raise
     if json_out:
         print_json(
@@ -189,6 +199,21 @@ def launch_cmd(
     return result.exit_code or 0
 
 
+def _say_interrupted_before_job(name: str) -> None:
+    """After Ctrl-C before the job was submitted: say what is left (a cluster, or nothing)."""
+    import contextlib
+
+    from launcher.state import StateDB
+
+    with contextlib.suppress(Exception), StateDB() as db:
+        rec = db.get_cluster(name)
+        if rec is None:
+            _say("Interrupted before the job was submitted; no cluster was left behind.")
+        else:
+            _say(f"Interrupted before the job was submitted; cluster {name} is {rec.status.value}. "
+                 f"Launch again with `-c {name}` to reuse it, or `launcher down {name}` to remove it.")
+
+
 @app.command("exec")
 def exec_cmd(
     cluster: Annotated[str, typer.Argument(help="Cluster name.")],
@@ -203,9 +228,9 @@ def exec_cmd(
     from launcher.api.exec_job import exec_
 
     if len(target) == 1 and target[0].endswith((".yaml", ".yml")) and not os.path.exists(target[0]):
-        from launcher.errors import LauncherError
+        from launcher.errors import UsageError
 
-        raise LauncherError(
+        raise UsageError(
             f"Task file {target[0]!r} not found. To run a shell command instead, put it after "
             f"`--`: `launcher exec {cluster} -- CMD`.")
     if len(target) == 1 and target[0].endswith((".yaml", ".yml")):
@@ -303,15 +328,18 @@ def logs_cmd(
 @app.command("cancel")
 def cancel_cmd(
     cluster: Annotated[str, typer.Argument(help="Cluster name.")],
-    job_ids: Annotated[list[int] | None, typer.Argument(help="Job ids.")] = None,
+    job_ids: Annotated[list[int] | None, typer.Argument(help="Job ids (default: the latest pending or running job).")] = None,
     all_jobs: Annotated[bool, typer.Option("--all", "-a", help="Cancel every pending or running job.")] = False,
 ) -> int:
-    """Cancel jobs on a cluster."""
-    from launcher.api.clusters import cancel
-    from launcher.errors import LauncherError
+    """Cancel jobs on a cluster (no ids: its latest pending or running job, as in SkyPilot)."""
+    from launcher.api.clusters import cancel, queue
 
     if not job_ids and not all_jobs:
-        raise LauncherError("cancel: give job ids, or --all.")
+        active = [j.id for j in queue(cluster) if not j.status.is_terminal]
+        if not active:
+            _say(f"No pending or running jobs on {cluster}.")
+            return 0
+        job_ids = [max(active)]
     result = cancel(cluster, None if all_jobs else job_ids)
     if result.cancelled:
         _say(f"Cancelled job(s) {_ids(result.cancelled)} on {cluster}.")
@@ -339,16 +367,27 @@ def status_cmd(
 
     notes: list[str] = []
     rows = status(refresh=refresh, notes=notes)
+    missing: list[str] = []
     if names:
+        known = [r.name for r in rows]
+        missing = [n for n in dict.fromkeys(names) if n not in known]
         rows = [r for r in rows if r.name in names]
+        if missing:
+            # a typo must not read as "you have no clusters"; exit 4 when nothing matched
+            _say(
+                f"Cluster(s) not found: {', '.join(missing)}."
+                + (f" Known clusters: {', '.join(known)}." if known else " There are no clusters.")
+            )
+    rc = 4 if missing and not rows else 0
     if json_out:
         print_json([r.to_json() for r in rows])
-        return 0
+        return rc
     for note in notes:
         _say(note)
     if not rows:
-        _say("No clusters.")
-        return 0
+        if not missing:
+            _say("No clusters.")
+        return rc
     from launcher.cli.table import Table, print_table
 
     table = Table()
@@ -368,14 +407,14 @@ def status_cmd(
 
 
 def _names_or_all(names: list[str] | None, all_: bool, verb: str) -> list[str]:
-    from launcher.errors import LauncherError
+    from launcher.errors import UsageError
 
     if all_:
         from launcher.api.clusters import cluster_names
 
         return cluster_names()
     if not names:
-        raise LauncherError(f"{verb}: give cluster names, or --all.")
+        raise UsageError(f"{verb}: give cluster names, or --all.")
     return names
 
 
@@ -383,6 +422,7 @@ def _names_or_all(names: list[str] | None, all_: bool, verb: str) -> list[str]:
 def stop_cmd(
     names: Annotated[list[str] | None, typer.Argument(help="Cluster names.")] = None,
     all_: Annotated[bool, typer.Option("--all", "-a", help="Every cluster.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted as in SkyPilot; stop never asks.")] = False,
 ) -> int:
     """Stop clusters (disks kept; `launcher start` brings them back)."""
     from launcher.api.clusters import stop
@@ -396,6 +436,7 @@ def stop_cmd(
 @app.command("start")
 def start_cmd(
     names: Annotated[list[str], typer.Argument(help="Cluster names.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted as in SkyPilot; start never asks.")] = False,
 ) -> int:
     """Start stopped clusters."""
     from launcher.api.clusters import start
@@ -441,20 +482,20 @@ def down_cmd(
 @app.command("autostop")
 def autostop_cmd(
     cluster: Annotated[str, typer.Argument(help="Cluster name.")],
-    idle_minutes: Annotated[float | None, typer.Option("--idle-minutes", "-i", help="Idle minutes before autostop (fractions allowed).")] = None,
+    idle_minutes: Annotated[float | None, typer.Option("--idle-minutes", "-i", help="Idle minutes before autostop (fractions allowed; default 5, as in SkyPilot).")] = None,
     down: Annotated[bool, typer.Option("--down", help="Tear down instead of stopping.")] = False,
     cancel: Annotated[bool, typer.Option("--cancel", help="Cancel autostop.")] = False,
 ) -> int:
-    """Stop (or --down) a cluster after it has been idle for -i minutes."""
+    """Stop (or --down) a cluster after it has been idle for -i minutes (default 5)."""
     from launcher.api.clusters import autostop
-    from launcher.errors import LauncherError
+    from launcher.task_policies import DEFAULT_AUTOSTOP_MINUTES
 
     if cancel:
         autostop(cluster, None)
         _say(f"Autostop cancelled on {cluster}.")
         return 0
     if idle_minutes is None:
-        raise LauncherError("autostop: give -i MINUTES (or --cancel).")
+        idle_minutes = DEFAULT_AUTOSTOP_MINUTES
     autostop(cluster, idle_minutes, down=down)
     what = "taken down" if down else "stopped"
     _say(f"{cluster} will be {what} after {idle_minutes:g} idle minute(s).")

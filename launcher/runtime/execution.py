@@ -180,10 +180,13 @@ def resolve_file_mounts(task: Task) -> list[tuple[str, str]]:
     mounts: list[tuple[str, str]] = []
     for remote, source in task.file_mounts.items():
         if "://" in source:
-            raise FileMountError(
-                f"file_mounts[{remote!r}]: bucket URIs ({source}) are not supported on these "
-                "nodes yet; mount a local path instead."
-            )
+            # str(task.error(...)) names the file, line and field like any task error
+            where = str(task.error(
+                f"file_mounts.{remote}",
+                f"copying bucket URIs ({source}) to nodes is not supported yet (`launcher cost`"
+                " and `launch --dryrun` accept them); mount a local path instead.",
+            ))
+            raise FileMountError(where)
         local = os.path.expanduser(source)
         if not os.path.isabs(local) and task.source_path:
             local = os.path.join(os.path.dirname(os.path.abspath(task.source_path)), local)

@@ -6,6 +6,8 @@
 - otherwise: a walk that honours every `.gitignore` found in the tree
   (patterns, `!` negation, trailing `/` for directories, anchoring with `/`, `**`).
 `.git` is always skipped. Symlinks are copied as symlinks.
+As in SkyPilot, a `.skyignore` at the top of the directory replaces all of that:
+its gitignore-style patterns alone decide what is left out.
 
 `pack_tar_gz` writes those files as one gzip'ed tar stream: the SSH runner
 sends it through a single `tar -xzf -` exec instead of one SFTP call per file.
@@ -28,6 +30,9 @@ class SyncError(LauncherError):
     """A directory could not be read for syncing."""
 
 
+SKYIGNORE = ".skyignore"
+
+
 def list_sync_files(local_dir: str, *, respect_gitignore: bool = True) -> list[str]:
     """Relative paths (POSIX, sorted) of the files under `local_dir` to sync.
 
@@ -36,6 +41,11 @@ def list_sync_files(local_dir: str, *, respect_gitignore: bool = True) -> list[s
     if not os.path.isdir(local_dir):
         raise SyncError(f"Cannot sync {local_dir!r}: not a directory.")
     if respect_gitignore:
+        skyignore = os.path.join(local_dir, SKYIGNORE)
+        if os.path.isfile(skyignore):
+            with open(skyignore, encoding="utf-8", errors="replace") as f:
+                rules = parse_gitignore(f.read())
+            return _walk_files(local_dir, False, _IgnoreStack().push("", rules))
         files = _git_files(local_dir)
         if files is not None:
             return files
@@ -190,8 +200,13 @@ class _IgnoreStack:
         return verdict
 
 
-def _walk_files(root: str, respect_gitignore: bool) -> list[str]:
+def _walk_files(
+    root: str, respect_gitignore: bool, rules: _IgnoreStack | None = None
+) -> list[str]:
+    """Files under `root`, skipping what `.gitignore` files (if `respect_gitignore`) or
+    the given `rules` (a .skyignore's, relative to `root`) ignore."""
     out: list[str] = []
+    check = respect_gitignore or rules is not None
 
     def visit(rel_dir: str, stack: _IgnoreStack) -> None:
         abs_dir = os.path.join(root, rel_dir) if rel_dir else root
@@ -209,14 +224,14 @@ def _walk_files(root: str, respect_gitignore: bool) -> list[str]:
                 continue
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             is_dir = entry.is_dir(follow_symlinks=False)
-            if respect_gitignore and stack.ignored(rel, is_dir):
+            if check and stack.ignored(rel, is_dir):
                 continue
             if is_dir:
                 visit(rel, stack)
             else:
                 out.append(rel)
 
-    visit("", _IgnoreStack())
+    visit("", rules or _IgnoreStack())
     return sorted(out)
 
 

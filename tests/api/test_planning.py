@@ -322,6 +322,32 @@ def test_local_joins_when_no_other_cloud_is_enabled(
     assert any("no other cloud is enabled" in n for n in p.notes)
 
 
+def test_local_note_only_when_local_fits(
+    catalog: list[Offer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enable(monkeypatch)
+    p = planning.plan(task("resources:\n  instance_type: p5.48xlarge\n"))
+    assert all(x.cloud != "local" for x in p.placements)
+    assert not any("local cloud is a candidate" in n for n in p.notes)
+
+
+def test_ssh_without_pools_says_to_declare_one(
+    catalog: list[Offer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enable(monkeypatch)
+    for yaml in ("resources:\n  cloud: ssh\n", "resources:\n  infra: ssh/lab\n"):
+        message = no_placement(yaml)
+        assert "no SSH node pool is declared" in message and "ssh_node_pools" in message
+    lab = replace(BASE, cloud="ssh", region="lab", zone=None, accelerator=None,
+                  accelerator_count=0.0, price=0.0, spot_price=None)
+    mod = fake_query([*OFFERS, lab])
+    monkeypatch.setitem(sys.modules, "launcher.catalog.query", mod)
+    monkeypatch.setattr(launcher.catalog, "query", mod, raising=False)
+    assert "no SSH node pool 'gpu' (declared in" in no_placement("resources:\n  infra: ssh/gpu\n")
+    # a GPU the pool lacks is not "no pool declared"
+    assert "no SSH node pool" not in no_placement("resources:\n  infra: ssh/lab\n" + H100x8[11:])
+
+
 def test_blocked_flows_through(catalog: list[Offer], monkeypatch: pytest.MonkeyPatch) -> None:
     enable(monkeypatch, "aws")
     p = planning.plan(
@@ -485,6 +511,9 @@ def test_gpus_bad_input(catalog: list[Offer]) -> None:
     for bad in ("H100:x", "H100:-1", ":8", "H100:nan"):
         with pytest.raises(LauncherError):
             planning.parse_accelerator_spec(bad, names)
+    assert planning.parse_accelerator_spec("A100:0.5", names) == ("A100", 0.5)
+    with pytest.raises(LauncherError, match="below 1"):  # as in a task's accelerators
+        planning.parse_accelerator_spec("H100:1.5", names)
 
 
 def test_gpu_summary(catalog: list[Offer]) -> None:

@@ -149,3 +149,12 @@ def test_command_line_cloud_and_region() -> None:
     with pytest.raises(UnknownLocationError, match="Unknown region 'us-east1' for aws; did you"):
         canonical_region("us-east1", ["aws"], locations_of)
     assert canonical_region("us-east1", ["aws", "gcp"], locations_of) == "us-east1"
+
+
+def test_region_names_with_commas_are_quoted_in_the_known_list() -> None:
+    def vast_locations(cloud: str) -> Mapping[str, Sequence[str | None]]:
+        return {"Ontario, CA, NA": (None,), ", CN, AS": (None,)} if cloud == "vast" else {}
+
+    with pytest.raises(UnknownLocationError) as err:
+        canonical_region("nowhere", ["vast"], vast_locations)
+    assert "(known regions for vast: ', CN, AS', 'Ontario, CA, NA')" in str(err.value)

@@ -140,8 +140,8 @@ def test_errors_are_one_paragraph_with_exit_codes(tmp_path: Path) -> None:
     assert p.returncode == 2 and "Invalid cluster name" in p.stderr
     p = run("down", "nope", "-y")
     assert p.returncode == 4
-    p = run("cancel", "nope")
-    assert p.returncode != 0 and "--all" in p.stderr
+    p = run("cancel", "nope")  # no ids: the latest job of a cluster that does not exist
+    assert p.returncode == 4 and "does not exist" in p.stderr
     no_traceback(p)
 
 
@@ -230,10 +230,85 @@ def test_stop_start_autostop_cli() -> None:
     assert json.loads(run("status", "--json").stdout)[0]["autostop"] == {"idle_minutes": 30, "down": False}
     assert run("autostop", "life", "-i", "10", "--down").returncode == 0
     assert json.loads(run("status", "--json").stdout)[0]["autostop"] == {"idle_minutes": 10, "down": True}
+    assert run("autostop", "life").returncode == 0  # no -i: 5 minutes, as in SkyPilot
+    assert json.loads(run("status", "--json").stdout)[0]["autostop"] == {"idle_minutes": 5, "down": False}
     assert run("autostop", "life", "--cancel").returncode == 0
-    assert run("stop", "life").returncode == 0
+    no_names = run("stop")
+    assert no_names.returncode == 2 and "give cluster names" in no_names.stderr
+    assert run("stop", "life", "-y").returncode == 0  # SkyPilot's `sky stop -y` spelling
     assert json.loads(run("status", "--json").stdout)[0]["status"] == "STOPPED"
-    assert run("start", "life").returncode == 0
+    assert run("start", "life", "-y").returncode == 0
     ex = run("exec", "life", "--", "echo back")
     assert ex.returncode == 0 and ex.stdout.strip() == "(rank 0) back"
     assert run("down", "life", "-y").returncode == 0
+
+
+def test_status_of_an_unknown_cluster_names_it(launcher_home: Path) -> None:
+    """`status typo` must not say "No clusters." and exit 0 as if none existed."""
+    p = run("status", "nosuch")
+    no_traceback(p)
+    assert p.returncode == 4
+    assert "not found: nosuch" in p.stderr and "No clusters." not in p.stderr
+    j = run("status", "nosuch", "--json")
+    assert j.returncode == 4 and json.loads(j.stdout) == []
+    assert run("status").returncode == 0
+
+
+def test_cancel_without_ids_cancels_the_latest_active_job(tmp_path: Path) -> None:
+    """`launcher cancel NAME` (SkyPilot's `sky cancel NAME`) stops the newest active job."""
+    task = write_task(tmp_path / "idle.yaml", "true")
+    assert run("launch", str(task), "-c", "cl", "-y").returncode == 0
+    assert run("exec", "cl", "-d", "--", "sleep 60").returncode == 0
+    assert run("exec", "cl", "-d", "--", "sleep 60").returncode == 0
+    c = run("cancel", "cl")
+    no_traceback(c)
+    assert c.returncode == 0 and "Cancelled job(s) 3" in c.stderr
+    jobs = json.loads(run("queue", "cl", "--json").stdout)
+    assert [j["status"] for j in jobs][1:] == ["RUNNING", "CANCELLED"]
+    assert run("cancel", "cl", "-a").returncode == 0
+    n = run("cancel", "cl")
+    assert n.returncode == 0 and "No pending or running jobs" in n.stderr
+    run("down", "cl", "-y")
+
+
+def test_image_id_on_local_is_reported_as_ignored(tmp_path: Path) -> None:
+    """A docker image on the local cloud is not applied; the launch says so instead of
+    silently running the task on the host."""
+    task = tmp_path / "img.yaml"
+    task.write_text("resources:\n  infra: local\n  image_id: docker:ubuntu:22.04\nrun: echo hi\n")
+    p = run("launch", str(task), "-c", "img", "-y")
+    no_traceback(p)
+    assert p.returncode == 0, p.stderr
+    assert "image_id 'docker:ubuntu:22.04' is ignored on the local cloud" in p.stderr
+    run("down", "img", "-y")
+
+
+def test_launch_dryrun_takes_skypilot_use_spot_and_infra_overrides() -> None:
+    """`sky launch --use-spot --infra aws/us-east-1` spellings override the task."""
+    p = run("launch", "task_examples/train-2node-rdma.yaml", "--dryrun", "--json",
+            "--use-spot", "--infra", "aws/us-east-1")
+    no_traceback(p)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["placements"]
+    assert rows and all(r["use_spot"] and (r["cloud"], r["region"]) == ("aws", "us-east-1") for r in rows)
+    both = run("launch", "task_examples/hello.yaml", "--dryrun", "--infra", "aws", "--cloud", "aws")
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_ctrl_c_during_setup_says_what_is_left(tmp_path: Path) -> None:
+    """Ctrl-C before the job is submitted names the cluster left UP and what to do."""
+    task = write_task(tmp_path / "slowsetup.yaml", "echo ran", setup="sleep 30")
+    proc = spawn("launch", str(task), "-c", "intr", "-y")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if any(s["name"] == "intr" and s["status"] == "UP"
+               for s in json.loads(run("status", "--json").stdout)):
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)  # into setup
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err
+    assert "Interrupted before the job was submitted; cluster intr is UP" in err
+    assert "launcher down intr" in err
+    run("down", "intr", "-y")

@@ -16,6 +16,7 @@ from launcher.runtime.execution import (
     SetupFailedError,
     node_env,
     open_runners,
+    resolve_file_mounts,
     run_setup,
     sync_task_files,
 )
@@ -67,6 +68,15 @@ def test_bucket_file_mount_is_refused_clearly() -> None:
     task = Task.from_dict({"file_mounts": {"~/ckpt": "s3://bucket/ckpt"}})
     with pytest.raises(FileMountError, match="bucket URIs"):
         sync_task_files(open_runners(_cluster("b", 1)), task)
+
+
+def test_bucket_file_mount_error_names_file_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text("run: echo\nfile_mounts:\n  /ckpt: s3://bucket/ckpt\n")
+    with pytest.raises(FileMountError) as err:
+        resolve_file_mounts(Task.from_yaml(str(path)))
+    assert "t.yaml:3, field 'file_mounts./ckpt'" in str(err.value)
+    assert "not supported yet" in str(err.value)
 
 
 def test_setup_runs_on_all_nodes_in_parallel_with_env_and_logs(launcher_home: Path) -> None:

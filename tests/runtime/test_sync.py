@@ -133,6 +133,27 @@ def test_git_repo_lists_tracked_and_unignored_untracked_files(tmp_path: Path) ->
     assert list_sync_files(str(repo / "src")) == ["a.py"]
 
 
+def test_skyignore_replaces_gitignore_as_in_skypilot(tmp_path: Path) -> None:
+    _tree(
+        tmp_path,
+        {
+            ".skyignore": "data/\n*.ckpt\n",
+            ".gitignore": "*.log\n",
+            "train.py": "",
+            "run.log": "",
+            "model.ckpt": "",
+            "data/big.bin": "",
+            "sub/.gitignore": "*\n",
+            "sub/x.py": "",
+            ".git/HEAD": "",
+        },
+    )
+    assert list_sync_files(str(tmp_path)) == [
+        ".gitignore", ".skyignore", "run.log", "sub/.gitignore", "sub/x.py", "train.py"
+    ]
+    assert len(list_sync_files(str(tmp_path), respect_gitignore=False)) == 8  # no .git
+
+
 def test_not_a_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SyncError, match="not a directory"):
         list_sync_files(str(tmp_path / "nope"))
