@@ -38,6 +38,15 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def _job_running(ops: object, att: object) -> bool:
+    """The head-node agent's own word: is the attempt's job still running?"""
+    try:
+        run = ops.job_status(att.cluster_name, att.cluster_job_id)  # type: ignore[attr-defined]
+    except Exception:
+        return False
+    return str(run.status) == "RUNNING"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=500)
@@ -51,6 +60,8 @@ def main() -> int:
         sys.path.insert(0, str(REPO))
         from launcher.api import jobs as api
         from launcher.clouds.local import LocalCloud
+        from launcher.errors import LauncherError
+        from launcher.jobs.cluster_ops import RealClusterOps
         from launcher.jobs.store import JobStore
         from launcher.task import Task
 
@@ -81,6 +92,8 @@ def main() -> int:
         rnd = random.Random(7)
         victims = set(rnd.sample(ids, int(round(args.jobs * args.preempt))))
         preempted: dict[int, str] = {}
+        skipped: set[int] = set()  # victims whose job had ended before it could be preempted
+        ops = RealClusterOps()
         all_running_s = None
         try:
             end = time.monotonic() + args.timeout
@@ -92,11 +105,22 @@ def main() -> int:
                 ):
                     all_running_s = time.monotonic() - t0
                 for i in running:
-                    if i in victims and i not in preempted:
+                    if i in victims and i not in preempted and i not in skipped:
                         att = store.attempts(i)[-1]
-                        if att.running_at and time.time() - att.running_at > 1.0:
+                        if not att.running_at or time.time() - att.running_at <= 1.0:
+                            continue
+                        # Only a preemption that hits a running job counts: the DB says
+                        # RUNNING until the controller's next poll (up to ~10 s with 500
+                        # jobs), by when the job's sleep may have ended already.
+                        if not _job_running(ops, att):
+                            skipped.add(i)
+                            continue
+                        try:
                             LocalCloud().preempt(att.cluster_name)
-                            preempted[i] = att.cluster_name
+                        except LauncherError:
+                            skipped.add(i)  # torn down meanwhile: the job had ended
+                            continue
+                        preempted[i] = att.cluster_name
                 if all(jobs[i].status in TERMINAL for i in ids):
                     break
                 time.sleep(1.0)
@@ -111,6 +135,13 @@ def main() -> int:
             s = jobs[i].status.value
             statuses[s] = statuses.get(s, 0) + 1
         recovered = sum(1 for i in preempted if jobs[i].recoveries >= 1)
+        # the job ended between the agent's answer and the preemption: nothing to recover
+        store = JobStore()
+        try:
+            ended_first = sum(1 for i in preempted if jobs[i].recoveries == 0
+                              and store.attempts(i)[0].outcome == "SUCCEEDED")
+        finally:
+            store.close()
         spurious = sum(1 for i in ids if i not in preempted and jobs[i].recoveries > 0)
         print(
             f"controller scale: {args.jobs} managed jobs (sleep {args.sleep:g} s) on one "
@@ -119,8 +150,10 @@ def main() -> int:
         print(f"  controller peak RSS: {peak[0]:.0f} MB   goal <= 500 MB")
         print(f"  final statuses: {statuses}   goal: all SUCCEEDED")
         print(
-            f"  preempted {len(preempted)} jobs; recovered {recovered}; missed "
-            f"{len(preempted) - recovered}; recoveries of never-preempted jobs: {spurious}"
+            f"  preempted {len(preempted)} running jobs; recovered {recovered}; ended just "
+            f"before the preemption hit: {ended_first}; missed "
+            f"{len(preempted) - recovered - ended_first}; recoveries of never-preempted jobs: "
+            f"{spurious}; victims not preempted (their job had already ended): {len(skipped)}"
         )
         print(
             f"  all submitted -> all running: "

@@ -98,21 +98,44 @@ class ManagedJobDetail:
 
 
 def _validate(task: Task) -> None:
+    task.check_values()  # every env/secret needs a value before the job is queued
     if not task.run:
         raise TaskValidationError("a managed job needs a `run` command.", field="run",
                                   source=task.source_path)
 
 
-def jobs_launch(task: Task | str, name: str | None = None, *, start_controller: bool = True
-                ) -> ManagedJob:
+def jobs_check_feasible(task: Task) -> Any:
+    """The task's Plan when some enabled cloud can run it now (placement index
+    `chosen`). Raises NoPlacementError (explained per constraint) when no offer fits,
+    or when the offers that fit are all on clouds not enabled here."""
+    from launcher.api.planning import plan
+    from launcher.errors import NoPlacementError
+
+    p = plan(task)
+    if p.chosen is None:
+        clouds = sorted({pl.cloud for pl in p.placements})
+        why = "; ".join(f"{c}: {p.disabled_reasons[c]}" for c in clouds
+                        if c in p.disabled_reasons)
+        raise NoPlacementError(
+            f"No enabled cloud can run this managed job: the offers that fit are on "
+            f"{', '.join(clouds) or 'no cloud'}, which cannot be used here"
+            + (f" ({why})" if why else "") + ". Run `launcher check`.")
+    return p
+
+
+def jobs_launch(task: Task | str, name: str | None = None, *, start_controller: bool = True,
+                check: bool = True) -> ManagedJob:
     """Submit `task` (a Task or a YAML path) as a managed job. Returns at once.
 
-    Raises TaskValidationError for a bad task (including an unknown
-    job_recovery strategy)."""
+    Unless `check=False` (the caller checked already), the task must be feasible now
+    (`jobs_check_feasible`). Raises TaskValidationError for a bad task (including an
+    unknown job_recovery strategy), NoPlacementError for an unsatisfiable one."""
     from launcher.task import Task as TaskCls
 
     t = TaskCls.from_yaml(task) if isinstance(task, str) else task
     _validate(t)
+    if check:
+        jobs_check_feasible(t)
     rec = t.job_recovery
     try:
         strategy = normalize_strategy(rec.strategy if rec else None)
@@ -134,6 +157,20 @@ def jobs_launch(task: Task | str, name: str | None = None, *, start_controller: 
         store.close()
     pid = jobs_controller_start().pid if start_controller else None
     return ManagedJob(row.id, row.name, row.task_id, pid)
+
+
+def ensure_controller() -> ControllerInfo | None:
+    """Start the controller when managed jobs are live and none runs (their statuses
+    would go stale otherwise). Returns the new controller's info when one was started,
+    None when nothing was needed."""
+    store = JobStore()
+    try:
+        live = bool(store.live_job_ids())
+    finally:
+        store.close()
+    if not live or probe().running:
+        return None
+    return jobs_controller_start()
 
 
 def jobs_queue() -> list[JobSummary]:
@@ -226,8 +263,10 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
     ops = RealClusterOps()
     store = JobStore()
     done: set[int] = set()
+    checked = 0.0  # when the controller was last seen alive (following a live job)
     shown: dict[int, int] = {}  # attempt -> job lines already shown
     headed: set[int] = set()
+    runs: dict[int, int] = {}  # attempt -> the gang run being shown
     try:
         while True:
             job = store.job(job_id)
@@ -244,6 +283,15 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
                     headed.add(a.attempt)
                     for line in _read_lines(saved.with_suffix(".setup.log")):
                         on_line(f"(setup) {line}")
+                # Earlier gang runs of this attempt (nodes replaced in place): their saved
+                # copies end with a line saying why the gang restarted.
+                while runs.get(a.attempt, 1) < a.gang_runs:
+                    run = runs.get(a.attempt, 1)
+                    path = paths.gang_run_log_path(job_id, a.attempt, run)
+                    for line in _read_lines(path)[shown.get(a.attempt, 0):]:
+                        on_line(line)
+                    shown[a.attempt] = 0
+                    runs[a.attempt] = run + 1
                 if a.torn_down_at is not None or (finished and saved.exists()):
                     for line in _read_lines(saved)[shown.get(a.attempt, 0):]:
                         on_line(line)
@@ -263,6 +311,10 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
                 return summarize(job, attempts)
             if job.status.is_terminal and len(done) == len(attempts):
                 return summarize(job, attempts)
+            if not job.status.is_terminal and time.monotonic() - checked > 5.0:
+                # nobody would ever end the job without a controller: start one
+                checked = time.monotonic()
+                ensure_controller()
             time.sleep(poll_s)
     finally:
         store.close()
@@ -293,12 +345,17 @@ def _stream_live(ops: Any, store: JobStore, a: AttemptRow, on_line: LineCallback
     t.start()
     if not follow:
         t.join(30.0)
+    checked = time.monotonic()
     while t.is_alive():
         t.join(0.3)
         now = store.attempt(a.job_id, a.attempt)
-        if now.outcome is not None or now.phase == "ENDED":
-            t.join(1.0)
+        if (now.outcome is not None or now.phase == "ENDED"
+                or now.cluster_job_id != a.cluster_job_id or now.gang_runs != a.gang_runs):
+            t.join(1.0)  # decided, or the gang restarted: its saved copy follows
             break
+        if time.monotonic() - checked > 5.0:  # a dead controller would never decide
+            checked = time.monotonic()
+            ensure_controller()
     with lock:
         stopped.set()
         return max(already, seen)

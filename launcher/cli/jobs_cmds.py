@@ -61,33 +61,43 @@ def launch_cmd(
     detach: Annotated[
         bool, typer.Option("--detach", "-d", help="Return once submitted; do not follow logs.")
     ] = False,
+    env: Annotated[list[str] | None, typer.Option(
+        "--env", help="NAME=VALUE (or NAME: from your environment); overrides the task's envs.")
+    ] = None,
+    secret: Annotated[list[str] | None, typer.Option(
+        "--secret", help="NAME=VALUE (or NAME: from your environment); sets a task secret.")
+    ] = None,
 ) -> int:
     """Submit TASK as a managed job; follow its logs until it ends (unless --detach)."""
     from launcher.api import jobs as api
+    from launcher.cli.app import parse_assignments
     from launcher.task import Task
 
-    t = Task.from_yaml(task)
+    t = Task.from_yaml(task, env_overrides=parse_assignments(env, "--env") or None,
+                       secret_overrides=parse_assignments(secret, "--secret") or None)
+    p = api.jobs_check_feasible(t)  # always, -y or not: an unsatisfiable task is refused
     if not yes:
-        from launcher.api.planning import plan
-
-        p = plan(t)
-        if p.chosen is not None:
-            best = p.placements[p.chosen]
-            where = "/".join(x for x in (best.cloud, best.region, best.zone) if x)
-            err_console().print(
-                f"Managed job {name or t.name or task}: {best.num_nodes}x {best.instance_type} "
-                f"{'spot ' if best.use_spot else ''}on {where} (${best.hourly_cost:.2f}/h now; "
-                "recoveries may move it)."
-            )
+        best = p.placements[p.chosen]
+        where = "/".join(x for x in (best.cloud, best.region, best.zone) if x)
+        err_console().print(
+            f"Managed job {name or t.name or task}: {best.num_nodes}x {best.instance_type} "
+            f"{'spot ' if best.use_spot else ''}on {where} (${best.hourly_cost:.2f}/h now; "
+            "recoveries may move it)."
+        )
         if not typer.confirm("Launch?", default=True, err=True):
             raise typer.Abort()
-    job = api.jobs_launch(t, name=name)
+    job = api.jobs_launch(t, name=name, check=False)
     err_console().print(
         f"Managed job {job.id} ({job.name}) submitted; LAUNCHER_TASK_ID={job.task_id}."
     )
     if detach:
         return 0
-    summary = api.jobs_logs(job.id, _print_line, follow=True)
+    try:
+        summary = api.jobs_logs(job.id, _print_line, follow=True)
+    except KeyboardInterrupt:
+        err_console().print(f"\nStopped following. The job keeps running; "
+                            f"`launcher jobs logs {job.id}` to reattach.", soft_wrap=True)
+        return 130
     err_console().print(f"Managed job {job.id} {summary.status} after {summary.recoveries} "
                         f"recovery(ies), {summary.restarts_on_errors} restart(s).")
     return _final_exit(job.id, summary)
@@ -106,6 +116,22 @@ def _dur(s: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+def _ensure_controller() -> None:
+    """Live jobs but no controller: start it (their statuses would stay stale) and say so."""
+    from launcher.api import jobs as api
+
+    try:
+        started = api.ensure_controller()
+    except Exception as exc:  # still show what the DB says, with a warning
+        err_console().print(f"Warning: managed jobs are live but no controller runs, and "
+                            f"starting one failed ({exc}); statuses may be stale.", soft_wrap=True)
+        return
+    if started is not None:
+        err_console().print(
+            "Warning: managed jobs are live but no controller was running (statuses shown may "
+            f"be stale until it catches up); started it (pid {started.pid}).", soft_wrap=True)
+
+
 @jobs_app.command("queue")
 def queue_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -113,6 +139,7 @@ def queue_cmd(
     """List managed jobs with where they run, recoveries and cost so far."""
     from launcher.api import jobs as api
 
+    _ensure_controller()
     rows = api.jobs_queue()
     if as_json:
         print_json([r.to_json() for r in rows])
@@ -157,7 +184,13 @@ def logs_cmd(
         for line in api.controller_log_lines(job_id):
             _print_line(line)
         return 0
-    summary = api.jobs_logs(job_id, _print_line, follow=not no_follow)
+    _ensure_controller()
+    try:
+        summary = api.jobs_logs(job_id, _print_line, follow=not no_follow)
+    except KeyboardInterrupt:
+        err_console().print(f"\nStopped following. The job keeps running; "
+                            f"`launcher jobs logs {job_id}` to reattach.", soft_wrap=True)
+        return 130
     if no_follow:
         return 0
     return _final_exit(job_id, summary)
@@ -201,7 +234,8 @@ def controller_status_cmd(
         print_json({**asdict(info), "live_jobs": live})
         return 0
     state = f"running (pid {info.pid})" if info.running else "not running"
-    console().print(f"Controller {state}; {live} live managed job(s); log: {info.log_path}")
+    console().print(f"Controller {state}; {live} live managed job(s).")
+    console().print(f"Log: {info.log_path}", soft_wrap=True)  # a path must stay one line
     return 0
 
 

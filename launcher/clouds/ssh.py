@@ -17,6 +17,11 @@ half is copied to the head node only (`~/.launcher/clusters/<name>/`, with a
 known_hosts file pinning every node). The user's private key never leaves
 this machine.
 
+Health: `query` is the pool's own view of each host (RUNNING / UNKNOWN /
+TERMINATED once sshd is unreachable on every probe of a confirmation window:
+see `ssh_health`); `replace_nodes` swaps lost hosts for spare hosts of the pool
+and quarantines the lost ones.
+
 paramiko is imported only when a method talks to hosts (`ssh_offers` and
 `check` stay cheap).
 """
@@ -24,10 +29,12 @@ paramiko is imported only when a method talks to hosts (`ssh_offers` and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -45,6 +52,7 @@ from launcher.clouds.base import (
     NodeState,
     ProvisionRequest,
 )
+from launcher.clouds.ssh_health import HealthSettings, confirmed_unreachable, quarantine_active
 from launcher.config import SSHHost, SSHNodePool, config_path, launcher_home, load_config
 from launcher.errors import ConfigError, LauncherError
 from launcher.runtime import keys
@@ -120,9 +128,17 @@ class Allocation:
 class PoolState:
     allocations: dict[str, Allocation] = field(default_factory=dict)
     host_keys: dict[str, str] = field(default_factory=dict)  # "host:port" -> "type base64"
+    # address -> {"cluster", "since", "until", "reason"}: hosts confirmed lost (ssh_health)
+    quarantine: dict[str, dict[str, object]] = field(default_factory=dict)
 
     def held_hosts(self) -> set[str]:
         return {h for a in self.allocations.values() for h in a.hosts}
+
+    def unavailable_hosts(self, now: float) -> set[str]:
+        """Hosts no new cluster may take: held by a cluster, or quarantined."""
+        return self.held_hosts() | {
+            h for h, e in self.quarantine.items() if quarantine_active(e, now)
+        }
 
     def to_json(self) -> str:
         doc = {
@@ -132,6 +148,7 @@ class PoolState:
                 for name, a in sorted(self.allocations.items())
             },
             "host_keys": dict(sorted(self.host_keys.items())),
+            "quarantine": dict(sorted(self.quarantine.items())),
         }
         return json.dumps(doc, indent=2) + "\n"
 
@@ -153,9 +170,10 @@ class PoolState:
                     nodes=nodes,
                 )
             host_keys = {str(k): str(v) for k, v in doc.get("host_keys", {}).items()}
+            quarantine = {str(k): dict(v) for k, v in doc.get("quarantine", {}).items()}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"{source} is corrupt ({exc}); fix or remove it.") from exc
-        return cls(allocations, host_keys)
+        return cls(allocations, host_keys, quarantine)
 
 
 class _PoolStore:
@@ -253,7 +271,7 @@ class SSHCloud:
                     cloud=CLOUD,
                     region=req.region,
                 )
-            free = [h for h in pool.hosts if h.address not in state.held_hosts()]
+            free = [h for h in pool.hosts if h.address not in state.unavailable_hosts(time.time())]
             if len(free) < req.num_nodes:
                 raise CapacityError(
                     f"Pool {pool.name!r} has {len(free)} free host(s) of {len(pool.hosts)}; "
@@ -292,14 +310,20 @@ class SSHCloud:
         return info
 
     def query(self, cluster: str) -> dict[str, NodeState]:
-        """RUNNING for nodes that answer over SSH, UNKNOWN for the others ({} if not held).
+        """The pool's own view ({} if the cluster holds no hosts). This is the "cloud's
+        view" for SSH pools (see `ssh_health`):
 
-        SSH machines are never PREEMPTED.
+        RUNNING: the node answers an SSH command. TERMINATED: its sshd was unreachable
+        (refused / no route / timeout) on every probe of the confirmation window (a
+        confirmed loss). UNKNOWN: anything else, e.g. one failed probe (transient).
+        SSH machines are never PREEMPTED. Blocks at most about the confirmation window
+        plus the probe timeouts.
         """
         alloc = _PoolStore().read().allocations.get(cluster)
         if alloc is None or not alloc.nodes:
             return {}
         info = self._cluster_info(alloc)
+        settings = HealthSettings.from_env()
 
         def probe(node: NodeInfo) -> NodeState:
             runner = self._runner(info, node, quick=True)
@@ -309,7 +333,12 @@ class SSHCloud:
                 ok = False
             finally:
                 runner.close()
-            return NodeState.RUNNING if ok else NodeState.UNKNOWN
+            if ok:
+                return NodeState.RUNNING
+            host = node.external_ip or node.internal_ip
+            if confirmed_unreachable(host, node.ssh_port, settings):
+                return NodeState.TERMINATED
+            return NodeState.UNKNOWN
 
         with ThreadPoolExecutor(min(_MAX_PARALLEL, len(alloc.nodes))) as ex:
             states = list(ex.map(probe, alloc.nodes))
@@ -341,6 +370,74 @@ class SSHCloud:
         with store.locked() as state:
             state.allocations.pop(cluster, None)
         keys.remove_cluster_key(cluster)
+
+    def replace_nodes(self, cluster: str, lost: tuple[str, ...]) -> ClusterInfo:
+        """Replace the cluster's `lost` nodes (node ids = host addresses) with free hosts of
+        its pool, keeping every other node at its rank.
+
+        The lost hosts are quarantined (see `ssh_health`) and leave the allocation once
+        replacements are in. The survivors are cleaned of the cluster's processes and
+        runtime directories (the old gang and agent): the caller brings the runtime up
+        afresh on every node and restarts the gang. Raises CapacityError when the pool
+        has too few free reachable hosts (the cluster then keeps its hosts, the lost
+        ones quarantined), InvalidRequestError when the cluster holds no hosts.
+        """
+        store = _PoolStore()
+        settings = HealthSettings.from_env()
+        now = time.time()
+        with store.locked() as state:
+            alloc = state.allocations.get(cluster)
+            if alloc is None or not alloc.nodes:
+                raise InvalidRequestError(f"Cluster {cluster!r} holds no hosts.", cloud=CLOUD)
+            gone = {n.node_id for n in alloc.nodes if n.node_id in set(lost)}
+            for host in gone:
+                state.quarantine[host] = {
+                    "cluster": cluster, "since": now, "until": now + settings.quarantine_s,
+                    "reason": "sshd unreachable on every probe (confirmed lost)",
+                }
+            held = tuple(alloc.hosts)
+            old_nodes = list(alloc.nodes)
+        pool = self._pool(alloc.pool)
+        if not gone:
+            return self._cluster_info(alloc)
+        req = ProvisionRequest(
+            cluster_name=cluster, cloud=CLOUD, region=pool.name, zone=None,
+            instance_type=pool_instance_type(pool), num_nodes=len(gone), use_spot=False,
+        )
+        try:
+            chosen = self._take_hosts(req, pool, alloc.key_path, store, keep=held)
+        except BaseException:
+            with store.locked() as state:
+                if cluster in state.allocations:
+                    state.allocations[cluster].hosts = list(held)
+            raise
+        fresh = iter(self._nodes(chosen))
+        nodes = [
+            dataclasses.replace(next(fresh), rank=n.rank) if n.node_id in gone else n
+            for n in old_nodes
+        ]
+        info = dataclasses.replace(self._cluster_info(alloc), nodes=tuple(nodes))
+        script = _cleanup_script(cluster)
+
+        def clean(node: NodeInfo) -> None:
+            runner = self._runner(info, node, quick=True)
+            try:
+                runner.run(script, timeout=20)
+            finally:
+                runner.close()
+
+        survivors = [n for n in nodes if n.node_id not in gone and n.node_id in held]
+        if survivors:
+            with ThreadPoolExecutor(min(_MAX_PARALLEL, len(survivors))) as ex:
+                list(ex.map(clean, survivors))
+        with store.locked() as state:
+            for cand in chosen:
+                state.host_keys.setdefault(cand.host.address, cand.host_key)
+            a = state.allocations[cluster]
+            a.hosts = [n.node_id for n in nodes]
+            a.nodes = nodes
+        self._install_cluster_key(info, keys.ensure_cluster_key(cluster))
+        return info
 
     # -- helpers --
 
@@ -381,11 +478,17 @@ class SSHCloud:
         return SSHRunner(node, key_path=info.ssh_key_path, options=opts)
 
     def _take_hosts(
-        self, req: ProvisionRequest, pool: SSHNodePool, key_path: str, store: _PoolStore
+        self,
+        req: ProvisionRequest,
+        pool: SSHNodePool,
+        key_path: str,
+        store: _PoolStore,
+        keep: tuple[str, ...] = (),
     ) -> list[_Candidate]:
         """Hold free hosts (pool order) and check them until enough answer; learn their keys.
 
-        Hosts that fail are handed back. Raises CapacityError / AuthError.
+        Hosts that fail are handed back. `keep`: hosts the allocation already holds and
+        keeps (node replacement). Raises CapacityError / AuthError.
         """
         chosen: list[_Candidate] = []
         failures: list[str] = []
@@ -395,7 +498,7 @@ class SSHCloud:
             need = req.num_nodes - len(chosen)
             with store.locked() as state:
                 alloc = state.allocations[req.cluster_name]
-                held = state.held_hosts()
+                held = state.unavailable_hosts(time.time())
                 batch = [h for h in pool.hosts if h.address not in held | tried][:need]
                 alloc.hosts.extend(h.address for h in batch)
                 known_keys = dict(state.host_keys)
@@ -438,8 +541,31 @@ class SSHCloud:
         order = {h.address: i for i, h in enumerate(pool.hosts)}
         chosen.sort(key=lambda c: order[c.host.address])
         with store.locked() as state:
-            state.allocations[req.cluster_name].hosts = [c.host.address for c in chosen]
+            state.allocations[req.cluster_name].hosts = [*keep, *(c.host.address for c in chosen)]
+        self._clean_reused(chosen, store, key_path)
         return chosen
+
+    def _clean_reused(self, chosen: list[_Candidate], store: _PoolStore, key_path: str) -> None:
+        """Hosts that come back from quarantine may still run the processes of the cluster
+        that lost them (a network cut): stop those before the host is used again."""
+        entries = store.read().quarantine
+        for cand in chosen:
+            entry = entries.get(cand.host.address)
+            if entry is None:
+                continue
+            old = str(entry.get("cluster") or "")
+            node = self._nodes([cand])[0]
+            info = ClusterInfo(old, CLOUD, "", None, "", False, (node,), key_path)
+            runner = self._runner(info, node, quick=True)
+            try:
+                if old:
+                    runner.run(_cleanup_script(old), timeout=20)
+            except LauncherError:
+                pass
+            finally:
+                runner.close()
+            with store.locked() as state:
+                state.quarantine.pop(cand.host.address, None)
 
     def _contact(self, host: SSHHost, known_keys: dict[str, str], key_path: str) -> _Candidate:
         """Learn or verify the host key, then log in once. Never raises."""

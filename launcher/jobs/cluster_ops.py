@@ -89,6 +89,19 @@ class JobRun:
 
 
 @dataclass(frozen=True)
+class Placed:
+    """Where an attempt's cluster was provisioned (before setup): what it costs from now."""
+
+    cloud: str
+    region: str | None
+    zone: str | None
+    instance_type: str | None
+    num_nodes: int
+    use_spot: bool
+    node_price: float  # $/h of one node
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
     """Everything one attempt's launch needs. `tiers` are tried in order."""
 
@@ -105,6 +118,9 @@ class LaunchRequest:
     before_run: Callable[[], bool] | None = None
     # Receives setup/provisioning output lines (kept in the attempt's log).
     on_output: Callable[[str], None] | None = None
+    # Called (in the worker thread) as soon as the cluster is provisioned, before setup,
+    # so an attempt that ends during setup is still billed and blocked where it ran.
+    on_provisioned: Callable[[Placed], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +163,12 @@ class ClusterOps(Protocol):
 
     def notices(self, cluster_name: str) -> list[Notice]:
         """Interruption notices received for the cluster's nodes (cheap; may be [])."""
+        ...
+
+    def lost_since(self, cluster_name: str) -> float | None:
+        """When the cloud recorded the cluster's nodes going away (epoch seconds), if it
+        records that; None otherwise (the controller then uses the last time it heard
+        from the job, or the detection time). Cheap; never raises."""
         ...
 
     def fetch_logs(
@@ -325,6 +347,10 @@ class RealClusterOps:
                         + " | ".join(failures)
                     )
                 cluster = prov.cluster
+                if req.on_provisioned is not None:
+                    req.on_provisioned(Placed(
+                        cluster.cloud, cluster.region, cluster.zone, cluster.instance_type,
+                        len(cluster.nodes), cluster.use_spot, prov.placement.node_price))
                 try:
                     client = prepare_cluster(db, cluster, task, on_event=emit, on_setup_line=emit)
                 except execution.SetupFailedError as exc:
@@ -441,6 +467,21 @@ class RealClusterOps:
             out.append(Notice(f"{cluster_name}-{rank}", received, grace))
         return out
 
+    def lost_since(self, cluster_name: str) -> float | None:
+        """Local cloud: the time `machines.json` last changed while a node is PREEMPTED
+        (the cloud writes it when it reclaims nodes). Other clouds: None for now."""
+        if self._cloud_name(cluster_name) != "local":
+            return None
+        from launcher.clouds.local import MACHINES_FILE, LocalCloud
+
+        cloud = LocalCloud()
+        try:
+            if NodeState.PREEMPTED not in set(cloud.query(cluster_name).values()):
+                return None
+            return (cloud.node_dir(cluster_name, 0).parent / MACHINES_FILE).stat().st_mtime
+        except Exception:
+            return None
+
     def fetch_logs(self, cluster_name: str, cluster_job_id: int,
                    on_line: Callable[[str], None], follow: bool = False) -> None:
         client = self._client(cluster_name)
@@ -480,13 +521,17 @@ class RealClusterOps:
     def replace_nodes(self, cluster_name: str, lost_node_ids: tuple[str, ...],
                       req: LaunchRequest) -> AttemptLaunch | None:
         """Local cloud: re-provisioning the same cluster replaces exactly its PREEMPTED
-        nodes (fresh, empty) and keeps the others; then the runtime is brought up
-        again (agent, sync, setup) and the gang job resubmitted. Other clouds: None
-        until their provisioners can replace single nodes in place."""
-        if self._cloud_name(cluster_name) != "local":
+        nodes (fresh, empty) and keeps the others. SSH pools: the lost hosts are
+        swapped for spare hosts of the same pool (and quarantined); the survivors keep
+        their addresses and ranks (`SSHCloud.replace_nodes`); no spare host -> None.
+        Then the runtime is brought up again (agent, sync, setup) and the gang job
+        resubmitted. Other clouds: None until their provisioners can replace single
+        nodes in place."""
+        cloud = self._cloud_name(cluster_name)
+        if cloud not in ("local", "ssh"):
             return None
         from launcher.api.launch import job_spec_for, prepare_cluster
-        from launcher.clouds.base import ProvisionRequest
+        from launcher.clouds.base import CapacityError, ProvisionRequest
         from launcher.clouds.local import LocalCloud
         from launcher.runtime import execution
         from launcher.state import StateDB, acquire_cluster_lock
@@ -496,12 +541,22 @@ class RealClusterOps:
             lock = acquire_cluster_lock(cluster_name, wait=30.0, purpose="replace nodes")
             try:
                 rec = db.require_cluster(cluster_name)
-                info = LocalCloud().provision(ProvisionRequest(
-                    cluster_name=cluster_name, cloud=rec.cloud, region=rec.region, zone=rec.zone,
-                    instance_type=rec.instance_type, num_nodes=rec.num_nodes,
-                    use_spot=rec.use_spot, accelerator=rec.accelerator,
-                    accelerator_count=rec.accelerator_count,
-                ))
+                if cloud == "ssh":
+                    from launcher.clouds.ssh import SSHCloud
+
+                    try:
+                        info = SSHCloud().replace_nodes(cluster_name, lost_node_ids)
+                    except CapacityError as exc:
+                        emit = req.on_output or (lambda _m: None)
+                        emit(f"no spare host to replace {', '.join(lost_node_ids)}: {exc}")
+                        return None
+                else:
+                    info = LocalCloud().provision(ProvisionRequest(
+                        cluster_name=cluster_name, cloud=rec.cloud, region=rec.region,
+                        zone=rec.zone, instance_type=rec.instance_type, num_nodes=rec.num_nodes,
+                        use_spot=rec.use_spot, accelerator=rec.accelerator,
+                        accelerator_count=rec.accelerator_count,
+                    ))
                 db.set_nodes(cluster_name, info.nodes)
                 try:
                     client = prepare_cluster(db, info, req.task, on_event=req.on_output or

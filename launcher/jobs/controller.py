@@ -10,7 +10,11 @@ Crash-safety rules (a `kill -9` may hit between any two lines):
 3. A new attempt is created only once the previous one has an outcome, so there
    is never more than one live cluster per job except while a preempted one drains
    after an interruption notice; every attempt not yet torn down is torn down by
-   the driver or by the startup sweep.
+   the driver or by the startup sweep. A new attempt is provisioned only once the
+   earlier attempts' clusters are torn down (`_old_clusters_gone`).
+4. An in-place node replacement writes its intent (lost nodes, time, reason) before
+   the cloud is asked and clears it with the new gang's job id; a restart that finds
+   the intent recovers with a full relaunch (`_abandon_replace`).
 
 Blocking calls (cloud, agent, teardown) run in two bounded thread pools: one for
 launches/teardowns (slow), one for status queries (fast), so a burst of
@@ -22,17 +26,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from launcher.jobs import accounting, paths
 from launcher.jobs.cluster_ops import (
     AttemptLaunch,
-    ClusterOps,
     JobRun,
     LaunchAbortedError,
     LaunchRequest,
@@ -43,116 +41,32 @@ from launcher.jobs.cluster_ops import (
     TransientOpsError,
     lost_nodes,
 )
+from launcher.jobs.controller_base import Cancelled
+from launcher.jobs.controller_recovery import RecoveryMixin
 from launcher.jobs.controller_types import (
     CAUSE_AFTER,
-    FINAL_STATUS,
     ControllerConfig,
     Outcome,
     cluster_name_for,
 )
-from launcher.jobs.crash import CrashPoints, SimulatedCrash
+from launcher.jobs.crash import SimulatedCrash
 from launcher.jobs.recovery import (
     ExitDecision,
-    Where,
-    blocks_after_preemption,
     decide_exit,
-    placement_tiers,
 )
 from launcher.jobs.state_machine import ManagedJobStatus as S
-from launcher.jobs.store import AttemptPhase, AttemptRow, JobRow, JobStore
+from launcher.jobs.store import AttemptPhase, AttemptRow, JobRow
 
 if TYPE_CHECKING:
-    from launcher.task import Task
-
-log = logging.getLogger("launcher.jobs.controller")
-T = TypeVar("T")
-
-
-class _Cancelled(Exception):
     pass
 
+log = logging.getLogger("launcher.jobs.controller")
 
-class Controller:
+__all__ = ["Controller", "ControllerConfig"]
+
+
+class Controller(RecoveryMixin):
     """Drives all live managed jobs. Use `await run(stop_event)` in one event loop."""
-
-    def __init__(
-        self,
-        ops: ClusterOps,
-        task_loader: Callable[[JobRow], Task],
-        *,
-        db_path: Path | str | None = None,
-        config: ControllerConfig | None = None,
-        crash: CrashPoints | None = None,
-    ) -> None:
-        self.ops = ops
-        self.task_loader = task_loader
-        self.cfg = config or ControllerConfig()
-        self.crash = crash or CrashPoints()
-        self.store = JobStore(db_path)
-        self._launch_pool = ThreadPoolExecutor(self.cfg.launch_workers, "mj-launch")
-        self._watch_pool = ThreadPoolExecutor(self.cfg.watch_workers, "mj-watch")
-        self._drivers: dict[int, asyncio.Task[None]] = {}
-        self._driver_failures: dict[int, int] = {}
-        self._cancel_events: dict[int, asyncio.Event] = {}
-        self._cancel_flags: dict[int, threading.Event] = {}
-        self._drains: dict[tuple[int, int], asyncio.Task[None]] = {}
-        self._background: set[asyncio.Task[Any]] = set()
-        self._crashed: BaseException | None = None
-        self.stats_polls = 0
-
-    # ---- plumbing -----------------------------------------------------------------
-
-    async def _launch_call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._launch_pool, fn, *args)
-
-    async def _watch_call(self, fn: Callable[..., T], *args: Any) -> T:
-        self.stats_polls += 1
-        return await asyncio.get_running_loop().run_in_executor(self._watch_pool, fn, *args)
-
-    def _hit(self, point: str) -> None:
-        try:
-            self.crash.hit(point)
-        except SimulatedCrash as exc:
-            self._crashed = exc
-            raise
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        t: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._background.add(t)
-        t.add_done_callback(self._background_done)
-        return t
-
-    def _background_done(self, t: asyncio.Task[Any]) -> None:
-        self._background.discard(t)
-        if t.cancelled():
-            return
-        exc = t.exception()
-        if isinstance(exc, SimulatedCrash):
-            self._crashed = exc
-        elif exc is not None:
-            log.error("background task failed: %r", exc, exc_info=exc)
-
-    def _cancel_event(self, job_id: int) -> asyncio.Event:
-        ev = self._cancel_events.get(job_id)
-        if ev is None:
-            ev = self._cancel_events[job_id] = asyncio.Event()
-            self._cancel_flags[job_id] = threading.Event()
-        return ev
-
-    async def _sleep_or_cancel(self, job_id: int, seconds: float) -> None:
-        """Sleep; raise _Cancelled as soon as the job's cancel is requested."""
-        ev = self._cancel_event(job_id)
-        if ev.is_set():
-            raise _Cancelled
-        try:
-            await asyncio.wait_for(ev.wait(), timeout=max(0.0, seconds))
-        except TimeoutError:
-            return
-        raise _Cancelled
-
-    def _poll_cap(self) -> float:
-        n = max(1, len(self._drivers))
-        return max(self.cfg.poll_max_s, 2.0 * n / self.cfg.max_polls_per_s)
 
     # ---- main loop ------------------------------------------------------------------
 
@@ -242,7 +156,7 @@ class Controller:
             if job is not None and a.phase == AttemptPhase.RUNNING and a.drain_until:
                 self._ensure_drain(job, a)
                 continue
-            self._spawn(self._finalize_attempt(a, fetch_logs=a.phase == AttemptPhase.RUNNING))
+            self._finalize_bg(a, fetch_logs=a.phase == AttemptPhase.RUNNING)
 
     # ---- one job ----------------------------------------------------------------------
 
@@ -253,7 +167,7 @@ class Controller:
                 if job.status.is_terminal:
                     return
                 if job.cancel_requested or self._cancel_event(job_id).is_set():
-                    raise _Cancelled
+                    raise Cancelled
                 attempts = self.store.attempts(job_id)
                 last = attempts[-1] if attempts else None
                 if last is not None and last.outcome is not None and not last.outcome_applied:
@@ -265,11 +179,14 @@ class Controller:
                 elif job.status == S.RUNNING:
                     assert last is not None
                     await self._watch(job, last)
-        except _Cancelled:
+        except Cancelled:
             await self._cancel(job_id)
 
     async def _launch(self, job: JobRow, attempts: list[AttemptRow]) -> None:
         last = attempts[-1] if attempts else None
+        if last is not None and last.outcome is None and last.replace_intent:
+            self._abandon_replace(job, last)  # crashed while replacing nodes in place
+            return
         if last is not None and last.outcome is None and last.phase == AttemptPhase.RUNNING:
             # Crash window: attempt recorded RUNNING, job transition lost.
             self._to_running(job, last)
@@ -286,6 +203,7 @@ class Controller:
             if last is not None and last.outcome in (Outcome.NO_RESOURCE_RETRY,
                                                      Outcome.LAUNCH_ERROR):
                 await self._sleep_or_cancel(job.id, self._backoff(attempts))
+            await self._old_clusters_gone(attempts)
             n = last.attempt + 1 if last else 1
             att = self.store.add_attempt(
                 job.id, n, cluster_name_for(self.cfg.cluster_prefix, job.id, n),
@@ -296,7 +214,7 @@ class Controller:
         try:
             launch = await self._launch_cancellable(job.id, att, req)
         except LaunchAbortedError:
-            raise _Cancelled from None
+            raise Cancelled from None
         except NoCapacityError as exc:
             final = att.cause == "initial" or self._tail_count(
                 attempts, Outcome.NO_RESOURCE_RETRY) + 1 >= self.cfg.max_no_capacity_retries
@@ -314,7 +232,7 @@ class Controller:
             else:
                 self._decide(job, att, Outcome.SETUP_FAILED, reason=str(exc))
             return
-        except (_Cancelled, SimulatedCrash):
+        except (Cancelled, SimulatedCrash):
             raise
         except Exception as exc:  # transient or unexpected: the cloud decides what it was
             lost = await self._confirm_lost(att.cluster_name, ())
@@ -332,7 +250,7 @@ class Controller:
         if self._cancel_event(job.id).is_set():
             self.store.update_attempt(job.id, att.attempt, phase=AttemptPhase.RUNNING,
                                       cluster_job_id=launch.cluster_job_id)
-            raise _Cancelled
+            raise Cancelled
         self._record_running(job, att, launch)
 
     async def _launch_cancellable(self, job_id: int, att: AttemptRow, req: LaunchRequest
@@ -347,56 +265,9 @@ class Controller:
             await self._launch_call(self.ops.abort_launch, att.cluster_name)
             with contextlib.suppress(Exception):
                 await fut
-            raise _Cancelled
+            raise Cancelled
         cancelled.cancel()
         return fut.result()
-
-    def _launch_request(self, job: JobRow, att: AttemptRow, attempts: list[AttemptRow]
-                        ) -> LaunchRequest:
-        placed = [a for a in attempts if a.cloud is not None and a.attempt < att.attempt]
-        last_where = None
-        if placed:
-            p = placed[-1]
-            last_where = Where(p.cloud or "", p.region, p.zone)
-        tiers = placement_tiers(job.strategy, self.store.blocks(job.id), last_where)
-        draining = [a for a in attempts if a.attempt < att.attempt and a.torn_down_at is None
-                    and a.phase == AttemptPhase.RUNNING]
-        gate = threading.Event()
-        if draining:
-            waiters = [self._ensure_drain(job, a) for a in draining]
-            loop = asyncio.get_running_loop()
-
-            async def open_gate() -> None:
-                await asyncio.gather(*waiters, return_exceptions=True)
-                gate.set()
-
-            loop.create_task(open_gate())
-        else:
-            gate.set()
-        flag = self._cancel_flags[job.id]
-        log_path = paths.attempt_log_path(job.id, att.attempt).with_suffix(".setup.log")
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        setup_log = _LineSink(log_path)
-
-        def before_run() -> bool:
-            while not gate.wait(0.05):
-                if flag.is_set():
-                    return False
-            return not flag.is_set()
-
-        return LaunchRequest(
-            job_id=job.id,
-            attempt=att.attempt,
-            cluster_name=att.cluster_name,
-            task=self.task_loader(job),
-            tiers=tuple(tiers),
-            task_id=job.task_id,
-            job_name=job.name,
-            env_extra={"LAUNCHER_MANAGED_JOB_ID": str(job.id),
-                       "LAUNCHER_ATTEMPT": str(att.attempt)},
-            before_run=before_run,
-            on_output=setup_log.write,
-        )
 
     def _record_running(self, job: JobRow, att: AttemptRow, launch: AttemptLaunch) -> None:
         now = time.time()
@@ -431,10 +302,17 @@ class Controller:
     # ---- watching a running attempt -------------------------------------------------------
 
     async def _watch(self, job: JobRow, att: AttemptRow) -> None:
-        """Return once the attempt has an outcome (or a recovery happened in place)."""
+        """Return once the attempt has an outcome (or a recovery happened in place).
+
+        An unreachable head is never a preemption by itself: only the cloud's view (for
+        SSH pools: sshd unreachable on every probe of a confirmation window) confirms a
+        loss. While it does not, the poll backs off (to `unreachable_poll_max_s`); past
+        `head_unreachable_limit_s` the attempt is recovered anyway, with that reason."""
         assert att.cluster_job_id is not None
         interval = self.cfg.poll_min_s
-        transient = 0
+        watch_start = time.time()
+        last_ok: float | None = None  # when the agent last answered this controller
+        unreachable = 0
         while True:
             await self._sleep_or_cancel(job.id, interval)
             interval = min(interval * 1.5, self._poll_cap())
@@ -460,18 +338,34 @@ class Controller:
                 if lost:
                     states = ", ".join(f"{n} {view.get(n, 'missing')}" for n in lost)
                     await self._on_preemption(job, att, lost, f"cloud reports {states}",
-                                              time.time(), draining=False)
+                                              await self._loss_time(att, last_ok),
+                                              draining=False)
                     return
             try:
                 run = await self._watch_call(self.ops.job_status, att.cluster_name,
                                              att.cluster_job_id)
             except TransientOpsError as exc:
-                transient += 1
-                log.info("job %d: head unreachable (%d in a row: %s); the cloud says the nodes "
-                         "are up, so this is not a preemption", job.id, transient, exc)
-                interval = self.cfg.poll_min_s
+                unreachable += 1
+                down_s = time.time() - (last_ok or watch_start)
+                seen = ("unavailable" if view is None else ", ".join(
+                    f"{n} {view.get(n, 'missing')}" for n in att.node_ids) or "no nodes")
+                if down_s >= self.cfg.head_unreachable_limit_s:
+                    head = att.node_ids[0] if att.node_ids else att.cluster_name
+                    await self._on_preemption(
+                        job, att, (head,),
+                        f"head node {head} unreachable for {down_s:.0f} s (limit "
+                        f"{self.cfg.head_unreachable_limit_s:.0f} s); the cloud's view never "
+                        f"confirmed a loss ({seen}): recovering",
+                        await self._loss_time(att, last_ok), draining=False)
+                    return
+                log.info("job %d: head unreachable (%d in a row, %.0f s: %s); the cloud's view "
+                         "does not confirm a loss (%s): not a preemption yet", job.id,
+                         unreachable, down_s, exc, seen)
+                interval = min(max(interval, self.cfg.poll_min_s) * 2,
+                               max(self._poll_cap(), self.cfg.unreachable_poll_max_s))
                 continue
-            transient = 0
+            unreachable = 0
+            last_ok = time.time()
             if run.notice is not None and not run.status.is_terminal:
                 n = run.notice
                 await self._on_preemption(
@@ -483,28 +377,6 @@ class Controller:
                 self._hit("job_finished")
                 await self._on_run_end(job, att, run)
                 return
-
-    async def _confirm_lost(self, cluster: str, expected: tuple[str, ...],
-                            wait_s: float | None = None) -> tuple[str, ...]:
-        """Nodes the cloud confirms lost, looking twice `wait_s` apart (a kill and the
-        cloud's report of it are not simultaneous). () when the cloud can't be asked."""
-        wait = self.cfg.failure_confirm_s if wait_s is None else wait_s
-        for i in range(2):
-            try:
-                view = await self._watch_call(self.ops.cloud_view, cluster)
-                notices = await self._watch_call(self.ops.notices, cluster)
-            except Exception as exc:
-                log.info("cloud view of %s unavailable: %r", cluster, exc)
-                view, notices = None, []
-            if notices:
-                return tuple(n.node_id for n in notices)
-            if view is not None:
-                lost = lost_nodes(view, expected)
-                if lost:
-                    return lost
-            if i == 0 and wait > 0:
-                await asyncio.sleep(wait)
-        return ()
 
     async def _on_run_end(self, job: JobRow, att: AttemptRow, run: JobRun) -> None:
         if run.status == RunState.SUCCEEDED:
@@ -522,7 +394,8 @@ class Controller:
         lost = await self._confirm_lost(att.cluster_name, att.node_ids)
         if lost:
             await self._on_preemption(job, att, lost, f"node(s) {', '.join(lost)} preempted "
-                                      f"(job exit {run.exit_code})", time.time(), draining=False)
+                                      f"(job exit {run.exit_code})",
+                                      await self._loss_time(att, None), draining=False)
             return
         what = f"exit code {run.exit_code}"
         if run.failed_rank is not None:
@@ -534,6 +407,8 @@ class Controller:
             recover_on_exit_codes=job.recover_on_exit_codes,
             restarts_on_errors=job.restarts_on_errors,
             max_restarts_on_errors=job.max_restarts_on_errors,
+            exit_code_recoveries=sum(1 for a in self.store.attempts(job.id)
+                                     if a.outcome == Outcome.EXIT_CODE),
         )
         if decision == ExitDecision.RECOVER:
             self._decide(job, att, Outcome.EXIT_CODE, exit_code=run.exit_code,
@@ -545,192 +420,6 @@ class Controller:
         else:
             self._decide(job, att, Outcome.FAILED, exit_code=run.exit_code,
                          reason=f"job failed with {what}")
-
-    async def _on_preemption(self, job: JobRow, att: AttemptRow, lost: tuple[str, ...],
-                             reason: str, at: float, *, draining: bool,
-                             grace_s: float = 0.0) -> None:
-        if (not draining and att.num_nodes and att.num_nodes > 1 and len(lost) < att.num_nodes
-                and att.cluster_job_id is not None):
-            if await self._replace_in_place(job, att, lost, reason, at):
-                return
-            job = self.store.job(job.id)
-        self._decide_preempted(job, att, reason, at, draining=draining, grace_s=grace_s)
-
-    def _decide_preempted(self, job: JobRow, att: AttemptRow, reason: str, at: float, *,
-                          draining: bool, grace_s: float = 0.0) -> None:
-        if att.cloud is not None:
-            for b in blocks_after_preemption(job.strategy, Where(att.cloud, att.region, att.zone),
-                                             at, self.cfg.cooldown_s):
-                self.store.add_block(job.id, b.cloud, b.region, b.zone, b.until, b.reason)
-        lost_s = accounting.work_lost_s(att.checkpoint_dir, att.running_at, at)
-        fields: dict[str, object] = {"preempted_at": at, "work_lost_s": lost_s}
-        if draining:
-            # Recovery starts now; the old cluster keeps running until its job has
-            # written its last checkpoint (see _ensure_drain).
-            fields["drain_until"] = at + min(grace_s + 5.0, self.cfg.max_drain_s)
-        self._decide(job, att, Outcome.PREEMPTED, reason=reason, attempt_fields=fields)
-
-    async def _replace_in_place(self, job: JobRow, att: AttemptRow, lost: tuple[str, ...],
-                                reason: str, at: float) -> bool:
-        """Multi-node: replace only the lost nodes when the cloud can. True if done."""
-        req = self._launch_request(job, att, [att])
-        self.store.transition(job.id, S.RECOVERING, f"{reason}; replacing only those nodes",
-                              attempt=att.attempt, recoveries=job.recoveries + 1)
-        try:
-            launch = await self._launch_call(self.ops.replace_nodes, att.cluster_name, lost, req)
-        except (_Cancelled, SimulatedCrash):
-            raise
-        except Exception as exc:
-            log.warning("job %d: in-place replacement failed: %r", job.id, exc)
-            launch = None
-        if launch is None:
-            # Fall back to a full relaunch: the recovery is already counted.
-            job = self.store.job(job.id)
-            self.store.update_job(job.id, recoveries=job.recoveries - 1)
-            return False
-        now = time.time()
-        self.store.update_attempt(job.id, att.attempt, cluster_job_id=launch.cluster_job_id,
-                                  node_ids=launch.node_ids, recovery_s=now - at)
-        self.store.transition(job.id, S.RUNNING, f"replaced {len(lost)} node(s) in place; gang "
-                              f"restarted {now - at:.1f} s after the preemption",
-                              attempt=att.attempt, last_recovery_s=now - at)
-        return True
-
-    # ---- outcomes ---------------------------------------------------------------------
-
-    def _decide(self, job: JobRow, att: AttemptRow, outcome: str, *, reason: str,
-                exit_code: int | None = None,
-                attempt_fields: dict[str, object] | None = None) -> None:
-        """Record the attempt's outcome (before any side effect). `_drive` applies it."""
-        self.store.update_attempt(job.id, att.attempt, outcome=outcome, exit_code=exit_code,
-                                  outcome_reason=reason, **(attempt_fields or {}))
-
-    async def _apply_outcome(self, job: JobRow, att: AttemptRow) -> None:
-        """Apply a recorded, not yet applied outcome. Idempotent side effects first for
-        final outcomes; for recoveries the old cluster is cleaned up in the background."""
-        outcome = att.outcome
-        assert outcome is not None
-        reason = att.outcome_reason or f"attempt {outcome.lower()}"
-        now = time.time()
-        final = FINAL_STATUS.get(outcome)
-        if final is not None:
-            await self._finalize_attempt(att, fetch_logs=att.phase == AttemptPhase.RUNNING)
-            self._hit("teardown_done")
-            self.store.transition(
-                job.id, final, reason, attempt=att.attempt,
-                attempt_fields={"phase": AttemptPhase.ENDED, "ended_at": att.ended_at or now,
-                                "outcome_applied": 1},
-                ended_at=now, exit_code=att.exit_code,
-                failure_reason=None if final == S.SUCCEEDED else reason,
-            )
-            return
-        draining = att.drain_until is not None and att.phase == AttemptPhase.RUNNING
-        afields: dict[str, object] = {"outcome_applied": 1}
-        if not draining:
-            afields.update(phase=AttemptPhase.ENDED, ended_at=att.ended_at or now)
-        jfields: dict[str, Any] = {}
-        if outcome in (Outcome.PREEMPTED, Outcome.EXIT_CODE):
-            jfields["recoveries"] = job.recoveries + 1
-        elif outcome == Outcome.ERROR_RESTART:
-            jfields["restarts_on_errors"] = job.restarts_on_errors + 1
-        target = S.RECOVERING if job.status in (S.RUNNING, S.STARTING) else None
-        if outcome in (Outcome.NO_RESOURCE_RETRY, Outcome.LAUNCH_ERROR):
-            target = None
-        self.store.transition(job.id, target, reason, attempt=att.attempt,
-                              attempt_fields=afields, **jfields)
-        if outcome == Outcome.PREEMPTED:
-            self._hit("preemption_recorded")
-        if not draining:
-            self._spawn(self._finalize_attempt(self.store.attempt(job.id, att.attempt),
-                                               fetch_logs=att.phase == AttemptPhase.RUNNING))
-
-    def _ensure_drain(self, job: JobRow, att: AttemptRow) -> asyncio.Task[None]:
-        key = (job.id, att.attempt)
-        t = self._drains.get(key)
-        if t is None or t.done():
-            until = att.drain_until or (att.preempted_at or time.time()) + self.cfg.max_drain_s
-            t = asyncio.ensure_future(self._drain(att, until))
-            self._drains[key] = t
-            self._background.add(t)
-            t.add_done_callback(self._background_done)
-        return t
-
-    async def _drain(self, att: AttemptRow, until: float) -> None:
-        """Wait for a noticed attempt's job to end (its checkpoint written) or its nodes
-        to go, or the deadline; then end it and tear its cluster down."""
-        while time.time() < until and att.cluster_job_id is not None:
-            try:
-                run = await self._watch_call(self.ops.job_status, att.cluster_name,
-                                             att.cluster_job_id)
-                if run.status.is_terminal:
-                    break
-                view = await self._watch_call(self.ops.cloud_view, att.cluster_name)
-                if lost_nodes(view, att.node_ids):
-                    break
-            except Exception:
-                pass
-            await asyncio.sleep(min(0.25, max(0.0, until - time.time())))
-        self.store.update_attempt(att.job_id, att.attempt, phase=AttemptPhase.ENDED,
-                                  ended_at=time.time())
-        await self._finalize_attempt(self.store.attempt(att.job_id, att.attempt), fetch_logs=True)
-
-    async def _finalize_attempt(self, att: AttemptRow, *, fetch_logs: bool) -> None:
-        """Save the attempt's logs locally (best effort), then tear its cluster down."""
-        if att.torn_down_at is not None:
-            return
-        if fetch_logs and att.cluster_job_id is not None:
-            await self._launch_call(self._save_logs, att)
-        for delay in (1.0, 2.0, 4.0, 8.0, None):
-            try:
-                await self._launch_call(self.ops.teardown, att.cluster_name)
-                break
-            except Exception as exc:
-                if delay is None:
-                    raise  # left for the next controller's startup sweep
-                log.warning("teardown of %s failed (%r); retrying in %.0f s",
-                            att.cluster_name, exc, delay)
-                await asyncio.sleep(delay)
-        self.store.update_attempt(att.job_id, att.attempt, torn_down_at=time.time())
-
-    def _save_logs(self, att: AttemptRow) -> None:
-        assert att.cluster_job_id is not None
-        path = paths.attempt_log_path(att.job_id, att.attempt)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".log.tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                self.ops.fetch_logs(att.cluster_name, att.cluster_job_id,
-                                    lambda line: _write_line(f, line), False)
-        except Exception as exc:
-            log.info("logs of %s not fetched: %r", att.cluster_name, exc)
-            if path.exists():
-                tmp.unlink(missing_ok=True)
-                return
-        tmp.replace(path)
-
-    async def _teardown_all(self, job_id: int) -> None:
-        for a in self.store.attempts(job_id):
-            await self._finalize_attempt(a, fetch_logs=a.phase == AttemptPhase.RUNNING)
-
-    async def _cancel(self, job_id: int) -> None:
-        job = self.store.job(job_id)
-        if job.status.is_terminal:
-            return
-        for a in self.store.attempts(job_id):
-            if a.torn_down_at is not None:
-                continue
-            if a.phase == AttemptPhase.RUNNING and a.cluster_job_id is not None:
-                try:
-                    await self._launch_call(self.ops.cancel_job, a.cluster_name, a.cluster_job_id)
-                except Exception as exc:
-                    log.info("job %d: cancel on %s failed: %r", job_id, a.cluster_name, exc)
-            if a.outcome is None:
-                self.store.update_attempt(job_id, a.attempt, outcome=Outcome.CANCELLED,
-                                          outcome_applied=1, phase=AttemptPhase.ENDED,
-                                          ended_at=time.time())
-            await self._finalize_attempt(a, fetch_logs=a.phase == AttemptPhase.RUNNING)
-        self.store.transition(job_id, S.CANCELLED, "cancelled by the user",
-                              ended_at=time.time(), failure_reason="cancelled")
 
     # ---- helpers ----------------------------------------------------------------------
 
@@ -756,19 +445,3 @@ class Controller:
             if a.outcome in (Outcome.NO_RESOURCE_RETRY, Outcome.LAUNCH_ERROR):
                 return a.cause  # a retry of the same (re)launch
         return "initial"
-
-
-class _LineSink:
-    """Append lines to a file, opened lazily (called from worker threads)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-
-    def write(self, line: str) -> None:
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
-            f.write(line.rstrip("\n") + "\n")
-
-
-def _write_line(f: Any, line: str) -> None:
-    f.write(line.rstrip("\n") + "\n")

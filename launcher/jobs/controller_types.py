@@ -60,6 +60,10 @@ class ControllerConfig:
     max_launch_errors: int = 3  # transient launch errors in a row before FAILED
     cluster_prefix: str = "mj"
     driver_restarts: int = 3  # a driver crashing with a bug is restarted this often
+    # A head unreachable this long while the cloud's view never confirms a loss (e.g. an
+    # SSH host cut off the network but answering TCP intermittently) is recovered anyway.
+    head_unreachable_limit_s: float = 600.0
+    unreachable_poll_max_s: float = 15.0  # the watch interval grows to this meanwhile
 
 
 def cluster_name_for(prefix: str, job_id: int, attempt: int) -> str:

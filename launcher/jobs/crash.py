@@ -22,6 +22,10 @@ POINTS = (
     "preemption_recorded",  # attempt marked preempted, job RECOVERING, old cluster not torn down
     "job_finished",  # the cluster job ended, nothing recorded yet
     "teardown_done",  # final teardown done, terminal status not written
+    "replace_intent_recorded",  # in-place replacement recorded, nothing replaced yet
+    "nodes_replaced",  # lost nodes replaced and gang resubmitted, not yet recorded
+    "drain_ended",  # a drained (noticed) attempt marked ENDED, its cluster not torn down
+    "cancel_attempts_ended",  # cancel: attempts ended and torn down, CANCELLED not written
 )
 
 

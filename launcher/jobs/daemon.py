@@ -10,7 +10,8 @@ controller picks them up from the DB. It exits by itself after
 Settings (environment, for tests and benchmarks; defaults in ControllerConfig):
 LAUNCHER_JOBS_POLL_MIN_S, LAUNCHER_JOBS_POLL_MAX_S, LAUNCHER_JOBS_IDLE_EXIT_S,
 LAUNCHER_JOBS_LAUNCH_WORKERS, LAUNCHER_JOBS_WATCH_WORKERS, LAUNCHER_JOBS_CONFIRM_S,
-LAUNCHER_JOBS_COOLDOWN_S, LAUNCHER_JOBS_MAX_POLLS_PER_S.
+LAUNCHER_JOBS_COOLDOWN_S, LAUNCHER_JOBS_MAX_POLLS_PER_S, LAUNCHER_JOBS_HEAD_UNREACHABLE_S,
+LAUNCHER_JOBS_NO_CAPACITY_RETRIES, LAUNCHER_JOBS_BACKOFF_MAX_S.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ _ENV = {
     "failure_confirm_s": "LAUNCHER_JOBS_CONFIRM_S",
     "cooldown_s": "LAUNCHER_JOBS_COOLDOWN_S",
     "max_polls_per_s": "LAUNCHER_JOBS_MAX_POLLS_PER_S",
+    "head_unreachable_limit_s": "LAUNCHER_JOBS_HEAD_UNREACHABLE_S",
+    "max_no_capacity_retries": "LAUNCHER_JOBS_NO_CAPACITY_RETRIES",
+    "backoff_max_s": "LAUNCHER_JOBS_BACKOFF_MAX_S",
 }
 
 

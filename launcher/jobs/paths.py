@@ -4,6 +4,7 @@
     managed_jobs/controller.lock      fcntl lock + pid of the running controller
     managed_jobs/controller.log       the controller's own log
     managed_jobs/<id>/attempt-<n>.log each attempt's job output, kept after its cluster is gone
+    managed_jobs/<id>/attempt-<n>.run-<k>.log  gang run k's output when nodes were replaced
     checkpoints/<id>/                 LAUNCHER_CHECKPOINT_DIR of managed job <id> (local cloud)
 """
 
@@ -33,6 +34,12 @@ def job_dir(job_id: int) -> Path:
 
 def attempt_log_path(job_id: int, attempt: int) -> Path:
     return job_dir(job_id) / f"attempt-{attempt}.log"
+
+
+def gang_run_log_path(job_id: int, attempt: int, run: int) -> Path:
+    """The saved output of an earlier gang run of an attempt (before an in-place
+    replacement restarted the gang); the last run's output is `attempt_log_path`."""
+    return job_dir(job_id) / f"attempt-{attempt}.run-{run}.log"
 
 
 def controller_lock_path() -> Path:

@@ -137,17 +137,31 @@ class ExitDecision(enum.StrEnum):
     FAIL = "FAIL"
 
 
+# A job recovers on a `recover_on_exit_codes` exit at most this many times (or
+# max_restarts_on_errors times, if larger); then such an exit counts as an ordinary
+# failure (restarted while restarts are left, else FAILED). Documented in managed-jobs.md.
+EXIT_CODE_RECOVERY_CAP = 10
+
+
+def exit_code_recovery_limit(max_restarts_on_errors: int) -> int:
+    return max(EXIT_CODE_RECOVERY_CAP, max_restarts_on_errors)
+
+
 def decide_exit(
     exit_code: int | None,
     *,
     recover_on_exit_codes: Iterable[int],
     restarts_on_errors: int,
     max_restarts_on_errors: int,
+    exit_code_recoveries: int = 0,
 ) -> ExitDecision:
-    """What to do when the job ended on a healthy cluster with `exit_code`."""
+    """What to do when the job ended on a healthy cluster with `exit_code`.
+    `exit_code_recoveries`: how often the job already recovered on a listed exit code
+    (bounded by `exit_code_recovery_limit`)."""
     if exit_code == 0:
         return ExitDecision.SUCCEED
-    if exit_code is not None and exit_code in set(recover_on_exit_codes):
+    if (exit_code is not None and exit_code in set(recover_on_exit_codes)
+            and exit_code_recoveries < exit_code_recovery_limit(max_restarts_on_errors)):
         return ExitDecision.RECOVER
     if restarts_on_errors < max_restarts_on_errors:
         return ExitDecision.RESTART

@@ -109,6 +109,12 @@ _MIGRATIONS: tuple[str, ...] = (
         reason TEXT NOT NULL
     );
     """,
+    # v2: in-place node replacement is recorded before it starts (crash safety), and
+    # every gang run of an attempt keeps its logs.
+    """
+    ALTER TABLE managed_job_attempts ADD COLUMN replace_intent TEXT;
+    ALTER TABLE managed_job_attempts ADD COLUMN gang_runs INTEGER NOT NULL DEFAULT 1
+    """,
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -172,6 +178,10 @@ class AttemptRow:
     outcome_applied: bool
     outcome_reason: str | None
     drain_until: float | None  # set while a noticed attempt drains (PREEMPTED, still RUNNING)
+    # JSON {"lost": [...], "at": epoch, "reason": str, "old_job_id": int} while lost nodes
+    # are replaced in place (written before `replace_nodes`, cleared after)
+    replace_intent: str | None = None
+    gang_runs: int = 1  # gang runs of this attempt (1 + in-place replacements)
 
     @property
     def where(self) -> str:
@@ -208,7 +218,7 @@ _ATTEMPT_COLS = (
     "job_id, attempt, cluster_name, cause, phase, cloud, region, zone, instance_type, num_nodes, "
     "use_spot, node_price, cluster_job_id, checkpoint_dir, created_at, running_at, ended_at, "
     "outcome, exit_code, preempted_at, recovery_s, work_lost_s, torn_down_at, node_ids, "
-    "outcome_applied, outcome_reason, drain_until"
+    "outcome_applied, outcome_reason, drain_until, replace_intent, gang_runs"
 )
 # Attempt columns the controller may update after insertion.
 _ATTEMPT_MUTABLE = frozenset(_ATTEMPT_COLS.replace(" ", "").split(",")) - {
@@ -297,6 +307,8 @@ def _attempt(r: sqlite3.Row) -> AttemptRow:
         outcome_applied=bool(r["outcome_applied"]),
         outcome_reason=r["outcome_reason"],
         drain_until=r["drain_until"],
+        replace_intent=r["replace_intent"],
+        gang_runs=r["gang_runs"],
     )
 
 

@@ -360,9 +360,10 @@ def test_login_refused_everywhere_is_an_auth_error(
         SSHCloud().provision(_req("auth", 1))
 
 
-def test_query_reports_unknown_for_a_lost_node_never_preempted(
-    ssh_nodes: Callable[[int], SSHNodeSet], launcher_home: Path
+def test_query_confirms_a_lost_node_never_preempted(
+    ssh_nodes: Callable[[int], SSHNodeSet], launcher_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("LAUNCHER_SSH_LOST_CONFIRM_S", "1")
     nodes = ssh_nodes(2)
     try:
         _write_config(
@@ -377,17 +378,102 @@ def test_query_reports_unknown_for_a_lost_node_never_preempted(
         )
         cloud = SSHCloud()
         info = cloud.provision(_req("q", 2, pool="q"))
-        nodes[1].kill()
+        assert set(cloud.query("q").values()) == {NodeState.RUNNING}
+        nodes[1].kill()  # sshd gone: refused on every probe of the window = lost
         start = time.monotonic()
         states = cloud.query("q")
         assert time.monotonic() - start < 8
         assert states == {
             info.nodes[0].node_id: NodeState.RUNNING,
-            info.nodes[1].node_id: NodeState.UNKNOWN,
+            info.nodes[1].node_id: NodeState.TERMINATED,
         }
         start = time.monotonic()
         cloud.terminate("q")  # best effort: the lost node does not block it
         assert time.monotonic() - start < 10
         assert cloud.query("q") == {}
+    finally:
+        nodes.close()
+
+
+def test_one_failed_probe_is_not_a_loss() -> None:
+    """A host whose sshd comes back within the confirmation window is not lost."""
+    import socket
+
+    from launcher.clouds.ssh_health import HealthSettings, confirmed_unreachable
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens yet: connection refused
+    settings = HealthSettings(confirm_s=2.0, probes=3)
+    assert confirmed_unreachable("127.0.0.1", port, HealthSettings(confirm_s=0.2, probes=2))
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    stop = threading.Event()
+
+    def sshd_comes_back() -> None:
+        server.bind(("127.0.0.1", port))
+        server.listen()
+        while not stop.is_set():
+            server.settimeout(0.2)
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            conn.sendall(b"SSH-2.0-test\r\n")
+            conn.close()
+
+    timer = threading.Timer(0.3, sshd_comes_back)
+    timer.start()
+    try:
+        assert not confirmed_unreachable("127.0.0.1", port, settings)
+    finally:
+        stop.set()
+        timer.join()
+        server.close()
+
+
+def test_replace_nodes_takes_a_spare_keeps_survivors_and_quarantines_the_lost_host(
+    ssh_nodes: Callable[[int], SSHNodeSet], launcher_home: Path
+) -> None:
+    nodes = ssh_nodes(3)
+    try:
+        _write_config(
+            launcher_home,
+            {
+                "r": {
+                    "user": "root",
+                    "identity_file": nodes.client_key_path,
+                    "hosts": [{"host": n.host, "port": n.port} for n in nodes],
+                }
+            },
+        )
+        cloud = SSHCloud()
+        info = cloud.provision(_req("rc", 2, pool="r"))
+        lost = info.nodes[1].node_id
+        nodes[1].kill()
+        new = cloud.replace_nodes("rc", (lost,))
+        assert new.nodes[0] == info.nodes[0]  # the survivor kept its host and rank
+        assert new.nodes[1].rank == 1 and new.nodes[1].node_id == f"{nodes[2].host}:{nodes[2].port}"
+        state = json.loads((launcher_home / "ssh_pools.json").read_text())
+        assert lost in state["quarantine"] and state["allocations"]["rc"]["hosts"] == [
+            n.node_id for n in new.nodes]
+        # the cluster key works to the new node from the head (the gang can start)
+        head = runner_for(new, new.nodes[0])
+        try:
+            r = head.run(f"ssh -T -o BatchMode=yes -o StrictHostKeyChecking=yes "
+                         f"-o ConnectTimeout=5 -o UserKnownHostsFile="
+                         f"{keys.head_known_hosts_path('rc')} -i {keys.head_internal_key_path('rc')}"
+                         f" -p {new.nodes[1].ssh_port} root@{new.nodes[1].internal_ip} true",
+                         timeout=20)
+        finally:
+            head.close()
+        assert r.returncode == 0, r
+        # no spare left (the lost host is quarantined, not free): replacing again fails
+        with pytest.raises(CapacityError):
+            cloud.replace_nodes("rc", (new.nodes[1].node_id,))
+        with pytest.raises(CapacityError):
+            cloud.provision(_req("other", 1, pool="r"))
+        cloud.terminate("rc")
     finally:
         nodes.close()

@@ -22,6 +22,7 @@ from launcher.jobs.cluster_ops import (
     LaunchRequest,
     NoCapacityError,
     Notice,
+    Placed,
     RunState,
     SetupFailedError,
     TransientOpsError,
@@ -57,6 +58,7 @@ class FakeCluster:
     cancelled: bool = False
     notices: list[Notice] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
+    preempted_at: float | None = None  # the "cloud's" record of the last preemption
 
 
 class FakeOps:
@@ -91,6 +93,7 @@ class FakeOps:
                 return
             for n in targets:
                 c.nodes[n] = NodeState.PREEMPTED
+            c.preempted_at = time.time()
 
     def live(self) -> list[str]:
         with self.lock:
@@ -130,6 +133,9 @@ class FakeOps:
             self.clusters[req.cluster_name] = c
             self.history.append((req.cluster_name, chosen))
             self.max_live = max(self.max_live, len(self.clusters))
+        if req.on_provisioned:
+            req.on_provisioned(Placed(chosen.cloud, chosen.region, chosen.zone, "fake.1", n,
+                                      True, chosen.price))
         if req.on_output:
             req.on_output("setup line")
         if self.on_setup:
@@ -188,6 +194,11 @@ class FakeOps:
         with self.lock:
             c = self.clusters.get(cluster_name)
             return [] if c is None else list(c.notices)
+
+    def lost_since(self, cluster_name: str) -> float | None:
+        with self.lock:
+            c = self.clusters.get(cluster_name)
+            return None if c is None else c.preempted_at
 
     def fetch_logs(self, cluster_name: str, cluster_job_id: int,
                    on_line: Callable[[str], None], follow: bool = False) -> None:

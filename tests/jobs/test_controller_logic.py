@@ -271,7 +271,9 @@ def test_multi_node_falls_back_to_full_relaunch(store: JobStore) -> None:
     assert len(ops.history) == 2 and store.job(job.id).recoveries == 1
 
 
-@pytest.mark.parametrize("point", POINTS)
+# the later points need a multi-node replacement, a drain or a cancel:
+# test_controller_recovery.py crashes there
+@pytest.mark.parametrize("point", POINTS[:POINTS.index("teardown_done") + 1])
 def test_crash_at_every_point_then_restart_completes(store: JobStore, point: str) -> None:
     ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=0.4))
     r = Running(ops, crash_at=point)

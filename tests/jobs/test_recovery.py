@@ -70,3 +70,16 @@ def test_cloud_wide_block() -> None:
 def test_decide_exit(code, used, mx, codes, want) -> None:
     assert decide_exit(code, recover_on_exit_codes=codes, restarts_on_errors=used,
                        max_restarts_on_errors=mx) == want
+
+
+def test_recover_on_exit_codes_is_bounded() -> None:
+    from launcher.jobs.recovery import EXIT_CODE_RECOVERY_CAP
+
+    def d(n: int, mx: int = 0, used: int = 0) -> ExitDecision:
+        return decide_exit(33, recover_on_exit_codes=(33,), restarts_on_errors=used,
+                           max_restarts_on_errors=mx, exit_code_recoveries=n)
+
+    assert d(EXIT_CODE_RECOVERY_CAP - 1) == ExitDecision.RECOVER
+    assert d(EXIT_CODE_RECOVERY_CAP) == ExitDecision.FAIL  # then an ordinary failure
+    assert d(EXIT_CODE_RECOVERY_CAP, mx=2) == ExitDecision.RESTART
+    assert d(15, mx=20, used=20) == ExitDecision.RECOVER  # a larger max_restarts raises it

@@ -1,0 +1,203 @@
+"""Applying attempt outcomes, draining noticed attempts, saving logs, teardown, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from launcher.jobs import paths
+from launcher.jobs.cluster_ops import lost_nodes
+from launcher.jobs.controller_base import ControllerBase
+from launcher.jobs.controller_types import FINAL_STATUS, Outcome
+from launcher.jobs.state_machine import ManagedJobStatus as S
+from launcher.jobs.store import AttemptPhase, AttemptRow, JobRow
+
+log = logging.getLogger("launcher.jobs.controller")
+
+
+class FinishMixin(ControllerBase):
+    def _decide(self, job: JobRow, att: AttemptRow, outcome: str, *, reason: str,
+                exit_code: int | None = None,
+                attempt_fields: dict[str, object] | None = None) -> None:
+        """Record the attempt's outcome (before any side effect). `_drive` applies it."""
+        self.store.update_attempt(job.id, att.attempt, outcome=outcome, exit_code=exit_code,
+                                  outcome_reason=reason, **(attempt_fields or {}))
+
+    async def _apply_outcome(self, job: JobRow, att: AttemptRow) -> None:
+        """Apply a recorded, not yet applied outcome. Idempotent side effects first for
+        final outcomes; for recoveries the old cluster is cleaned up in the background."""
+        outcome = att.outcome
+        assert outcome is not None
+        reason = att.outcome_reason or f"attempt {outcome.lower()}"
+        now = time.time()
+        final = FINAL_STATUS.get(outcome)
+        if final is not None:
+            await self._finalize_attempt(att, fetch_logs=att.phase == AttemptPhase.RUNNING)
+            self._hit("teardown_done")
+            self.store.transition(
+                job.id, final, reason, attempt=att.attempt,
+                attempt_fields={"phase": AttemptPhase.ENDED, "ended_at": att.ended_at or now,
+                                "outcome_applied": 1},
+                ended_at=now, exit_code=att.exit_code,
+                failure_reason=None if final == S.SUCCEEDED else reason,
+            )
+            return
+        draining = att.drain_until is not None and att.phase == AttemptPhase.RUNNING
+        afields: dict[str, object] = {"outcome_applied": 1}
+        if not draining:
+            afields.update(phase=AttemptPhase.ENDED, ended_at=att.ended_at or now)
+        jfields: dict[str, Any] = {}
+        if outcome in (Outcome.PREEMPTED, Outcome.EXIT_CODE):
+            jfields["recoveries"] = job.recoveries + 1
+        elif outcome == Outcome.ERROR_RESTART:
+            jfields["restarts_on_errors"] = job.restarts_on_errors + 1
+        target = S.RECOVERING if job.status in (S.RUNNING, S.STARTING) else None
+        if outcome in (Outcome.NO_RESOURCE_RETRY, Outcome.LAUNCH_ERROR):
+            target = None
+        self.store.transition(job.id, target, reason, attempt=att.attempt,
+                              attempt_fields=afields, **jfields)
+        if outcome == Outcome.PREEMPTED:
+            self._hit("preemption_recorded")
+        if not draining:
+            self._finalize_bg(self.store.attempt(job.id, att.attempt),
+                              fetch_logs=att.phase == AttemptPhase.RUNNING)
+
+    def _ensure_drain(self, job: JobRow, att: AttemptRow) -> asyncio.Task[None]:
+        key = (job.id, att.attempt)
+        t = self._drains.get(key)
+        if t is None or t.done():
+            until = att.drain_until or (att.preempted_at or time.time()) + self.cfg.max_drain_s
+            t = asyncio.ensure_future(self._drain(att, until))
+            self._drains[key] = t
+            self._background.add(t)
+            t.add_done_callback(self._background_done)
+        return t
+
+    async def _drain(self, att: AttemptRow, until: float) -> None:
+        """Wait for a noticed attempt's job to end (its checkpoint written) or its nodes
+        to go, or the deadline; then end it and tear its cluster down."""
+        while time.time() < until and att.cluster_job_id is not None:
+            try:
+                run = await self._watch_call(self.ops.job_status, att.cluster_name,
+                                             att.cluster_job_id)
+                if run.status.is_terminal:
+                    break
+                view = await self._watch_call(self.ops.cloud_view, att.cluster_name)
+                if lost_nodes(view, att.node_ids):
+                    break
+            except Exception:
+                pass
+            await asyncio.sleep(min(0.25, max(0.0, until - time.time())))
+        self.store.update_attempt(att.job_id, att.attempt, phase=AttemptPhase.ENDED,
+                                  ended_at=time.time())
+        self._hit("drain_ended")
+        await self._finalize_attempt(self.store.attempt(att.job_id, att.attempt), fetch_logs=True)
+
+    def _finalize_bg(self, att: AttemptRow, *, fetch_logs: bool) -> asyncio.Task[None]:
+        """`_finalize_attempt` in the background, at most once at a time per attempt."""
+        key = (att.job_id, att.attempt)
+        t = self._finalizing.get(key)
+        if t is None or t.done():
+            t = self._spawn(self._finalize_attempt(att, fetch_logs=fetch_logs))
+            self._finalizing[key] = t
+            t.add_done_callback(lambda _t: self._finalizing.pop(key, None))
+        return t
+
+    async def _old_clusters_gone(self, attempts: list[AttemptRow]) -> None:
+        """Before a new attempt is provisioned: wait until every earlier attempt's cluster
+        is torn down (starting that where nobody has), so a job never has two clusters
+        at once - except one draining after an interruption notice, by design."""
+        waits = [self._finalize_bg(a, fetch_logs=a.phase == AttemptPhase.RUNNING)
+                 for a in attempts if a.torn_down_at is None and a.outcome is not None
+                 and not (a.phase == AttemptPhase.RUNNING and a.drain_until)]
+        for result in await asyncio.gather(*waits, return_exceptions=True):
+            if isinstance(result, BaseException):
+                log.warning("an earlier cluster was not torn down (%r): launching anyway",
+                            result)
+
+    async def _finalize_attempt(self, att: AttemptRow, *, fetch_logs: bool) -> None:
+        """Save the attempt's logs locally (best effort), then tear its cluster down."""
+        if att.torn_down_at is not None:
+            return
+        if fetch_logs and att.cluster_job_id is not None:
+            await self._launch_call(self._save_logs, att)
+        for delay in (1.0, 2.0, 4.0, 8.0, None):
+            try:
+                await self._launch_call(self.ops.teardown, att.cluster_name)
+                break
+            except Exception as exc:
+                if delay is None:
+                    raise  # left for the next controller's startup sweep
+                log.warning("teardown of %s failed (%r); retrying in %.0f s",
+                            att.cluster_name, exc, delay)
+                await asyncio.sleep(delay)
+        self.store.update_attempt(att.job_id, att.attempt, torn_down_at=time.time())
+
+    def _save_logs(self, att: AttemptRow, path: Path | None = None,
+                   trailer: str | None = None) -> None:
+        """Copy the attempt's current gang run output to `path` (default: the attempt's
+        log), then `trailer` (a line). Best effort: an unreachable head leaves what an
+        earlier save wrote, or just the trailer."""
+        assert att.cluster_job_id is not None
+        path = path or paths.attempt_log_path(att.job_id, att.attempt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".log.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                try:
+                    self.ops.fetch_logs(att.cluster_name, att.cluster_job_id,
+                                        lambda line: _write_line(f, line), False)
+                finally:
+                    if trailer:
+                        _write_line(f, trailer)
+        except Exception as exc:
+            log.info("logs of %s not fetched: %r", att.cluster_name, exc)
+            if path.exists():
+                tmp.unlink(missing_ok=True)
+                return
+        tmp.replace(path)
+
+    async def _teardown_all(self, job_id: int) -> None:
+        for a in self.store.attempts(job_id):
+            await self._finalize_attempt(a, fetch_logs=a.phase == AttemptPhase.RUNNING)
+
+    async def _cancel(self, job_id: int) -> None:
+        job = self.store.job(job_id)
+        if job.status.is_terminal:
+            return
+        for a in self.store.attempts(job_id):
+            if a.torn_down_at is not None:
+                continue
+            if a.phase == AttemptPhase.RUNNING and a.cluster_job_id is not None:
+                try:
+                    await self._launch_call(self.ops.cancel_job, a.cluster_name, a.cluster_job_id)
+                except Exception as exc:
+                    log.info("job %d: cancel on %s failed: %r", job_id, a.cluster_name, exc)
+            if a.outcome is None:
+                self.store.update_attempt(job_id, a.attempt, outcome=Outcome.CANCELLED,
+                                          outcome_applied=1, phase=AttemptPhase.ENDED,
+                                          ended_at=time.time())
+            await self._finalize_attempt(a, fetch_logs=a.phase == AttemptPhase.RUNNING)
+        self._hit("cancel_attempts_ended")
+        self.store.transition(job_id, S.CANCELLED, "cancelled by the user",
+                              ended_at=time.time(), failure_reason="cancelled")
+
+
+class _LineSink:
+    """Append lines to a file, opened lazily (called from worker threads)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def write(self, line: str) -> None:
+        with self._lock, open(self.path, "a", encoding="utf-8") as f:
+            f.write(line.rstrip("\n") + "\n")
+
+
+def _write_line(f: Any, line: str) -> None:
+    f.write(line.rstrip("\n") + "\n")

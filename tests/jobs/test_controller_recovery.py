@@ -1,0 +1,209 @@
+"""Controller decisions about lost nodes, interrupted replacements and accounting,
+against the in-memory FakeOps (pure decision logic; the real clouds are in the
+test_e2e_* files)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from launcher.jobs.accounting import summarize
+from launcher.jobs.state_machine import ManagedJobStatus as S
+from launcher.jobs.store import JobStore
+
+from .fake_ops import Behaviour, FakeOps, Place
+from .harness import Running, submit, wait_for
+
+PLACES = [Place("aws", "us-east-1", "us-east-1a", 2.0), Place("aws", "us-west-2", "us-west-2a", 3.0)]
+
+
+@pytest.fixture()
+def store() -> JobStore:
+    return JobStore()
+
+
+def _running(store: JobStore, job_id: int, attempts: int = 1) -> str:
+    wait_for(lambda: store.job(job_id).status == S.RUNNING
+             and len(store.attempts(job_id)) >= attempts, what="RUNNING")
+    return store.attempts(job_id)[-1].cluster_name
+
+
+def _done(store: JobStore, job_id: int, timeout: float = 15.0) -> S:
+    wait_for(lambda: store.job(job_id).status.is_terminal, timeout, "terminal status")
+    return store.job(job_id).status
+
+
+class _DeadHead(FakeOps):
+    """The head of the first cluster never answers, while the cloud says RUNNING."""
+
+    def job_status(self, cluster_name: str, cluster_job_id: int):  # type: ignore[no-untyped-def]
+        if cluster_name.endswith("-1"):
+            from launcher.jobs.cluster_ops import TransientOpsError
+
+            raise TransientOpsError("head unreachable (injected)")
+        return super().job_status(cluster_name, cluster_job_id)
+
+
+def test_unreachable_head_not_confirmed_lost_is_recovered_after_the_limit(
+        store: JobStore, caplog: pytest.LogCaptureFixture) -> None:
+    ops = _DeadHead(PLACES, behaviours=lambda n: Behaviour(duration_s=0.2))
+    r = Running(ops, head_unreachable_limit_s=0.6, unreachable_poll_max_s=0.2)
+    try:
+        job = submit(store)
+        assert _done(store, job.id) == S.SUCCEEDED
+    finally:
+        r.stop()
+    assert store.job(job.id).recoveries == 1
+    reasons = [e.reason for e in store.events(job.id)]
+    assert any("unreachable for" in x and "never confirmed a loss" in x for x in reasons), reasons
+    assert not any("the cloud says the nodes are up" in m for m in caplog.messages)
+    # the poll backed off while the head was unreachable: far fewer than 2 per 20 ms
+    first = store.attempts(job.id)[0]
+    assert first.preempted_at is not None and first.running_at is not None
+
+
+def test_unreachable_head_below_the_limit_is_not_a_recovery(store: JobStore) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=0.6))
+    ops.status_failures = 10  # a transient outage, cloud view RUNNING throughout
+    r = Running(ops, head_unreachable_limit_s=30.0)
+    try:
+        job = submit(store)
+        assert _done(store, job.id) == S.SUCCEEDED
+    finally:
+        r.stop()
+    assert store.job(job.id).recoveries == 0 and len(ops.history) == 1
+
+
+def test_user_exit_255_with_healthy_nodes_is_a_user_failure(store: JobStore) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=0.1, exit_code=255),
+                  replace_supported=True)
+    r = Running(ops, num_nodes=3)
+    try:
+        job = submit(store)
+        assert _done(store, job.id) == S.FAILED
+    finally:
+        r.stop()
+    assert store.job(job.id).recoveries == 0 and "exit code 255" in (
+        store.job(job.id).failure_reason or "")
+
+
+@pytest.mark.parametrize("point", ["replace_intent_recorded", "nodes_replaced"])
+def test_crash_during_in_place_replacement_recovers(store: JobStore, point: str) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=1.0), replace_supported=True)
+    r = Running(ops, crash_at=point, num_nodes=3)
+    job = submit(store)
+    ops.preempt(_running(store, job.id), node_index=2)
+    r.wait_dead()
+    assert r.crashed
+    r2 = Running(ops, num_nodes=3)
+    try:
+        status = _done(store, job.id)
+        wait_for(lambda: ops.live() == [], what="no leaked cluster")
+    finally:
+        r2.stop()
+    assert status == S.SUCCEEDED, [e.reason for e in store.events(job.id)]
+    assert store.job(job.id).recoveries == 1
+    first = store.attempts(job.id)[0]
+    assert first.outcome == "PREEMPTED" and first.replace_intent is None
+    assert "interrupted by a controller restart" in (first.outcome_reason or "")
+    assert ops.max_live == 1  # never two clusters of the job at once
+
+
+def test_crash_while_draining_a_noticed_attempt(store: JobStore) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=0.8))
+    r = Running(ops, crash_at="drain_ended")
+    job = submit(store)
+    ops.preempt(_running(store, job.id), notice_s=0.2)
+    r.wait_dead()
+    r2 = Running(ops)
+    try:
+        assert _done(store, job.id) == S.SUCCEEDED
+        wait_for(lambda: ops.live() == [], what="drained cluster torn down")
+    finally:
+        r2.stop()
+    assert all(a.torn_down_at is not None for a in store.attempts(job.id))
+
+
+def test_crash_while_cancelling(store: JobStore) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=30))
+    r = Running(ops, crash_at="cancel_attempts_ended")
+    job = submit(store)
+    _running(store, job.id)
+    store.request_cancel(job.id)
+    r.wait_dead()
+    assert not store.job(job.id).status.is_terminal
+    r2 = Running(ops)
+    try:
+        assert _done(store, job.id) == S.CANCELLED
+    finally:
+        r2.stop()
+    assert ops.live() == []
+
+
+def test_setup_failure_and_preemption_during_setup_are_billed_and_blocked(
+        store: JobStore) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=0.2, setup_fails=n == 2))
+    ops.provision_delay_s = 0.05
+
+    def reclaim(cluster: str) -> None:
+        if cluster.endswith("-1"):
+            ops.preempt(cluster)  # preempted during setup
+
+    ops.on_setup = reclaim
+    r = Running(ops)
+    try:
+        job = submit(store)
+        assert _done(store, job.id) == S.FAILED_SETUP
+    finally:
+        r.stop()
+    a1, a2 = store.attempts(job.id)
+    assert a1.outcome == "PREEMPTED" and a1.node_price == 2.0 and a1.cloud == "aws"
+    assert [(b.region, b.zone) for b in store.blocks(job.id, now=0)][0][1] == "us-east-1a"
+    assert a2.outcome == "SETUP_FAILED" and a2.node_price == 3.0
+    s = summarize(store.job(job.id), store.attempts(job.id))
+    hours = sum(((a.torn_down_at or 0) - a.created_at) / 3600 for a in (a1, a2))
+    assert s.node_hours == pytest.approx(hours, abs=1e-6) and s.node_hours > 0
+    expect = ((a1.torn_down_at or 0) - a1.created_at) / 3600 * 2.0 + (
+        (a2.torn_down_at or 0) - a2.created_at) / 3600 * 3.0
+    assert s.cost_so_far == pytest.approx(expect, abs=1e-6) and s.cost_so_far > 0
+
+
+def test_preemption_time_is_the_clouds_not_the_detection_time(store: JobStore) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=1.0 if n == 1 else 0.2))
+    r = Running(ops)
+    job = submit(store)
+    cluster = _running(store, job.id)
+    r.stop()  # no controller while the node goes away
+    now = time.time()
+    store.update_attempt(job.id, 1, running_at=now - 60)  # it had run for a minute
+    ops.preempt(cluster)
+    with ops.lock:
+        ops.clusters[cluster].preempted_at = now - 25  # and was reclaimed 25 s ago
+    r2 = Running(ops)
+    try:
+        assert _done(store, job.id) == S.SUCCEEDED
+    finally:
+        r2.stop()
+    first = store.attempts(job.id)[0]
+    assert first.preempted_at == pytest.approx(now - 25, abs=1e-3)
+    recovery = store.job(job.id).last_recovery_s
+    assert recovery is not None and 25 <= recovery < 30
+    assert first.work_lost_s == pytest.approx(35, abs=1e-3)  # no checkpoint: all since start
+    assert summarize(store.job(job.id), store.attempts(job.id)).work_lost_s == pytest.approx(
+        35, abs=1e-3)
+
+
+def test_in_place_replacement_records_preemption_and_work_lost(store: JobStore) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=0.6), replace_supported=True)
+    r = Running(ops, num_nodes=3)
+    try:
+        job = submit(store)
+        ops.preempt(_running(store, job.id), node_index=1)
+        assert _done(store, job.id) == S.SUCCEEDED
+    finally:
+        r.stop()
+    (a,) = store.attempts(job.id)
+    assert a.preempted_at is not None and a.work_lost_s is not None and a.work_lost_s > 0
+    assert a.gang_runs == 2 and a.recovery_s is not None
+    assert summarize(store.job(job.id), [a]).work_lost_s == pytest.approx(a.work_lost_s, abs=1e-3)
