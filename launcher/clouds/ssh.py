@@ -243,13 +243,20 @@ class SSHCloud:
             return CredentialStatus(False, f"{type(exc).__name__}: {exc}")
         if not pools:
             return CredentialStatus(False, f"no ssh_node_pools in {config_path()}")
-        desc = ", ".join(f"{p.name} ({len(p.hosts)} hosts)" for p in pools.values())
-        return CredentialStatus(True, f"pools: {desc}")
+        usable = [p for p in pools.values()
+                  if p.identity_file is None or os.path.isfile(p.identity_file)]
+        broken = [f"pool {p.name}: identity_file {p.identity_file} does not exist"
+                  for p in pools.values() if p not in usable]
+        if not usable:
+            return CredentialStatus(False, "; ".join(broken))
+        desc = ", ".join(f"{p.name} ({len(p.hosts)} hosts)" for p in usable)
+        return CredentialStatus(True, f"pools: {desc}" + (f" ({'; '.join(broken)})" if broken else ""))
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
         """Take `req.num_nodes` free, reachable hosts of pool `req.region`. All or nothing.
 
-        Raises InvalidRequestError (unknown pool, spot asked, name already held),
+        Raises InvalidRequestError (unknown pool, spot asked, name already held, or a
+        host presenting a key other than its pinned one when the pool falls short),
         CapacityError (too few free reachable hosts), AuthError (login refused).
         """
         pool = self._pool(req.region)
@@ -493,6 +500,7 @@ class SSHCloud:
         chosen: list[_Candidate] = []
         failures: list[str] = []
         auth_failures: list[str] = []
+        key_failures: list[str] = []
         tried: set[str] = set()
         while len(chosen) < req.num_nodes:
             need = req.num_nodes - len(chosen)
@@ -517,6 +525,8 @@ class SSHCloud:
                 bad.append(cand.host.address)
                 if cand.error.startswith("auth:"):
                     auth_failures.append(cand.error[5:])
+                elif cand.error.startswith("hostkey:"):
+                    key_failures.append(cand.error[8:])
                 else:
                     failures.append(cand.error)
             if bad:
@@ -524,6 +534,14 @@ class SSHCloud:
                     alloc = state.allocations[req.cluster_name]
                     alloc.hosts = [a for a in alloc.hosts if a not in bad]
         if len(chosen) < req.num_nodes:
+            if key_failures:
+                # A changed host key needs a person (reinstalled machine, or an attack):
+                # trying other places would only hide it.
+                raise InvalidRequestError(
+                    f"Pool {pool.name!r}: only {len(chosen)} of the {req.num_nodes} hosts needed "
+                    "are usable, and these refused on their host key: " + "; ".join(key_failures),
+                    cloud=CLOUD, region=pool.name,
+                )
             if auth_failures and not failures:
                 raise AuthError(
                     "SSH login refused: " + "; ".join(auth_failures), cloud=CLOUD, region=pool.name
@@ -592,7 +610,7 @@ class SSHCloud:
         except HostKeyMismatchError as exc:
             where = "config.yaml" if host.host_key else f"{_PoolStore().path} (host_keys)"
             return _Candidate(
-                host, host_key, f"{host.address}: {exc} The pinned key comes from {where}."
+                host, host_key, f"hostkey:{host.address}: {exc} The pinned key comes from {where}."
             )
         except NodeUnreachableError as exc:
             prefix = "auth:" if "authentication" in str(exc) else ""

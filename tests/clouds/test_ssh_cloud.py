@@ -89,6 +89,17 @@ def test_no_config_means_ssh_disabled_and_no_offers() -> None:
     assert ssh_offers() == []
 
 
+def test_a_pool_whose_identity_file_is_missing_is_not_usable(launcher_home: Path,
+                                                             tmp_path: Path) -> None:
+    key = tmp_path / "id_test"
+    _write_config(launcher_home, {"lab": {"user": "root", "hosts": ["a"],
+                                          "identity_file": str(key)}})
+    status = SSHCloud().check()
+    assert not status.enabled and f"identity_file {key} does not exist" in status.reason
+    key.write_text("not really a key")
+    assert SSHCloud().check().enabled
+
+
 def test_offers_one_free_row_per_pool(launcher_home: Path) -> None:
     _write_config(
         launcher_home,
@@ -336,8 +347,9 @@ def test_a_changed_host_key_is_refused(lab: SSHNodeSet, launcher_home: Path) -> 
         f"{n.host}:{n.port}": lab[(i + 1) % 4].host_key for i, n in enumerate(lab)
     }
     state_path.write_text(json.dumps(state))
-    with pytest.raises(CapacityError, match="does not match the key pinned"):
+    with pytest.raises(InvalidRequestError, match="does not match the key pinned") as err:
         cloud.provision(_req("second", 1))
+    assert str(err.value).count("does not match the key pinned") == 4  # every host tried, each named once
     assert info.nodes[0].ssh_host_key != state["host_keys"][info.nodes[0].node_id]
     assert json.loads(state_path.read_text())["allocations"] == {}
 
