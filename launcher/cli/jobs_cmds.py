@@ -59,7 +59,8 @@ def launch_cmd(
     yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
     name: Annotated[str | None, typer.Option("--name", "-n", help="Job name.")] = None,
     detach: Annotated[
-        bool, typer.Option("--detach", "-d", help="Return once submitted; do not follow logs.")
+        bool, typer.Option("--detach", "--detach-run", "-d",
+                           help="Return once submitted; do not follow logs.")
     ] = False,
     env: Annotated[list[str] | None, typer.Option(
         "--env", help="NAME=VALUE (or NAME: from your environment); overrides the task's envs.")
@@ -76,15 +77,20 @@ def launch_cmd(
     t = Task.from_yaml(task, env_overrides=parse_assignments(env, "--env") or None,
                        secret_overrides=parse_assignments(secret, "--secret") or None)
     p = api.jobs_check_feasible(t)  # always, -y or not: an unsatisfiable task is refused
-    if not yes:
-        best = p.placements[p.chosen]
+    best = p.placements[p.chosen]
+    if not yes and best.hourly_cost > 0:  # like `launch`: only a paid placement asks
+        from launcher.api.provision import LaunchAbortedError
+
         where = "/".join(x for x in (best.cloud, best.region, best.zone) if x)
-        err_console().print(
-            f"Managed job {name or t.name or task}: {best.num_nodes}x {best.instance_type} "
-            f"{'spot ' if best.use_spot else ''}on {where} (${best.hourly_cost:.2f}/h now; "
-            "recoveries may move it)."
-        )
-        if not typer.confirm("Launch?", default=True, err=True):
+        desc = (f"managed job {name or t.name or task}: {best.num_nodes}x {best.instance_type} "
+                f"{'spot ' if best.use_spot else ''}on {where} (${best.hourly_cost:.2f}/h now; "
+                "recoveries may move it)")
+        if not sys.stdin.isatty():
+            raise LaunchAbortedError(
+                f"Launching {desc} costs money and needs confirmation, but stdin is not a "
+                "terminal: pass -y to launch without asking.")
+        err_console().print(f"Launch {desc}?")
+        if not typer.confirm("Proceed?", default=True, err=True):
             raise typer.Abort()
     job = api.jobs_launch(t, name=name, check=False)
     err_console().print(

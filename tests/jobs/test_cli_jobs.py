@@ -65,3 +65,13 @@ def test_ctrl_c_while_following_says_the_job_keeps_running(tmp_path: Path) -> No
     _wait(lambda: api.jobs_status(1).status == "RUNNING", what="job still running")
     api.jobs_cancel(1)
     assert api.jobs_wait(1, timeout=30).status == "CANCELLED"
+
+
+def test_a_free_placement_launches_without_a_prompt_and_takes_detach_run(tmp_path: Path) -> None:
+    # Like `launch`: only a paid placement asks; stdin here is not a terminal.
+    out = subprocess.run([*CLI, "jobs", "launch", "--detach-run", _task(tmp_path, count_to=2)],
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    assert "submitted" in out.stderr and "Aborted" not in out.stderr
+    [job] = api.jobs_queue()
+    _wait(lambda: api.jobs_status(job.id).status == "SUCCEEDED", timeout=60, what="success")
