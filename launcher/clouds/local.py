@@ -301,6 +301,10 @@ class LocalCloud:
             wait_for_exit(pids, notice_seconds)
         with self._locked(cluster, create=False):
             machines = self._require(cluster)
+            from launcher.runtime.local_runner import PREEMPTED_MARKER
+
+            for r in ranks:  # first, so nothing new starts there while the kill runs
+                (cdir / f"node-{r}" / PREEMPTED_MARKER).touch()
             kill_nodes_processes([cdir / f"node-{r}" for r in ranks])
             for m in machines.nodes:
                 if m.rank in ranks:

@@ -38,6 +38,7 @@ STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NOTICE_FILE = re.compile(r"^notice-rank-(\d+)\.json$")
+PREEMPTED_MARKER = ".launcher-preempted"  # = local_runner.PREEMPTED_MARKER (local nodes)
 
 EXIT_ERROR, EXIT_INVALID, EXIT_VERSION, EXIT_NOT_FOUND = 1, 2, 3, 4
 

@@ -340,6 +340,9 @@ class Daemon:
                 home = os.path.expanduser(worker.home or "~")
                 env = dict(self.base_env, HOME=home, PWD=home)
                 argv, cwd = ["bash", "-s"], home
+                if os.path.exists(os.path.join(home, core.PREEMPTED_MARKER)):
+                    # the local cloud reclaimed this node: like a vanished VM, it runs nothing
+                    argv = ["sh", "-c", "echo 'launcher: this node was preempted'; exit 255"]
             else:
                 env = self.base_env
                 argv = core.ssh_argv(worker, self.paths.known_hosts, "bash -s")

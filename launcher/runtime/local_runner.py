@@ -29,6 +29,9 @@ from launcher.runtime.runner import (
 )
 
 _KILL_GRACE_S = 1.0
+# A file in a local node's home that marks it preempted (written by the local cloud's
+# preempt; the same name is in agent.py, which cannot import this module).
+PREEMPTED_MARKER = ".launcher-preempted"
 # After the command exits, how long to keep reading output that a process it
 # left behind (holding the pipes open) may still be writing.
 _DRAIN_AFTER_EXIT_S = 0.05
@@ -57,12 +60,7 @@ class LocalRunner:
     ) -> CommandResult:
         """See CommandRunner.run. Raises NodeUnreachableError if the home is missing."""
         check_env_names(env)
-        if not os.path.isdir(self.home):
-            raise NodeUnreachableError(
-                f"Node {self.node.node_id}: its home {self.home} does not exist "
-                "(the node was terminated).",
-                host="localhost",
-            )
+        self.require_alive()
         full_env = dict(os.environ)
         full_env["HOME"] = self.home
         full_env.pop("PWD", None)
@@ -105,6 +103,22 @@ class LocalRunner:
             )
         return CommandResult(proc.returncode, out.finish(), err.finish())
 
+    def require_alive(self) -> None:
+        """Raise NodeUnreachableError when the node is gone, as an SSH runner would for a
+        machine that no longer exists: its home was deleted (terminated) or carries the
+        local cloud's preemption marker (a reclaimed spot node takes no new work)."""
+        if not os.path.isdir(self.home):
+            raise NodeUnreachableError(
+                f"Node {self.node.node_id}: its home {self.home} does not exist "
+                "(the node was terminated).",
+                host="localhost",
+            )
+        if os.path.exists(os.path.join(self.home, PREEMPTED_MARKER)):
+            raise NodeUnreachableError(
+                f"Node {self.node.node_id} was preempted: it takes no new work.",
+                host="localhost",
+            )
+
     def put_text(self, text: str, remote_path: str, mode: int | None = None) -> None:
         """See CommandRunner.put_text."""
         self._write_atomic(remote_path, text.encode(), mode)
@@ -121,6 +135,7 @@ class LocalRunner:
         """See CommandRunner.sync_dir."""
         from launcher.runtime import sync  # lazy: exec/queue never sync
 
+        self.require_alive()
         files = sync.list_sync_files(local_dir, respect_gitignore=respect_gitignore)
         dest = self.path(remote_dir)
         os.makedirs(dest, exist_ok=True)
@@ -130,6 +145,7 @@ class LocalRunner:
         """Nothing to release."""
 
     def _write_atomic(self, remote_path: str, data: bytes, mode: int | None) -> None:
+        self.require_alive()
         dest = self.path(remote_path)
         parent = os.path.dirname(dest)
         os.makedirs(parent, exist_ok=True)

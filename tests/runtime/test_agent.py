@@ -640,3 +640,15 @@ def test_cli_argument_parsing() -> None:
         with pytest.raises(core.AgentError) as err:
             agent_cli.parse_args(bad)
         assert err.value.code == core.EXIT_INVALID
+
+
+def test_a_preempted_local_worker_runs_nothing(agent: Agent) -> None:
+    # What `launcher local preempt` leaves in a reclaimed node's home: like a vanished
+    # VM, the node must not run a rank that the agent starts after the preemption.
+    (agent.nodes[2] / core.PREEMPTED_MARKER).touch()
+    job = agent.submit("echo ran-here; sleep 30", num_nodes=3)
+    rec = agent.wait_status(job, timeout=30)
+    assert rec["status"] == "FAILED" and rec["failed_rank"] == 2
+    lines, _ = agent.logs(job)
+    assert not any(ln.startswith("(rank 2) ran-here") for ln in lines)
+    assert any("this node was preempted" in ln for ln in lines)
