@@ -30,7 +30,7 @@ from launcher.runtime.runner import (
 
 _KILL_GRACE_S = 1.0
 # A file in a local node's home that marks it preempted (written by the local cloud's
-# preempt; the same name is in agent.py, which cannot import this module).
+# preempt, read by the agent, which starts no rank there; agent.py has the same name).
 PREEMPTED_MARKER = ".launcher-preempted"
 # After the command exits, how long to keep reading output that a process it
 # left behind (holding the pipes open) may still be writing.
@@ -104,18 +104,14 @@ class LocalRunner:
         return CommandResult(proc.returncode, out.finish(), err.finish())
 
     def require_alive(self) -> None:
-        """Raise NodeUnreachableError when the node is gone, as an SSH runner would for a
-        machine that no longer exists: its home was deleted (terminated) or carries the
-        local cloud's preemption marker (a reclaimed spot node takes no new work)."""
+        """Raise NodeUnreachableError when the node's home was deleted (terminated), as an
+        SSH runner would for a machine that no longer exists. A preempted node's files stay
+        readable (its logs are fetched after the preemption); the head-node agent is what
+        refuses to start ranks on it (see PREEMPTED_MARKER)."""
         if not os.path.isdir(self.home):
             raise NodeUnreachableError(
                 f"Node {self.node.node_id}: its home {self.home} does not exist "
                 "(the node was terminated).",
-                host="localhost",
-            )
-        if os.path.exists(os.path.join(self.home, PREEMPTED_MARKER)):
-            raise NodeUnreachableError(
-                f"Node {self.node.node_id} was preempted: it takes no new work.",
                 host="localhost",
             )
 
