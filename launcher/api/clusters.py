@@ -9,6 +9,7 @@ cluster is not UP for a verb that needs its agent.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -134,7 +135,7 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
     degraded: dict[str, str] = {}
     with StateDB() as db:
         for rec in db.list_clusters():
-            if _agent_downs_itself(rec):
+            if _agent_downs_itself(rec) and (refresh or _autodown_may_be_due(rec)):
                 line = _check_autodowned(rec, cloud_fn)
                 if line:
                     out_notes.append(line)
@@ -164,10 +165,18 @@ def _agent_downs_itself(rec: ClusterRecord) -> bool:
             and rec.autostop_minutes is not None and rec.cloud != "local")
 
 
+def _autodown_may_be_due(rec: ClusterRecord) -> bool:
+    """Could the agent have autodowned the cluster yet? It idles at least the autostop
+    minutes after the cluster came UP; before that a plain `status` asks no node."""
+    minutes = rec.autostop_minutes or 0.0
+    return time.time() - rec.status_changed_at >= minutes * 60
+
+
 def _check_autodowned(rec: ClusterRecord, cloud_fn: CloudFn) -> str | None:
     from launcher.runtime.agent_client import ClusterAutodownedError
     from launcher.runtime.execution import agent_client
 
+    client = None
     try:
         with StateDB() as db:
             client = agent_client(db.cluster_info(rec.name))
@@ -176,6 +185,9 @@ def _check_autodowned(rec: ClusterRecord, cloud_fn: CloudFn) -> str | None:
         return reconcile_autodowned(rec.name, exc.at, exc.idle_minutes, cloud_fn)
     except LauncherError:
         return None  # unreachable etc.: `status --refresh` reports it
+    finally:
+        if client is not None:
+            client.head.close()
     return None
 
 
@@ -191,9 +203,11 @@ def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> str | No
         except KeyError:
             return None
         states = set(view.values())
-        if not view or states <= {NodeState.TERMINATED}:
+        if not view:
             db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
         elif rec.cloud in NEVER_PREEMPTED and states & {NodeState.TERMINATED, NodeState.UNKNOWN}:
+            # Before the "all gone" case: a pool host that does not answer is still held by
+            # this cluster, and only `down` gives it back (forgetting the row would leak it).
             if rec.status is not ClusterStatus.UP:
                 return None
             bad = sorted(f"{k} {'lost' if v is NodeState.TERMINATED else 'not answering'}"
@@ -201,6 +215,9 @@ def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> str | No
             why = "node(s) " + ", ".join(bad)
             db.add_event(rec.name, "degraded", why)
             return why
+        elif states <= {NodeState.TERMINATED}:
+            terminate_everywhere(db, rec, cloud_fn)  # idempotent: release what may remain
+            db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
         elif NodeState.PREEMPTED in states or NodeState.TERMINATED in states:
             if rec.status is not ClusterStatus.PREEMPTED:
                 db.set_status(rec.name, ClusterStatus.PREEMPTED, _describe(view))

@@ -53,7 +53,7 @@ from launcher.api.provision import (
     provision_with_failover,
 )
 from launcher.clouds.base import ClusterInfo, FailoverAttempt, NodeState
-from launcher.errors import ClusterNotFoundError
+from launcher.errors import ClusterNotFoundError, LauncherError
 from launcher.state import (
     ClusterStatus,
     StateDB,
@@ -226,7 +226,13 @@ def launch(
             if idle_minutes is not None and not down:  # e.g. ssh pools: autostop must --down
                 from launcher.api.clusters import require_can_stop
 
-                require_can_stop(cluster.cloud, name, "autostop", cloud_fn)
+                try:
+                    require_can_stop(cluster.cloud, name, "autostop", cloud_fn)
+                except LauncherError:
+                    if created:  # the optimizer picked a cloud that cannot stop: leave nothing
+                        emit(f"Taking {name} down: {cluster.cloud} clusters cannot stop")
+                        _down_locked(db, name, cloud_fn)
+                    raise
             try:
                 client = prepare_cluster(db, cluster, task, on_event=emit, on_setup_line=on_setup_line)
             except BaseException:

@@ -354,8 +354,9 @@ class SSHCloud:
     def terminate(self, cluster: str) -> None:
         """Stop the cluster's processes on its hosts, remove its keys, free the hosts.
 
-        Best effort on each host (bounded by SSH timeouts; unreachable hosts are
-        skipped). Idempotent: an unknown cluster is a no-op.
+        Best effort on each host (bounded by SSH timeouts). An unreachable host is freed
+        too, but marked so the next cluster that takes it cleans it first. Idempotent: an
+        unknown cluster is a no-op.
         """
         store = _PoolStore()
         alloc = store.read().allocations.get(cluster)
@@ -363,19 +364,29 @@ class SSHCloud:
             info = self._cluster_info(alloc)
             script = _cleanup_script(cluster)
 
-            def clean(node: NodeInfo) -> None:
+            def clean(node: NodeInfo) -> str | None:
+                """The host address when its cleanup could not run (unreachable)."""
                 runner = self._runner(info, node, quick=True)
                 try:
                     runner.run(script, timeout=20)
                 except LauncherError:
-                    pass  # unreachable: nothing more we can do from here
+                    return node.node_id
                 finally:
                     runner.close()
+                return None
 
             with ThreadPoolExecutor(min(_MAX_PARALLEL, len(alloc.nodes))) as ex:
-                list(ex.map(clean, alloc.nodes))
+                dirty = [h for h in ex.map(clean, alloc.nodes) if h]
+        else:
+            dirty = []
         with store.locked() as state:
             state.allocations.pop(cluster, None)
+            now = time.time()
+            for host in dirty:
+                # Free at once, but remembered: the next cluster to take the host first stops
+                # what this one may have left running there (see _clean_reused).
+                state.quarantine[host] = {"cluster": cluster, "since": now, "until": now,
+                                          "reason": "cleanup at down could not reach the host"}
         keys.remove_cluster_key(cluster)
 
     def replace_nodes(self, cluster: str, lost: tuple[str, ...]) -> ClusterInfo:

@@ -314,6 +314,61 @@ def test_status_refresh_forgets_a_cluster_gone_from_the_cloud() -> None:
     assert api.status(refresh=True) == []
 
 
+class _AllLostCloud:
+    """A cloud whose view says every node of any cluster is TERMINATED; counts terminates."""
+
+    def __init__(self) -> None:
+        self.terminated: list[str] = []
+
+    def query(self, cluster: str) -> dict[str, NodeState]:
+        return {f"{cluster}-0": NodeState.TERMINATED}
+
+    def terminate(self, cluster: str) -> None:
+        self.terminated.append(cluster)
+
+
+@pytest.mark.parametrize("cloud", ["ssh", "aws"])
+def test_status_refresh_never_forgets_a_cluster_whose_machines_may_be_held(cloud: str) -> None:
+    fake = _AllLostCloud()
+    with StateDB() as db:
+        db.create_cluster("held", PlacementRecord(cloud, "lab", None, "pool", 1, False))
+        db.set_status("held", ClusterStatus.UP, "test")
+    views = api.status(refresh=True, cloud_fn=lambda _name: fake)  # type: ignore[arg-type,return-value]
+    if cloud == "ssh":
+        # a pool host that stopped answering is still allocated to the cluster: keep the
+        # row (DEGRADED) so `down` can give the host back
+        assert [(v.name, v.status) for v in views] == [("held", "DEGRADED")]
+        assert fake.terminated == []
+    else:
+        # the cloud says it is all gone: forget it, but release whatever may remain first
+        assert views == [] and fake.terminated == ["held"]
+
+
+class _CannotStop:
+    """The local cloud without its stop/start capability (like an ssh pool)."""
+
+    def __init__(self) -> None:
+        self.inner = LocalCloud()
+        self.name = self.inner.name
+
+    def __getattr__(self, attr: str) -> object:
+        if attr in ("stop", "start"):
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
+
+
+def test_launch_i_without_down_on_a_chosen_cloud_that_cannot_stop_leaves_nothing(
+        launcher_home: Path) -> None:
+    from launcher.errors import LauncherError
+
+    # no cloud named in the task: the refusal can only come after the optimizer chose
+    task = Task.from_dict({"name": "t", "run": "true"})
+    with pytest.raises(LauncherError, match="cannot stop"):
+        launch(task, "nostop", idle_minutes=5, cloud_fn=lambda _n: _CannotStop())  # type: ignore[arg-type,return-value]
+    assert LocalCloud().query("nostop") == {}
+    assert api.status() == []
+
+
 def test_down_of_a_cluster_left_init_by_a_dead_launch(launcher_home: Path) -> None:
     """A launch killed mid-provision leaves an INIT row and machines: down finds both."""
     with StateDB() as db:

@@ -311,6 +311,36 @@ def test_terminate_stops_cluster_processes_removes_keys_and_is_idempotent(
     assert json.loads((launcher_home / "ssh_pools.json").read_text())["allocations"] == {}
 
 
+def test_a_host_down_could_not_clean_is_cleaned_before_its_next_cluster(
+    lab: SSHNodeSet, launcher_home: Path, pool_nodes: SSHNodeSet
+) -> None:
+    cloud = SSHCloud()
+    info = cloud.provision(_req("dirty", 1))
+    node = next(n for n in pool_nodes if f"{n.host}:{n.port}" == info.nodes[0].node_id)
+    r = runner_for(info, info.nodes[0])
+    r.run(
+        "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > ~/job.pid",
+        env={"LAUNCHER_CLUSTER_INFO": json.dumps({"cluster_name": "dirty", "cloud": "ssh"})},
+    ).check()
+    r.close()
+    node.cut_network()
+    try:
+        cloud.terminate("dirty")  # cannot reach the host: frees it, but remembers it
+    finally:
+        node.restore_network()
+    state = json.loads((launcher_home / "ssh_pools.json").read_text())
+    assert state["allocations"] == {}
+    entry = state["quarantine"][info.nodes[0].node_id]
+    assert entry["cluster"] == "dirty" and entry["until"] <= time.time()  # not blocking
+    nxt = cloud.provision(_req("next", 1))  # pool order: the same host again
+    assert nxt.nodes[0].node_id == info.nodes[0].node_id
+    r2 = runner_for(nxt, nxt.nodes[0])
+    assert not r2.run(_ALIVE.format(pidfile="~/job.pid")).ok  # the leftover was stopped
+    r2.close()
+    state = json.loads((launcher_home / "ssh_pools.json").read_text())
+    assert info.nodes[0].node_id not in state["quarantine"]
+
+
 def test_unusable_hosts_are_skipped_and_reported(
     lab: SSHNodeSet, launcher_home: Path, pool_nodes: SSHNodeSet
 ) -> None:
