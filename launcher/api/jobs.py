@@ -263,7 +263,9 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
     ops = RealClusterOps()
     store = JobStore()
     done: set[int] = set()
-    checked = 0.0  # when the controller was last seen alive (following a live job)
+    # When the controller was last made sure of (following a live job): the caller (the
+    # CLI) ensures one at the start, so the first check here comes 5 s later.
+    checked = time.monotonic()
     shown: dict[int, int] = {}  # attempt -> job lines already shown
     headed: set[int] = set()
     runs: dict[int, int] = {}  # attempt -> the gang run being shown

@@ -201,8 +201,10 @@ class ClusterOps(Protocol):
         self, cluster_name: str, lost_node_ids: tuple[str, ...], req: LaunchRequest
     ) -> AttemptLaunch | None:
         """Replace only the lost nodes of a multi-node cluster (same zone / placement
-        group), re-run setup on them and restart the gang job. None = this cloud
-        cannot (the controller then relaunches the whole cluster)."""
+        group), re-run setup on them, call `req.before_run` (False: raise
+        LaunchAbortedError) and restart the gang job. None = this cloud cannot (the
+        controller then relaunches the whole cluster). Like a launch, it may be aborted
+        by `abort_launch` from another thread (the job was cancelled)."""
         ...
 
 
@@ -525,8 +527,8 @@ class RealClusterOps:
         swapped for spare hosts of the same pool (and quarantined); the survivors keep
         their addresses and ranks (`SSHCloud.replace_nodes`); no spare host -> None.
         Then the runtime is brought up again (agent, sync, setup) and the gang job
-        resubmitted. Other clouds: None until their provisioners can replace single
-        nodes in place."""
+        resubmitted (after `req.before_run`; False = LaunchAbortedError). Other clouds:
+        None until their provisioners can replace single nodes in place."""
         cloud = self._cloud_name(cluster_name)
         if cloud not in ("local", "ssh"):
             return None
@@ -565,6 +567,9 @@ class RealClusterOps:
                     raise SetupFailedError(str(exc), rank=getattr(exc, "rank", None)) from None
                 rec = db.require_cluster(cluster_name)
                 ckpt = checkpoint_dir_for(info.cloud, info.region, req.job_id, req.task)
+                if req.before_run is not None and not req.before_run():
+                    raise LaunchAbortedError(
+                        "the managed job was cancelled during its node replacement")
                 spec = job_spec_for(req.task, info, rec, task_id=req.task_id, checkpoint_dir=ckpt,
                                     extra_envs=dict(req.env_extra))
                 job_id = int(client.submit(spec))

@@ -184,7 +184,7 @@ class Controller(RecoveryMixin):
 
     async def _launch(self, job: JobRow, attempts: list[AttemptRow]) -> None:
         last = attempts[-1] if attempts else None
-        if last is not None and last.outcome is None and last.replace_intent:
+        if last is not None and last.outcome is None and last.replacing:
             self._abandon_replace(job, last)  # crashed while replacing nodes in place
             return
         if last is not None and last.outcome is None and last.phase == AttemptPhase.RUNNING:
@@ -257,17 +257,8 @@ class Controller(RecoveryMixin):
                                   ) -> AttemptLaunch:
         """provision_and_start in a worker thread; a cancel meanwhile aborts it at once
         (its nodes are terminated under it) instead of waiting for setup to end."""
-        fut = asyncio.ensure_future(self._launch_call(self.ops.provision_and_start, req))
-        cancelled = asyncio.ensure_future(self._cancel_event(job_id).wait())
-        await asyncio.wait({fut, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-        if not fut.done():
-            log.info("job %d: cancelled during launch: aborting %s", job_id, att.cluster_name)
-            await self._launch_call(self.ops.abort_launch, att.cluster_name)
-            with contextlib.suppress(Exception):
-                await fut
-            raise Cancelled
-        cancelled.cancel()
-        return fut.result()
+        return await self._call_cancellable(job_id, att.cluster_name, "launch",
+                                            self.ops.provision_and_start, req)
 
     def _record_running(self, job: JobRow, att: AttemptRow, launch: AttemptLaunch) -> None:
         now = time.time()
@@ -315,7 +306,8 @@ class Controller(RecoveryMixin):
         unreachable = 0
         while True:
             await self._sleep_or_cancel(job.id, interval)
-            interval = min(interval * 1.5, self._poll_cap())
+            if not unreachable:  # while backing off, keep the grown interval (see below)
+                interval = min(interval * 1.5, self._poll_cap())
             try:
                 notices = await self._watch_call(self.ops.notices, att.cluster_name)
             except Exception as exc:
@@ -361,8 +353,7 @@ class Controller(RecoveryMixin):
                 log.info("job %d: head unreachable (%d in a row, %.0f s: %s); the cloud's view "
                          "does not confirm a loss (%s): not a preemption yet", job.id,
                          unreachable, down_s, exc, seen)
-                interval = min(max(interval, self.cfg.poll_min_s) * 2,
-                               max(self._poll_cap(), self.cfg.unreachable_poll_max_s))
+                interval = min(max(interval, self.cfg.poll_min_s) * 1.5, self._unreachable_cap())
                 continue
             unreachable = 0
             last_ok = time.time()
@@ -422,6 +413,10 @@ class Controller(RecoveryMixin):
                          reason=f"job failed with {what}")
 
     # ---- helpers ----------------------------------------------------------------------
+
+    def _unreachable_cap(self) -> float:
+        """The watch interval's cap while the head does not answer."""
+        return max(self._poll_cap(), self.cfg.unreachable_poll_max_s)
 
     @staticmethod
     def _tail_count(attempts: list[AttemptRow], outcome: str) -> int:

@@ -8,6 +8,7 @@ in-place node replacement: controller_recovery.py) + the per-job driver.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -109,6 +110,26 @@ class ControllerBase:
         except TimeoutError:
             return
         raise Cancelled
+
+    async def _call_cancellable(self, job_id: int, cluster_name: str, what: str,
+                                fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` (a launch-like call on `cluster_name`) in a launch worker, raced
+        against the job's cancel event: a cancel aborts the launch (`abort_launch`
+        terminates the cluster's nodes under it; the request's `before_run` refuses to
+        submit) and raises Cancelled without waiting for the call to notice."""
+        fut = asyncio.ensure_future(self._launch_call(fn, *args))
+        cancelled = asyncio.ensure_future(self._cancel_event(job_id).wait())
+        try:
+            await asyncio.wait({fut, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+        if not fut.done():
+            log.info("job %d: cancelled during %s: aborting %s", job_id, what, cluster_name)
+            await self._launch_call(self.ops.abort_launch, cluster_name)
+            with contextlib.suppress(Exception):
+                await fut
+            raise Cancelled
+        return fut.result()
 
     def _poll_cap(self) -> float:
         n = max(1, len(self._drivers))

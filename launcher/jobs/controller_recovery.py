@@ -4,13 +4,12 @@ lost nodes of a multi-node cluster in place."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
 
 from launcher.jobs import accounting, paths
-from launcher.jobs.cluster_ops import LaunchRequest, Placed, lost_nodes
+from launcher.jobs.cluster_ops import LaunchAbortedError, LaunchRequest, Placed, lost_nodes
 from launcher.jobs.controller_base import Cancelled
 from launcher.jobs.controller_finish import FinishMixin, _LineSink
 from launcher.jobs.controller_types import Outcome
@@ -20,6 +19,9 @@ from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptPhase, AttemptRow, JobRow
 
 log = logging.getLogger("launcher.jobs.controller")
+# Attempt fields that clear an in-place replacement intent.
+_NO_INTENT: dict[str, object] = {"replace_lost": None, "replace_at": None,
+                                 "replace_reason": None}
 
 
 class RecoveryMixin(FinishMixin):
@@ -148,21 +150,24 @@ class RecoveryMixin(FinishMixin):
                                 reason: str, at: float) -> bool:
         """Multi-node: replace only the lost nodes when the cloud can. True if done.
 
-        Crash safety: the intent (lost nodes, preemption time, reason, the old gang job
-        id) is written with the RECOVERING transition before the cloud is asked; it is
+        Crash safety: the intent (lost nodes, preemption time, reason: the attempt's
+        `replace_*` columns) is written with the RECOVERING transition before the cloud
+        is asked; it is
         cleared in the same transaction that records the new gang job. A controller
         restarted in between finds the intent (`_abandon_replace`) and recovers with a
         full relaunch: the cluster (and whatever the interrupted replacement started on
         it) is torn down, so no duplicate gang can run. The old gang run's output is
-        saved before the nodes are replaced (`attempt-<n>.run-<k>.log`)."""
+        saved before the nodes are replaced (`attempt-<n>.run-<k>.log`).
+
+        A cancel meanwhile aborts the replacement like a launch (`_call_cancellable`:
+        the cluster's nodes are terminated under it, `before_run` refuses to submit)."""
         req = self._launch_request(job, att, [att])
         lost_s = accounting.work_lost_s(att.checkpoint_dir, att.running_at, at)
-        intent = json.dumps({"lost": list(lost), "at": at, "reason": reason,
-                             "old_job_id": att.cluster_job_id})
         self.store.transition(
             job.id, S.RECOVERING, f"{reason}; replacing only those nodes",
             attempt=att.attempt, recoveries=job.recoveries + 1,
-            attempt_fields={"replace_intent": intent, "preempted_at": at,
+            attempt_fields={"replace_lost": lost, "replace_at": at, "replace_reason": reason,
+                            "preempted_at": at,
                             "work_lost_s": (att.work_lost_s or 0.0) + lost_s})
         self._hit("replace_intent_recorded")
         header = (f"=== gang run {att.gang_runs} ended: node(s) {', '.join(lost)} lost; gang "
@@ -170,7 +175,11 @@ class RecoveryMixin(FinishMixin):
         await self._launch_call(self._save_logs, att,
                                 paths.gang_run_log_path(job.id, att.attempt, att.gang_runs), header)
         try:
-            launch = await self._launch_call(self.ops.replace_nodes, att.cluster_name, lost, req)
+            launch = await self._call_cancellable(
+                job.id, att.cluster_name, "node replacement", self.ops.replace_nodes,
+                att.cluster_name, lost, req)
+        except LaunchAbortedError:
+            raise Cancelled from None
         except (Cancelled, SimulatedCrash):
             raise
         except Exception as exc:
@@ -180,7 +189,7 @@ class RecoveryMixin(FinishMixin):
             # Fall back to a full relaunch: the recovery is already counted.
             job = self.store.job(job.id)
             self.store.update_job(job.id, recoveries=job.recoveries - 1)
-            self.store.update_attempt(job.id, att.attempt, replace_intent=None,
+            self.store.update_attempt(job.id, att.attempt, **_NO_INTENT,
                                       work_lost_s=att.work_lost_s)
             return False
         self._hit("nodes_replaced")
@@ -191,21 +200,18 @@ class RecoveryMixin(FinishMixin):
             last_recovery_s=now - at,
             attempt_fields={"cluster_job_id": launch.cluster_job_id,
                             "node_ids": ",".join(launch.node_ids), "recovery_s": now - at,
-                            "replace_intent": None, "gang_runs": att.gang_runs + 1,
+                            **_NO_INTENT, "gang_runs": att.gang_runs + 1,
                             "node_price": launch.node_price})
         return True
 
     def _abandon_replace(self, job: JobRow, att: AttemptRow) -> None:
         """A replacement interrupted by a controller crash: recover by a full relaunch
         (see `_replace_in_place`). The recovery was counted with the intent."""
-        try:
-            intent = json.loads(att.replace_intent or "{}")
-        except ValueError:
-            intent = {}
-        at = float(intent.get("at") or att.preempted_at or time.time())
-        reason = str(intent.get("reason") or "node(s) lost")
+        at = att.replace_at or att.preempted_at or time.time()
+        reason = att.replace_reason or (
+            f"node(s) {', '.join(att.replace_lost)} lost" if att.replace_lost else "node(s) lost")
         self.store.update_job(job.id, recoveries=max(0, job.recoveries - 1))
-        self.store.update_attempt(job.id, att.attempt, replace_intent=None)
+        self.store.update_attempt(job.id, att.attempt, **_NO_INTENT)
         job = self.store.job(job.id)
         self._decide_preempted(job, att, f"{reason} (in-place replacement interrupted by a "
                                "controller restart: relaunching)", at, draining=False)

@@ -115,6 +115,16 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE managed_job_attempts ADD COLUMN replace_intent TEXT;
     ALTER TABLE managed_job_attempts ADD COLUMN gang_runs INTEGER NOT NULL DEFAULT 1
     """,
+    # v3: the replacement intent gets typed columns (v2's JSON `replace_intent` column is
+    # left unused). An intent pending at upgrade keeps its time (= the attempt's
+    # preempted_at, written in the same transaction) and is recovered as interrupted.
+    """
+    ALTER TABLE managed_job_attempts ADD COLUMN replace_lost TEXT;
+    ALTER TABLE managed_job_attempts ADD COLUMN replace_at REAL;
+    ALTER TABLE managed_job_attempts ADD COLUMN replace_reason TEXT;
+    UPDATE managed_job_attempts SET replace_at = COALESCE(preempted_at, created_at),
+        replace_lost = '', replace_intent = NULL WHERE replace_intent IS NOT NULL
+    """,
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -178,14 +188,21 @@ class AttemptRow:
     outcome_applied: bool
     outcome_reason: str | None
     drain_until: float | None  # set while a noticed attempt drains (PREEMPTED, still RUNNING)
-    # JSON {"lost": [...], "at": epoch, "reason": str, "old_job_id": int} while lost nodes
-    # are replaced in place (written before `replace_nodes`, cleared after)
-    replace_intent: str | None = None
+    # The in-place replacement intent, set while lost nodes are replaced (written before
+    # `replace_nodes`, cleared after): which nodes, when they were lost, and why.
+    replace_lost: tuple[str, ...] = ()
+    replace_at: float | None = None  # not None <=> a replacement is in progress
+    replace_reason: str | None = None
     gang_runs: int = 1  # gang runs of this attempt (1 + in-place replacements)
 
     @property
     def where(self) -> str:
         return "/".join(p for p in (self.cloud, self.region, self.zone) if p) or "?"
+
+    @property
+    def replacing(self) -> bool:
+        """An in-place node replacement was started and not finished."""
+        return self.replace_at is not None
 
 
 @dataclass(frozen=True)
@@ -218,7 +235,8 @@ _ATTEMPT_COLS = (
     "job_id, attempt, cluster_name, cause, phase, cloud, region, zone, instance_type, num_nodes, "
     "use_spot, node_price, cluster_job_id, checkpoint_dir, created_at, running_at, ended_at, "
     "outcome, exit_code, preempted_at, recovery_s, work_lost_s, torn_down_at, node_ids, "
-    "outcome_applied, outcome_reason, drain_until, replace_intent, gang_runs"
+    "outcome_applied, outcome_reason, drain_until, gang_runs, replace_lost, replace_at, "
+    "replace_reason"
 )
 # Attempt columns the controller may update after insertion.
 _ATTEMPT_MUTABLE = frozenset(_ATTEMPT_COLS.replace(" ", "").split(",")) - {
@@ -246,8 +264,9 @@ def _attempt_fields(fields: dict[str, object]) -> dict[str, object]:
     if bad:
         raise ValueError(f"not updatable attempt columns: {sorted(bad)}")
     out = dict(fields)
-    if "node_ids" in out and not isinstance(out["node_ids"], str | None):
-        out["node_ids"] = ",".join(str(n) for n in out["node_ids"])  # type: ignore[attr-defined]
+    for k in ("node_ids", "replace_lost"):
+        if k in out and not isinstance(out[k], str | None):
+            out[k] = ",".join(str(n) for n in out[k])  # type: ignore[attr-defined]
     if "use_spot" in out and isinstance(out["use_spot"], bool):
         out["use_spot"] = int(out["use_spot"])
     return out
@@ -307,8 +326,10 @@ def _attempt(r: sqlite3.Row) -> AttemptRow:
         outcome_applied=bool(r["outcome_applied"]),
         outcome_reason=r["outcome_reason"],
         drain_until=r["drain_until"],
-        replace_intent=r["replace_intent"],
         gang_runs=r["gang_runs"],
+        replace_lost=tuple(n for n in (r["replace_lost"] or "").split(",") if n),
+        replace_at=r["replace_at"],
+        replace_reason=r["replace_reason"],
     )
 
 

@@ -75,6 +75,9 @@ class FakeOps:
         self.query_failures = 0  # next N cloud_view calls raise TransientOpsError
         self.status_failures = 0  # next N job_status calls raise TransientOpsError
         self.provision_delay_s = 0.0
+        self.replace_delay_s = 0.0  # how long an in-place replacement takes
+        self.replacing = threading.Event()  # set once a replacement has started
+        self.replacements = 0  # in-place replacements that restarted the gang
         self.on_setup: Callable[[str], None] | None = None  # called during setup
         self._launches = 0
         self.lock = threading.RLock()
@@ -232,8 +235,19 @@ class FakeOps:
                       req: LaunchRequest) -> AttemptLaunch | None:
         if not self.replace_supported:
             return None
+        self.replacing.set()
+        deadline = time.monotonic() + self.replace_delay_s
+        while time.monotonic() < deadline:  # abort_launch/teardown end it, like a real one
+            with self.lock:
+                c0 = self.clusters.get(cluster_name)
+                if c0 is None or NodeState.TERMINATED in c0.nodes.values():
+                    raise TransientOpsError(f"{cluster_name} terminated during replacement")
+            time.sleep(0.01)
+        if req.before_run is not None and not req.before_run():
+            raise LaunchAbortedError("cancelled")
         with self.lock:
             c = self.clusters[cluster_name]
+            self.replacements += 1
             for n in lost_node_ids:
                 c.nodes[n] = NodeState.RUNNING
             c.job_id += 1

@@ -75,3 +75,27 @@ def test_a_free_placement_launches_without_a_prompt_and_takes_detach_run(tmp_pat
     assert "submitted" in out.stderr and "Aborted" not in out.stderr
     [job] = api.jobs_queue()
     _wait(lambda: api.jobs_status(job.id).status == "SUCCEEDED", timeout=60, what="success")
+
+
+def test_logs_ensures_the_controller_once_at_start(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    import contextlib
+    import threading
+
+    from launcher.cli import main
+    from launcher.jobs.state_machine import ManagedJobStatus as S
+    from launcher.jobs.store import JobStore
+
+    store = JobStore()
+    job = store.add_job(name="j", task_yaml="run: x", task_source=None, strategy="FAILOVER",
+                        max_restarts_on_errors=0, recover_on_exit_codes=())
+    calls: list[float] = []
+    monkeypatch.setattr(api, "ensure_controller", lambda: calls.append(time.time()))
+    end = threading.Timer(1.0, lambda: store.transition(job.id, S.CANCELLED, "test"))
+    end.start()
+    try:
+        with contextlib.suppress(SystemExit):
+            main(["jobs", "logs", str(job.id)])
+    finally:
+        end.cancel()
+        store.close()
+    assert len(calls) == 1, calls

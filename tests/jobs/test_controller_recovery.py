@@ -37,18 +37,25 @@ def _done(store: JobStore, job_id: int, timeout: float = 15.0) -> S:
 class _DeadHead(FakeOps):
     """The head of the first cluster never answers, while the cloud says RUNNING."""
 
+    def __init__(self, *a, **kw) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*a, **kw)
+        self.dead_polls: list[float] = []  # when the dead head was asked
+
     def job_status(self, cluster_name: str, cluster_job_id: int):  # type: ignore[no-untyped-def]
         if cluster_name.endswith("-1"):
             from launcher.jobs.cluster_ops import TransientOpsError
 
+            self.dead_polls.append(time.monotonic())
             raise TransientOpsError("head unreachable (injected)")
         return super().job_status(cluster_name, cluster_job_id)
 
 
 def test_unreachable_head_not_confirmed_lost_is_recovered_after_the_limit(
-        store: JobStore, caplog: pytest.LogCaptureFixture) -> None:
+        store: JobStore) -> None:
     ops = _DeadHead(PLACES, behaviours=lambda n: Behaviour(duration_s=0.2))
-    r = Running(ops, head_unreachable_limit_s=0.6, unreachable_poll_max_s=0.2)
+    # poll_max_s is 0.05 (fast_config): without the back-off the dead head would be
+    # asked every <= 0.1 s, i.e. ~15 times before the 1.5 s limit.
+    r = Running(ops, head_unreachable_limit_s=1.5, unreachable_poll_max_s=1.0)
     try:
         job = submit(store)
         assert _done(store, job.id) == S.SUCCEEDED
@@ -57,8 +64,11 @@ def test_unreachable_head_not_confirmed_lost_is_recovered_after_the_limit(
     assert store.job(job.id).recoveries == 1
     reasons = [e.reason for e in store.events(job.id)]
     assert any("unreachable for" in x and "never confirmed a loss" in x for x in reasons), reasons
-    assert not any("the cloud says the nodes are up" in m for m in caplog.messages)
-    # the poll backed off while the head was unreachable: far fewer than 2 per 20 ms
+    # the poll backed off (x1.5 per failure) while the head was unreachable
+    polls = ops.dead_polls
+    gaps = [b - a for a, b in zip(polls, polls[1:], strict=False)]
+    assert 3 <= len(polls) <= 9, (len(polls), gaps)
+    assert max(gaps) > 0.3, gaps  # past 2 x poll_max_s
     first = store.attempts(job.id)[0]
     assert first.preempted_at is not None and first.running_at is not None
 
@@ -105,9 +115,30 @@ def test_crash_during_in_place_replacement_recovers(store: JobStore, point: str)
     assert status == S.SUCCEEDED, [e.reason for e in store.events(job.id)]
     assert store.job(job.id).recoveries == 1
     first = store.attempts(job.id)[0]
-    assert first.outcome == "PREEMPTED" and first.replace_intent is None
+    assert first.outcome == "PREEMPTED" and not first.replacing
     assert "interrupted by a controller restart" in (first.outcome_reason or "")
     assert ops.max_live == 1  # never two clusters of the job at once
+
+
+def test_cancel_during_in_place_replacement_is_prompt(store: JobStore) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=30), replace_supported=True)
+    ops.replace_delay_s = 30.0
+    r = Running(ops, num_nodes=3)
+    try:
+        job = submit(store)
+        ops.preempt(_running(store, job.id), node_index=2)
+        wait_for(ops.replacing.is_set, what="replacement started")
+        assert store.job(job.id).status == S.RECOVERING
+        t0 = time.monotonic()
+        store.request_cancel(job.id)
+        assert _done(store, job.id, timeout=5.0) == S.CANCELLED
+        assert time.monotonic() - t0 < 3.0
+        wait_for(lambda: ops.live() == [], what="clusters torn down")
+    finally:
+        r.stop()
+    assert ops.replacements == 0 and len(ops.history) == 1  # no gang restarted, no relaunch
+    a = store.attempts(job.id)[-1]
+    assert a.outcome == "CANCELLED" and a.torn_down_at is not None
 
 
 def test_crash_while_draining_a_noticed_attempt(store: JobStore) -> None:

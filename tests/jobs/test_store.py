@@ -64,3 +64,32 @@ def test_attempt_fields_and_transition_are_atomic(launcher_home) -> None:
     assert a.node_ids == ("n0", "n1") and a.use_spot is True
     with pytest.raises(ValueError):
         st.update_attempt(j.id, 1, cluster_name="other")
+
+
+def test_v2_replace_intent_migrates_to_typed_columns(launcher_home) -> None:
+    st = JobStore()
+    job = st.add_job(name="a", task_yaml="run: x", task_source=None, strategy="FAILOVER",
+                     max_restarts_on_errors=0, recover_on_exit_codes=())
+    st.add_attempt(job.id, 1, "mj-1-1", "initial")
+    st.add_attempt(job.id, 2, "mj-1-2", "preemption")
+    st.close()
+    # turn the DB back into v2: JSON intent, no typed columns
+    conn = sqlite3.connect(launcher_home / "state.db")
+    for col in ("replace_lost", "replace_at", "replace_reason"):
+        conn.execute(f"ALTER TABLE managed_job_attempts DROP COLUMN {col}")
+    conn.execute("UPDATE managed_jobs_schema_version SET version = 2")
+    conn.execute("UPDATE managed_job_attempts SET preempted_at = 123.0, replace_intent = ? "
+                 "WHERE attempt = 2", ('{"lost": ["n2"], "at": 123.0, "reason": "x", '
+                                       '"old_job_id": 1}',))
+    conn.commit()
+    conn.close()
+    st = JobStore()
+    a1, a2 = st.attempts(job.id)
+    assert not a1.replacing and a1.replace_at is None
+    assert a2.replacing and a2.replace_at == 123.0  # recovered as an interrupted replacement
+    cols = {r[1]: r[2] for r in sqlite3.connect(launcher_home / "state.db").execute(
+        "PRAGMA table_info(managed_job_attempts)")}
+    assert cols["replace_lost"] == "TEXT" and cols["replace_at"] == "REAL"
+    a2 = st.update_attempt(job.id, 2, replace_lost=("n1", "n3"), replace_at=5.0)
+    assert a2.replace_lost == ("n1", "n3") and a2.replace_at == 5.0
+    st.close()
