@@ -108,6 +108,10 @@ class ProvisionRequest:
     ports: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
     ssh_public_key: str | None = None  # authorized on every node
+    # Stable for one (cluster, attempt): recorded in the state DB before the cloud
+    # call, so a retried or resumed call cannot create a second gang (EC2 ClientToken,
+    # GCP requestId, ...). None: the cloud derives nothing and creates afresh.
+    idempotency_token: str | None = None
 
 
 @dataclass(frozen=True)
