@@ -6,14 +6,17 @@ CONTRACT (shared): `Placement`, `Rejection`, `Ranking`, `Blocked` and
 How an offer is matched against one `ResourceCandidate` (checks run in this order;
 the first one that fails is the offer's rejection reason):
 
-1. accelerator name and exact per-node count (`accelerator=None` asks for a CPU-only
+1. accelerator name and exact per-node count (a fraction below one, `A100:0.5`, is a
+   share of one GPU: any node with at least that much serves it; `accelerator=None` asks for a CPU-only
    node, unless the candidate names an `instance_type`, which then decides alone);
 2. instance type, cloud, region, zone (the `local` cloud only takes part when the
    candidate names it, or when the caller passes `include_local=True`);
 3. vCPUs and memory (at least, or exactly);
 4. the market: a spot price for `use_spot`, an on-demand price otherwise;
 5. gang size: `num_nodes <= max_nodes` when the offer has a limit;
-6. network: `fabric: rdma` = any of RDMA_FABRICS, a named fabric must match exactly,
+6. network (multi-node only: on one node an inter-node fabric is moot):
+   `fabric: rdma` = any of RDMA_FABRICS, `best` = any of BEST_FABRICS, a named fabric
+   must match exactly,
    an unknown fabric (None) never satisfies a fabric request; `min_gbps` needs a known
    bandwidth at least that large;
 7. `max_hourly_cost` against node price x num_nodes;
@@ -29,11 +32,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from launcher.catalog.offer import RDMA_FABRICS, Offer
+from launcher.catalog.offer import Offer, fabric_satisfies
 from launcher.resources import ResourceCandidate
 
 LOCAL_CLOUD = "local"
 _EPS = 1e-9
+# How a fabric request reads in a rejection reason ("fabric ethernet is not RDMA").
+_FABRIC_WORDS = {"rdma": "RDMA", "best": "a GPU fabric (InfiniBand, EFA, RoCE, TCPX)"}
 
 
 class TaskLike(Protocol):
@@ -143,6 +148,18 @@ def _fmt_gbps(gbps: float) -> str:
     return f"{fmt_count(gbps)} Gbps"
 
 
+def count_serves(have: float, want: float) -> bool:
+    """Does a node with `have` accelerators serve a request for `want` per node?
+
+    Whole counts match exactly. A fraction below one (SkyPilot's `A100:0.5`) asks for a
+    share of one GPU, so any node with at least that much of the GPU serves it (a
+    fractional offer such as Azure's 0.5 x A10, or a node with whole GPUs); ranking by
+    price then prefers the smallest such node."""
+    if want < 1 - _EPS:
+        return have + _EPS >= want
+    return abs(have - want) <= _EPS
+
+
 def _accelerator_mismatch(offer: Offer, cand: ResourceCandidate) -> str | None:
     """Why `offer`'s accelerators are not what `cand` asks for (None = they are)."""
     if cand.accelerator is None:
@@ -157,7 +174,7 @@ def _accelerator_mismatch(offer: Offer, cand: ResourceCandidate) -> str | None:
         if offer.accelerator is None:
             return f"{needs}, offer has no accelerator"
         return f"{needs}, offer has {fmt_count(offer.accelerator_count)} x {offer.accelerator}"
-    if abs(offer.accelerator_count - cand.accelerator_count) > _EPS:
+    if not count_serves(offer.accelerator_count, cand.accelerator_count):
         return f"{needs}, offer has {fmt_count(offer.accelerator_count)}"
     return None
 
@@ -257,7 +274,7 @@ def candidate_failures(
     ):
         return out
     # 6. network
-    net = cand.network
+    net = cand.network if num_nodes > 1 else None  # one node: no inter-node traffic
     if net is not None:
         wanted = net.fabric
         if wanted != "any":
@@ -265,10 +282,9 @@ def candidate_failures(
             if have is None:
                 if fail(KIND_FABRIC, "fabric unknown (no source)"):
                     return out
-            elif wanted == "rdma":
-                if have not in RDMA_FABRICS and fail(KIND_FABRIC, f"fabric {have} is not RDMA"):
-                    return out
-            elif have != wanted and fail(KIND_FABRIC, f"fabric {have} is not {wanted}"):
+            elif not fabric_satisfies(have, wanted) and fail(
+                KIND_FABRIC, f"fabric {have} is not {_FABRIC_WORDS.get(wanted, wanted)}"
+            ):
                 return out
         if net.min_gbps is not None:
             gbps = offer.fabric_gbps
@@ -346,7 +362,7 @@ class _Matcher:
         self.mem_min = cand.memory_at_least
         self.spot = cand.use_spot
         self.cap = cand.max_hourly_cost
-        net = cand.network
+        net = cand.network if num_nodes > 1 else None  # one node: no inter-node traffic
         self.fabric = net.fabric if net is not None and net.fabric != "any" else None
         self.min_gbps = net.min_gbps if net is not None else None
         self.num_nodes = num_nodes
@@ -357,7 +373,7 @@ class _Matcher:
         if self.acc is None:
             if self.cpu_only and o.accelerator is not None:
                 return None
-        elif o.accelerator != self.acc or abs(o.accelerator_count - self.count) > _EPS:
+        elif o.accelerator != self.acc or not count_serves(o.accelerator_count, self.count):
             return None
         if self.itype is not None and o.instance_type != self.itype:
             return None
@@ -394,15 +410,8 @@ class _Matcher:
         if o.max_nodes is not None and self.num_nodes > o.max_nodes:
             return None
         fabric = self.fabric
-        if fabric is not None:
-            have = o.fabric
-            if have is None:
-                return None
-            if fabric == "rdma":
-                if have not in RDMA_FABRICS:
-                    return None
-            elif have != fabric:
-                return None
+        if fabric is not None and not fabric_satisfies(o.fabric, fabric):
+            return None
         if self.min_gbps is not None and (
             o.fabric_gbps is None or o.fabric_gbps + _EPS < self.min_gbps
         ):

@@ -51,7 +51,7 @@ NETWORK_TIERS = ("standard", "best")
 
 # Keys of one resources mapping (base or alternative entry).
 ENTRY_FIELDS = (
-    "cloud", "region", "zone", "infra", "accelerators", "cpus", "memory", "instance_type",
+    "cloud", "region", "zone", "infra", "accelerators", "gpus", "cpus", "memory", "instance_type",
     "use_spot", "disk_size", "disk_tier", "image_id", "ports", "labels", "max_hourly_cost",
     "network", "network_tier", "job_recovery", "spot_recovery", "autostop",
 )  # fmt: skip
@@ -356,7 +356,8 @@ def _parse_fabric(value: object, path: Path, origin: Origin) -> str:
         raise origin.error(
             path,
             f"unknown fabric '{value}'{did_you_mean(name, REQUESTABLE_FABRICS)} "
-            f"(allowed: {', '.join(REQUESTABLE_FABRICS)}; 'rdma' = any of infiniband, efa, roce).",
+            f"(allowed: {', '.join(REQUESTABLE_FABRICS)}; 'rdma' = any of infiniband, efa, roce; "
+            "'best' = any of those or tcpx).",
         )
     return name
 
@@ -364,7 +365,9 @@ def _parse_fabric(value: object, path: Path, origin: Origin) -> str:
 def apply_network_tier(
     network: NetworkRequest | None, tier: object, path: Path, origin: Origin
 ) -> NetworkRequest | None:
-    """SkyPilot's `network_tier`: best -> fabric rdma; standard -> no fabric requirement."""
+    """SkyPilot's `network_tier`: best -> the best GPU network the cloud offers for the
+    instance (fabric `best`: InfiniBand, EFA, RoCE or GPUDirect-TCPX); standard -> no
+    fabric requirement. A fabric named in `network` wins over the tier."""
     if tier is None:
         return network
     name = expect_str(tier, path, origin).strip().lower()
@@ -372,7 +375,8 @@ def apply_network_tier(
         raise origin.error(
             path,
             f"unknown network_tier '{tier}'{did_you_mean(name, NETWORK_TIERS)} "
-            "(allowed: best = an RDMA fabric, standard = no fabric requirement).",
+            "(allowed: best = the best GPU network of the instance, "
+            "standard = no fabric requirement).",
         )
     if name == "standard":
         if network is not None and network.fabric != "any":
@@ -381,8 +385,8 @@ def apply_network_tier(
             )
         return network
     if network is None or network.fabric == "any":
-        return NetworkRequest("rdma", None if network is None else network.min_gbps)
-    return network  # already a specific RDMA fabric (infiniband, efa, roce, rdma)
+        return NetworkRequest("best", None if network is None else network.min_gbps)
+    return network  # already a specific fabric (infiniband, efa, roce, tcpx, rdma, best)
 
 
 # ------------------------------------------------------------------ the section
@@ -462,11 +466,18 @@ def parse_resources_entry(mapping: Mapping[str, object], path: Path, origin: Ori
         max_cost = expect_positive_number(mapping["max_hourly_cost"], at("max_hourly_cost"), origin)
     network = parse_network(mapping.get("network"), at("network"), origin)
     network = apply_network_tier(network, mapping.get("network_tier"), at("network_tier"), origin)
+    acc_key = "accelerators"
+    if mapping.get("gpus") is not None:  # SkyPilot's alias of `accelerators`
+        if mapping.get("accelerators") is not None:
+            raise origin.error(
+                at("gpus"), "'gpus' is another name for 'accelerators': give only one of them."
+            )
+        acc_key = "gpus"
     return Resources(
         cloud=cloud,
         region=region,
         zone=zone,
-        accelerators=parse_accelerators(mapping.get("accelerators"), at("accelerators"), origin),
+        accelerators=parse_accelerators(mapping.get(acc_key), at(acc_key), origin),
         cpus=None if cpus is None else cpus[0],
         cpus_at_least=False if cpus is None else cpus[1],
         memory_gib=None if memory is None else memory[0],

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-# What `resources.network.fabric` may ask for. `rdma` = any of infiniband/efa/roce.
-REQUESTABLE_FABRICS = ("infiniband", "efa", "roce", "rdma", "any")
+# What `resources.network.fabric` may ask for. `rdma` = any of infiniband/efa/roce;
+# `best` = any of those or GPUDirect-TCPX (what SkyPilot's `network_tier: best` means).
+REQUESTABLE_FABRICS = ("infiniband", "efa", "roce", "tcpx", "rdma", "best", "any")
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,10 +63,10 @@ __all__ = [
 
 TASK_FIELDS = (
     "name", "workdir", "num_nodes", "resources", "envs", "secrets", "file_mounts",
-    "setup", "run", "checkpoint",
+    "setup", "run", "checkpoint", "service",
 )  # fmt: skip
 UNSUPPORTED_TASK_FIELDS = (
-    "service", "pool", "volumes", "volume_mounts", "config", "experimental", "event_callback",
+    "pool", "volumes", "volume_mounts", "config", "experimental", "event_callback",
     "managed_secrets", "inputs", "outputs", "file_mounts_mapping", "api_server_access",
 )  # fmt: skip
 _RESOURCE_FIELD_HOME = {name: f"resources.{name}" for name in (*ENTRY_FIELDS, "any_of", "ordered")}
@@ -105,6 +105,9 @@ class Task:
     # `require_values=False`: planning needs no values; `check_values()` before running.
     unset_envs: tuple[str, ...] = ()
     unset_secrets: tuple[str, ...] = ()
+    # What loading set aside, for the user to read (e.g. a SkyServe `service:` section
+    # that `launch` does not use); planning shows them with its own notes.
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     # ------------------------------------------------------------------ loading
 
@@ -454,7 +457,18 @@ def _build_task(
         origin=origin,
         unset_envs=unset_envs,
         unset_secrets=unset_secrets,
+        notes=_set_aside_notes(top, origin),
     )
+
+
+def _set_aside_notes(top: Mapping[str, object], origin: Origin) -> tuple[str, ...]:
+    """Notes for validated sections that this command does not act on."""
+    notes: list[str] = []
+    if "service" in top:
+        from launcher.task_service import check_service
+
+        notes.append(check_service(top["service"], origin))
+    return tuple(notes)
 
 
 def _text_field(value: object, path: Path, origin: Origin) -> str | None:

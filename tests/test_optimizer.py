@@ -89,10 +89,24 @@ def test_accelerator_count_must_match_exactly() -> None:
 
 
 def test_fractional_count() -> None:
+    """A fraction asks for a share of one GPU: a node with at least that much serves it
+    (SkyPilot semantics), a smaller fraction does not."""
     assert fits(mk_offer(accelerator="T4", accelerator_count=0.5), cand("T4", 0.5))
-    assert reason_of(mk_offer(accelerator="T4", accelerator_count=1), cand("T4", 0.5)) == (
-        "needs 0.5 x T4, offer has 1"
+    assert fits(mk_offer(accelerator="T4", accelerator_count=1), cand("T4", 0.5))
+    assert fits(mk_offer(accelerator="T4", accelerator_count=4), cand("T4", 0.5))
+    assert reason_of(mk_offer(accelerator="T4", accelerator_count=0.25), cand("T4", 0.5)) == (
+        "needs 0.5 x T4, offer has 0.25"
     )
+
+
+def test_fractional_count_ranks_the_cheapest_node_with_the_gpu() -> None:
+    offers = [
+        mk_offer(accelerator="A100", accelerator_count=8, instance_type="big", price=30.0),
+        mk_offer(accelerator="A100", accelerator_count=1, instance_type="one", price=4.0),
+        mk_offer(accelerator="H100", accelerator_count=1, instance_type="other", price=1.0),
+    ]
+    ranking = rank(FakeTask([cand("A100", 0.5)]), offers)
+    assert [p.instance_type for p in ranking.placements] == ["one", "big"]
 
 
 def test_accelerator_name_mismatch_reason() -> None:
@@ -161,17 +175,36 @@ def test_max_hourly_cost_counts_all_nodes() -> None:
 def test_fabric_rdma_is_any_rdma_fabric() -> None:
     rdma = cand(network=NetworkRequest("rdma"))
     for fabric in ("infiniband", "efa", "roce"):
-        assert fits(mk_offer(fabric=fabric), rdma).fabric == fabric
-    assert reason_of(mk_offer(fabric="ethernet"), rdma) == "fabric ethernet is not RDMA"
-    assert reason_of(mk_offer(fabric="tcpx"), rdma) == "fabric tcpx is not RDMA"
-    assert reason_of(mk_offer(fabric=None), rdma) == "fabric unknown (no source)"
+        assert fits(mk_offer(fabric=fabric), rdma, 2).fabric == fabric
+    assert reason_of(mk_offer(fabric="ethernet"), rdma, 2) == "fabric ethernet is not RDMA"
+    assert reason_of(mk_offer(fabric="tcpx"), rdma, 2) == "fabric tcpx is not RDMA"
+    assert reason_of(mk_offer(fabric=None), rdma, 2) == "fabric unknown (no source)"
+
+
+def test_fabric_best_is_any_gpu_fabric_including_tcpx() -> None:
+    best = cand(network=NetworkRequest("best"))
+    for fabric in ("infiniband", "efa", "roce", "tcpx"):
+        assert fits(mk_offer(fabric=fabric), best, 2).fabric == fabric
+    assert reason_of(mk_offer(fabric="ethernet"), best, 2) == (
+        "fabric ethernet is not a GPU fabric (InfiniBand, EFA, RoCE, TCPX)"
+    )
+    assert reason_of(mk_offer(fabric=None), best, 2) == "fabric unknown (no source)"
 
 
 def test_named_fabric_must_match_exactly() -> None:
     ib = cand(network=NetworkRequest("infiniband"))
-    assert fits(mk_offer(fabric="infiniband"), ib)
-    assert reason_of(mk_offer(fabric="efa"), ib) == "fabric efa is not infiniband"
-    assert reason_of(mk_offer(fabric=None), ib) == "fabric unknown (no source)"
+    assert fits(mk_offer(fabric="infiniband"), ib, 2)
+    assert reason_of(mk_offer(fabric="efa"), ib, 2) == "fabric efa is not infiniband"
+    assert reason_of(mk_offer(fabric=None), ib, 2) == "fabric unknown (no source)"
+
+
+def test_network_is_moot_on_one_node() -> None:
+    """An inter-node fabric or bandwidth never makes a one-node task infeasible."""
+    for net in (NetworkRequest("rdma"), NetworkRequest("infiniband"), NetworkRequest("any", 1600)):
+        c = cand(network=net)
+        assert fits(mk_offer(fabric="ethernet", fabric_gbps=100), c, 1)
+        assert fits(mk_offer(fabric=None, fabric_gbps=None), c, 1)
+        assert candidate_failures(mk_offer(fabric=None, fabric_gbps=None), c, 2) != []
 
 
 def test_fabric_any_or_absent_is_no_constraint() -> None:
@@ -182,9 +215,9 @@ def test_fabric_any_or_absent_is_no_constraint() -> None:
 
 def test_min_gbps() -> None:
     c = cand(network=NetworkRequest("any", min_gbps=1600))
-    assert fits(mk_offer(fabric_gbps=3200), c)
-    assert reason_of(mk_offer(fabric_gbps=400), c) == "400 Gbps < min_gbps 1600"
-    assert reason_of(mk_offer(fabric_gbps=None), c) == "bandwidth unknown (no source)"
+    assert fits(mk_offer(fabric_gbps=3200), c, 2)
+    assert reason_of(mk_offer(fabric_gbps=400), c, 2) == "400 Gbps < min_gbps 1600"
+    assert reason_of(mk_offer(fabric_gbps=None), c, 2) == "bandwidth unknown (no source)"
 
 
 def test_gang_size() -> None:
@@ -339,7 +372,9 @@ def feasible_price(
 ) -> float | None:
     """The spec, written plainly: node price if `o` can run `n` nodes of `c`, else None."""
     if c.accelerator is not None:
-        if o.accelerator != c.accelerator or abs(o.accelerator_count - c.accelerator_count) > 1e-9:
+        want, have = c.accelerator_count, o.accelerator_count
+        count_ok = have + 1e-9 >= want if want < 1 else abs(have - want) <= 1e-9
+        if o.accelerator != c.accelerator or not count_ok:
             return None
     elif c.instance_type is None and o.accelerator is not None:
         return None
@@ -363,11 +398,13 @@ def feasible_price(
         return None
     if o.max_nodes is not None and o.max_nodes < n:
         return None
-    if c.network is not None:
+    if c.network is not None and n > 1:  # one node: the inter-node network is moot
         f = c.network.fabric
         if f == "rdma" and o.fabric not in RDMA:
             return None
-        if f not in ("rdma", "any") and o.fabric != f:
+        if f == "best" and o.fabric not in RDMA | {"tcpx"}:
+            return None
+        if f not in ("rdma", "best", "any") and o.fabric != f:
             return None
         if c.network.min_gbps is not None and (
             o.fabric_gbps is None or o.fabric_gbps < c.network.min_gbps
@@ -495,7 +532,7 @@ def candidates_strategy(
         all_regions = sorted({r for rs in clouds.values() for r in rs})
         region = draw(_maybe(*(clouds[cloud] if cloud else all_regions)))
         zone = draw(_maybe(region + "-a", region + "-b")) if region else None
-        fabric = draw(_maybe("infiniband", "efa", "roce", "rdma", "any"))
+        fabric = draw(_maybe("infiniband", "efa", "roce", "tcpx", "rdma", "best", "any"))
         min_gbps = draw(_maybe(100.0, 400.0, 3200.0))
         net = (
             None

@@ -226,15 +226,15 @@ def test_cloud_region_zone_fields() -> None:
 @pytest.mark.parametrize(
     ("body", "network"),
     [
-        ("  network_tier: best\n", NetworkRequest("rdma")),
-        ("  network_tier: BEST\n", NetworkRequest("rdma")),
+        ("  network_tier: best\n", NetworkRequest("best")),
+        ("  network_tier: BEST\n", NetworkRequest("best")),
         ("  network_tier: standard\n", None),
         ("  network: {fabric: infiniband}\n", NetworkRequest("infiniband")),
         ("  network: {fabric: EFA, min_gbps: 3200}\n", NetworkRequest("efa", 3200.0)),
         ("  network: {min_gbps: 400}\n", NetworkRequest("any", 400.0)),
         ("  network: rdma\n", NetworkRequest("rdma")),
         ("  network: {}\n", NetworkRequest("any")),
-        ("  network: {min_gbps: 400}\n  network_tier: best\n", NetworkRequest("rdma", 400.0)),
+        ("  network: {min_gbps: 400}\n  network_tier: best\n", NetworkRequest("best", 400.0)),
         ("  network: {fabric: roce}\n  network_tier: best\n", NetworkRequest("roce")),
         ("  network: {fabric: any}\n  network_tier: standard\n", NetworkRequest("any")),
     ],

@@ -516,7 +516,7 @@ def test_skypilot_two_node_torch_distributed() -> None:
     assert task.num_nodes == 2
     (cand,) = task.candidates()
     assert (cand.accelerator, cand.accelerator_count) == ("H100", 8.0)
-    assert cand.network == NetworkRequest("rdma")
+    assert cand.network == NetworkRequest("best")
     assert "torchrun" in (task.run or "") and "--node_rank=${SKYPILOT_NODE_RANK}" in (
         task.run or ""
     )

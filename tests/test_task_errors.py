@@ -81,11 +81,32 @@ CASES: list[tuple[str, str | None, int | None, tuple[str, ...]]] = [
     ),
     ("_metadata: {}\n", "_metadata", 1, ("internal SkyPilot field",)),
     # ---- SkyPilot features we do not support yet
+    # ---- SkyServe's `service:` is validated (then ignored by launch)
     (
-        "service:\n  replicas: 2\n",
-        "service",
-        1,
-        ("'service' is a SkyPilot feature launcher doesn't support yet",),
+        "service:\n  replicas: 2\n  replica_policy: {min_replicas: 1}\n",
+        "service.replicas",
+        2,
+        ("either 'replicas' or 'replica_policy'",),
+    ),
+    (
+        "service:\n  readiness_probe: {path: /h, initial_delay: 5}\n",
+        "service.readiness_probe.initial_delay",
+        2,
+        ("unknown field 'initial_delay'", "initial_delay_seconds"),
+    ),
+    (
+        "service:\n  replica_policy: {min_replicas: 3, max_replicas: 2}\n",
+        "service.replica_policy.max_replicas",
+        2,
+        ("below min_replicas",),
+    ),
+    ("service: [1]\n", "service", 1, ("expected a mapping",)),
+    # ---- `gpus` is SkyPilot's other name for `accelerators`
+    (
+        "resources:\n  accelerators: H100\n  gpus: A100\n",
+        "resources.gpus",
+        3,
+        ("give only one of them",),
     ),
     ("run: x\nvolumes:\n  /v: vol\n", "volumes", 2, ("SkyPilot feature",)),
     ("config:\n  aws: {}\n", "config", 1, ("SkyPilot feature",)),
@@ -267,7 +288,7 @@ CASES: list[tuple[str, str | None, int | None, tuple[str, ...]]] = [
         (
             "unknown fabric",
             "did you mean 'infiniband'?",
-            "allowed: infiniband, efa, roce, rdma, any",
+            "allowed: infiniband, efa, roce, tcpx, rdma, best, any",
         ),
     ),
     (

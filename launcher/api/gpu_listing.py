@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.api.query_args import InvalidQueryError, _catalog_clouds, json_number
 from launcher.catalog.locations import LIVE_CLOUDS, canonical_cloud, canonical_region
-from launcher.catalog.offer import FABRICS, LOCAL_CLOUD, RDMA_FABRICS, Offer
+from launcher.catalog.offer import FABRICS, LOCAL_CLOUD, Offer, fabric_satisfies
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -167,14 +167,8 @@ def _check_fabric(fabric: str | None) -> str | None:
 
 
 def _fabric_ok(o: Offer, fabric: str | None, min_gbps: float | None) -> bool:
-    if fabric is not None:
-        if o.fabric is None:
-            return False
-        if fabric == "rdma":
-            if o.fabric not in RDMA_FABRICS:
-                return False
-        elif o.fabric != fabric:
-            return False
+    if fabric is not None and not fabric_satisfies(o.fabric, fabric):
+        return False
     return min_gbps is None or (o.fabric_gbps is not None and o.fabric_gbps >= min_gbps)
 
 

@@ -206,7 +206,15 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
             st = status_cache[cloud] = _credential_status(cloud)
         return st
 
-    notes: list[str] = []
+    notes: list[str] = list(task.notes)
+    if task.num_nodes == 1 and any(
+        c.network is not None and (c.network.fabric != "any" or c.network.min_gbps is not None)
+        for c in cands
+    ):
+        notes.append(
+            "The network requirement is moot on a one-node task (it concerns traffic "
+            "between nodes), so it does not narrow the placements."
+        )
     names_local = any(c.cloud == LOCAL_CLOUD for c in cands)
     include_local = False
     if not names_local and any(c.cloud is None for c in cands):
@@ -314,9 +322,11 @@ def describe_candidate(c: ResourceCandidate, num_nodes: int) -> str:
         parts.append(f"in {c.region}")
     if c.zone:
         parts.append(f"in zone {c.zone}")
-    if c.network is not None:
+    if c.network is not None and num_nodes > 1:
         if c.network.fabric == "rdma":
             parts.append("with an RDMA fabric")
+        elif c.network.fabric == "best":
+            parts.append("with a GPU fabric (network_tier: best)")
         elif c.network.fabric != "any":
             parts.append(f"with {c.network.fabric}")
         if c.network.min_gbps is not None:

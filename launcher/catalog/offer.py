@@ -15,6 +15,23 @@ LOCAL_CLOUD = "local"
 FABRICS = ("infiniband", "efa", "roce", "tcpx", "ethernet")
 # Fabrics that give RDMA between nodes (what `fabric: rdma` asks for).
 RDMA_FABRICS = frozenset({"infiniband", "efa", "roce"})
+# SkyPilot's `network_tier: best`: the best GPU network each cloud offers for the
+# instance (EFA on AWS, GPUDirect-TCPX/TCPXO or RDMA on GCP, InfiniBand elsewhere).
+BEST_FABRICS = RDMA_FABRICS | {"tcpx"}
+
+
+def fabric_satisfies(have: str | None, wanted: str) -> bool:
+    """Does a row with fabric `have` meet a request for `wanted` (a requestable fabric:
+    a fabric name, `rdma`, `best` or `any`)? An unknown fabric meets only `any`."""
+    if wanted == "any":
+        return True
+    if have is None:
+        return False
+    if wanted == "rdma":
+        return have in RDMA_FABRICS
+    if wanted == "best":
+        return have in BEST_FABRICS
+    return have == wanted
 
 
 @dataclass(frozen=True, slots=True)

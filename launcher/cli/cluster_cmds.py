@@ -142,6 +142,8 @@ def launch_cmd(
         plan_and_render(lambda: plan(task), as_json=json_out)
         return 0
     task.check_local_paths()
+    for note in task.notes:
+        _event(note)
     from launcher.api.launch import launch
 
     progress = _Progress()

@@ -1,0 +1,106 @@
+"""SkyPilot's `service:` section (SkyServe), validated and then set aside.
+
+`launcher launch` runs the task itself, as `sky launch` does for a service YAML:
+the replicas, readiness probe and load balancer are SkyServe's business
+(`sky serve up`), which launcher does not have. So the section is checked the way
+SkyServe documents it — a typo still gets an error naming the field — and the
+launch carries a note saying it was ignored.
+
+`check_service(value, origin) -> str` raises `TaskValidationError` for a bad section
+and returns the note. Stdlib only (task loading is on the `launcher gpus` path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from launcher.task_fields import (
+    Origin,
+    Path,
+    check_keys,
+    describe,
+    expect_int,
+    expect_mapping,
+    expect_positive_number,
+    expect_str,
+)
+
+SERVICE_FIELDS = (
+    "readiness_probe", "replica_policy", "replicas", "ports", "load_balancing_policy",
+    "tls", "controller_resources", "pool", "workers", "spot_placer",
+)  # fmt: skip
+PROBE_FIELDS = ("path", "post_data", "initial_delay_seconds", "timeout_seconds", "headers")
+REPLICA_POLICY_FIELDS = (
+    "min_replicas", "max_replicas", "target_qps_per_replica", "autoscaling_decision_interval",
+    "upscale_delay_seconds", "downscale_delay_seconds", "base_ondemand_fallback_replicas",
+    "dynamic_ondemand_fallback", "num_overprovision", "spot_placer",
+)  # fmt: skip
+_COUNT_FIELDS = (
+    "min_replicas", "max_replicas", "autoscaling_decision_interval", "upscale_delay_seconds",
+    "downscale_delay_seconds", "base_ondemand_fallback_replicas", "num_overprovision",
+)  # fmt: skip
+
+IGNORED_NOTE = (
+    "The 'service' section is ignored by launch: it runs the task once, as `sky launch` "
+    "does; replicas, the readiness probe and load balancing need a serving controller "
+    "(SkyServe's `sky serve up`), which launcher does not have."
+)
+
+
+def check_service(value: object, origin: Origin) -> str:
+    """Validate `service:`; return the note that it is ignored. Raises TaskValidationError."""
+    path: Path = ("service",)
+    if value is None:
+        return IGNORED_NOTE
+    section = expect_mapping(value, path, origin, "a mapping (readiness_probe, replicas, ...)")
+    check_keys(section, path, origin, SERVICE_FIELDS)
+    probe = section.get("readiness_probe")
+    if probe is not None:
+        _check_probe(probe, path + ("readiness_probe",), origin)
+    if section.get("replicas") is not None:
+        if section.get("replica_policy") is not None:
+            raise origin.error(
+                path + ("replicas",), "give either 'replicas' or 'replica_policy', not both."
+            )
+        expect_int(section["replicas"], path + ("replicas",), origin, minimum=0)
+    policy = section.get("replica_policy")
+    if policy is not None:
+        _check_policy(policy, path + ("replica_policy",), origin)
+    if section.get("ports") is not None:
+        expect_int(section["ports"], path + ("ports",), origin, minimum=1, maximum=65535)
+    if section.get("load_balancing_policy") is not None:
+        expect_str(section["load_balancing_policy"], path + ("load_balancing_policy",), origin)
+    return IGNORED_NOTE
+
+
+def _check_probe(probe: object, path: Path, origin: Origin) -> None:
+    if isinstance(probe, str):
+        expect_str(probe, path, origin)
+        return
+    if not isinstance(probe, Mapping):
+        raise origin.error(
+            path, f"expected a path like /health or a mapping {{path, ...}}, got {describe(probe)}."
+        )
+    body = expect_mapping(probe, path, origin)
+    check_keys(body, path, origin, PROBE_FIELDS)
+    if body.get("path") is not None:
+        expect_str(body["path"], path + ("path",), origin)
+    for key in ("initial_delay_seconds", "timeout_seconds"):
+        if body.get(key) is not None:
+            expect_positive_number(body[key], path + (key,), origin)
+
+
+def _check_policy(policy: object, path: Path, origin: Origin) -> None:
+    body = expect_mapping(policy, path, origin, "a mapping (min_replicas, max_replicas, ...)")
+    check_keys(body, path, origin, REPLICA_POLICY_FIELDS)
+    for key in _COUNT_FIELDS:
+        if body.get(key) is not None:
+            expect_int(body[key], path + (key,), origin, minimum=0)
+    low, high = body.get("min_replicas"), body.get("max_replicas")
+    if isinstance(low, int) and isinstance(high, int) and high < low:
+        raise origin.error(
+            path + ("max_replicas",), f"max_replicas ({high}) is below min_replicas ({low})."
+        )
+    qps = body.get("target_qps_per_replica")
+    if qps is not None and not isinstance(qps, Mapping):  # a mapping: per accelerator
+        expect_positive_number(qps, path + ("target_qps_per_replica",), origin)

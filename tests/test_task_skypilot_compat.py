@@ -1,0 +1,97 @@
+"""SkyPilot task fields that launcher accepts with SkyPilot's meaning.
+
+Each test writes a small task of its own and asserts what the plan (or the task
+model) does with it, not just that it loads.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from launcher.api.planning import plan
+from launcher.resources import NetworkRequest
+from launcher.task import Task
+from launcher.task_service import IGNORED_NOTE
+
+
+def load(text: str) -> Task:
+    return Task.from_yaml_str(textwrap.dedent(text), source="t.yaml", require_values=False)
+
+
+def test_service_section_is_validated_and_ignored_with_a_note() -> None:
+    task = load(
+        """\
+        service:
+          readiness_probe:
+            path: /health
+            initial_delay_seconds: 20
+            headers: {Authorization: Bearer x}
+          replica_policy:
+            min_replicas: 2
+            max_replicas: 4
+            target_qps_per_replica: 1
+          load_balancing_policy: round_robin
+          ports: 8080
+        resources:
+          accelerators: A100:1
+          ports: 8080
+        run: python3 -m http.server 8080
+        """
+    )
+    assert task.notes == (IGNORED_NOTE,)
+    result = plan(task)
+    assert IGNORED_NOTE in result.notes
+    assert result.placements and all(p.accelerator == "A100" for p in result.placements)
+
+
+def test_service_short_forms() -> None:
+    task = load("service:\n  readiness_probe: /v1/models\n  replicas: 2\nrun: x\n")
+    assert task.notes == (IGNORED_NOTE,)
+    assert load("run: x\n").notes == ()
+
+
+def test_gpus_is_accelerators() -> None:
+    a = load("resources:\n  gpus: H100:8\n").candidates()
+    b = load("resources:\n  accelerators: H100:8\n").candidates()
+    assert [(c.accelerator, c.accelerator_count) for c in a] == [("H100", 8.0)]
+    assert a == b
+    alt = load("resources:\n  any_of:\n    - gpus: A100:8\n    - gpus: H100:8\n").candidates()
+    assert sorted(c.accelerator or "" for c in alt) == ["A100", "H100"]
+
+
+def test_network_tier_best_takes_each_clouds_best_fabric() -> None:
+    """SkyPilot's `network_tier: best` on GCP H100 nodes means GPUDirect-TCPX: the plan
+    must find a3 machines, not refuse the task for lacking RDMA."""
+    task = load(
+        """\
+        num_nodes: 2
+        resources:
+          accelerators: H100:8
+          network_tier: best
+          infra: gcp
+        """
+    )
+    (cand,) = task.candidates()
+    assert cand.network == NetworkRequest("best")
+    result = plan(task)
+    assert result.placements
+    assert {p.fabric for p in result.placements} == {"tcpx"}
+    anywhere = plan(load("num_nodes: 2\nresources:\n  accelerators: H100:8\n  network_tier: best\n"))
+    fabrics = {p.fabric for p in anywhere.placements}
+    assert fabrics <= {"infiniband", "efa", "roce", "tcpx"}
+    assert {"efa", "infiniband", "tcpx"} <= fabrics
+
+
+def test_network_requirement_is_moot_on_one_node() -> None:
+    task = load("resources:\n  accelerators: H100:8\n  network: {fabric: infiniband}\n  infra: gcp\n")
+    result = plan(task)
+    assert result.placements  # GCP has no InfiniBand, but one node needs no fabric
+    assert any("moot on a one-node task" in n for n in result.notes)
+
+
+def test_fractional_gpu_lands_on_a_node_with_that_gpu() -> None:
+    result = plan(load("resources:\n  accelerators: A100:0.5\n"))
+    assert result.placements
+    assert all(p.accelerator == "A100" and p.accelerator_count >= 0.5 for p in result.placements)
+    cheapest = result.placements[0]
+    assert cheapest.accelerator_count == 1
