@@ -23,6 +23,7 @@ from launcher.resources import (
     Resources,
     ResourcesSpec,
 )
+from launcher.errors import TaskValidationError
 from launcher.task_fields import (
     UNSUPPORTED_NOTE,
     Origin,
@@ -35,6 +36,7 @@ from launcher.task_fields import (
     expect_mapping,
     expect_positive_number,
     expect_str,
+    format_path,
     string_map,
 )
 
@@ -408,6 +410,8 @@ def parse_resources_spec(value: object, path: Path, origin: Origin) -> Resources
     ordered = mapping.get("ordered") is not None
     key = "ordered" if ordered else "any_of"
     alternatives: list[Resources] = []
+    dropped: list[str] = []
+    first_drop_error: TaskValidationError | None = None
     if mapping.get(key) is not None:
         entries = expect_list(mapping[key], path + (key,), origin, "a list of resources mappings")
         if not entries:
@@ -420,10 +424,36 @@ def parse_resources_spec(value: object, path: Path, origin: Origin) -> Resources
                 unsupported=UNSUPPORTED_RESOURCE_FIELDS,
                 elsewhere={"any_of": "resources (one level only)", "ordered": "resources (one level only)"},
             )  # fmt: skip
+            engine = _unsupported_engine(entry_map)
+            if engine is not None:
+                # One alternative on an engine launcher lacks (Kubernetes, Slurm) does not
+                # sink the task: it is dropped with a note while others remain.
+                try:
+                    parse_resources_entry(entry_map, where, origin)
+                except TaskValidationError as exc:
+                    first_drop_error = first_drop_error or exc
+                dropped.append(
+                    f"{format_path(where)} ({engine}) is skipped: {engine} {UNSUPPORTED_NOTE}."
+                )
+                continue
             alternatives.append(parse_resources_entry(entry_map, where, origin))
-    spec = ResourcesSpec(base, tuple(alternatives), ordered)
+        if not alternatives and first_drop_error is not None:
+            raise first_drop_error
+    spec = ResourcesSpec(base, tuple(alternatives), ordered, tuple(dropped))
     _check_image_regions(spec, origin)
     return spec
+
+
+def _unsupported_engine(entry: Mapping[str, object]) -> str | None:
+    """'Kubernetes' / 'Slurm' when an alternative names such an engine as its cloud."""
+    names = {"kubernetes": "Kubernetes", "k8s": "Kubernetes", "slurm": "Slurm"}
+    cloud = entry.get("cloud")
+    if isinstance(cloud, str) and cloud.strip().lower() in names:
+        return names[cloud.strip().lower()]
+    infra = entry.get("infra")
+    if isinstance(infra, str):
+        return names.get(infra.strip().split("/")[0].strip().lower())
+    return None
 
 
 def parse_resources_entry(mapping: Mapping[str, object], path: Path, origin: Origin) -> Resources:

@@ -457,7 +457,7 @@ def _build_task(
         origin=origin,
         unset_envs=unset_envs,
         unset_secrets=unset_secrets,
-        notes=_set_aside_notes(top, origin),
+        notes=resources.dropped + _set_aside_notes(top, origin),
     )
 
 

@@ -95,3 +95,58 @@ def test_fractional_gpu_lands_on_a_node_with_that_gpu() -> None:
     assert all(p.accelerator == "A100" and p.accelerator_count >= 0.5 for p in result.placements)
     cheapest = result.placements[0]
     assert cheapest.accelerator_count == 1
+
+
+def test_kubernetes_alternative_is_dropped_with_a_note() -> None:
+    task = load(
+        """\
+        resources:
+          accelerators: A100:8
+          any_of:
+            - infra: aws
+            - infra: kubernetes
+            - cloud: k8s
+            - infra: gcp
+        """
+    )
+    assert len(task.resources.alternatives) == 2
+    assert task.notes == (
+        "resources.any_of[1] (Kubernetes) is skipped: Kubernetes is a SkyPilot feature "
+        "launcher doesn't support yet.",
+        "resources.any_of[2] (Kubernetes) is skipped: Kubernetes is a SkyPilot feature "
+        "launcher doesn't support yet.",
+    )
+    result = plan(task)
+    assert {p.cloud for p in result.placements} == {"aws", "gcp"}
+    assert task.notes[0] in result.notes
+
+
+def test_only_unsupported_alternatives_is_still_an_error() -> None:
+    import pytest
+
+    from launcher.errors import TaskValidationError
+
+    with pytest.raises(TaskValidationError) as err:
+        load("resources:\n  any_of:\n    - infra: k8s\n    - cloud: slurm\n")
+    assert err.value.field == "resources.any_of[0].infra"
+
+
+def test_unplaceable_alternatives_are_named_in_the_plan() -> None:
+    """A set member or an ordered entry that no offer serves is noted with the reason;
+    one whose offers a better twin took is not."""
+    result = plan(load("resources:\n  accelerators: {K80: 1, A100: 8}\n"))
+    assert any(n.startswith("Alternative '1 node of K80:1' cannot be placed") for n in result.notes)
+    ordered = plan(
+        load(
+            """\
+            resources:
+              ordered:
+                - {accelerators: H100:5, cloud: aws}
+                - {accelerators: A100:8}
+            """
+        )
+    )
+    assert ordered.placements and all(p.accelerator == "A100" for p in ordered.placements)
+    assert any("H100:5 on aws' cannot be placed: H100 comes on aws in" in n for n in ordered.notes)
+    twins = plan(load("resources:\n  accelerators: A100:8\n  any_of:\n    - {}\n    - cloud: aws\n"))
+    assert not any(n.startswith("Alternative") for n in twins.notes)

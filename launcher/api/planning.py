@@ -25,6 +25,7 @@ from launcher.optimizer import (
     Blocked,
     Failure,
     Placement,
+    Ranking,
     Rejection,
     candidate_failures,
     failure_key,
@@ -234,6 +235,9 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
             hours,
         )
 
+    notes.extend(
+        _unplaceable_alternatives(task.num_nodes, cands, offers, ranking, blocked, include_local)
+    )
     enabled = [status(p.cloud).enabled for p in ranking.placements]
     chosen = next((i for i, e in enumerate(enabled) if e), None)
     disabled = {c: s.reason for c, s in sorted(status_cache.items()) if not s.enabled}
@@ -247,6 +251,42 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
             + ")."
         )
     return Plan(task, ranking.placements, enabled, chosen, ranking.rejected, hours, notes, disabled)
+
+
+_MAX_ALTERNATIVE_NOTES = 5
+
+
+def _unplaceable_alternatives(
+    num_nodes: int,
+    cands: Sequence[ResourceCandidate],
+    offers: Sequence[Offer],
+    ranking: Ranking,
+    blocked: Blocked,
+    include_local: bool,
+) -> list[str]:
+    """A note per alternative (any_of / ordered entry, accelerator set member) that no
+    offer can serve while others can, saying why, so none vanishes silently. An
+    alternative whose offers were all taken by a better-ranked twin is not unplaceable."""
+    if len(cands) < 2:
+        return []
+    placed = {p.candidate for p in ranking.placements}
+    notes: list[str] = []
+    seen: set[str] = set()
+    for c in sorted(cands, key=lambda c: c.preference):
+        if c in placed:
+            continue
+        if any(not candidate_failures(o, c, num_nodes, blocked, include_local, True) for o in offers):
+            continue
+        desc = describe_candidate(c, num_nodes)
+        if desc in seen:
+            continue
+        seen.add(desc)
+        if len(notes) == _MAX_ALTERNATIVE_NOTES:
+            notes.append("(more alternatives cannot be placed; `--json` lists every rejection)")
+            break
+        why = _explain_candidate(c, num_nodes, offers, blocked, include_local)
+        notes.append(f"Alternative '{desc}' cannot be placed: {why}.")
+    return notes
 
 
 def cost(task: Task, hours: float | None = None) -> Plan:
