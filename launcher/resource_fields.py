@@ -15,6 +15,7 @@ import math
 import re
 from collections.abc import Mapping
 
+from launcher.errors import TaskValidationError
 from launcher.resources import (
     REQUESTABLE_FABRICS,
     AcceleratorChoice,
@@ -23,7 +24,6 @@ from launcher.resources import (
     Resources,
     ResourcesSpec,
 )
-from launcher.errors import TaskValidationError
 from launcher.task_fields import (
     UNSUPPORTED_NOTE,
     Origin,
