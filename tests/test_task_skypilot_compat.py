@@ -150,3 +150,24 @@ def test_unplaceable_alternatives_are_named_in_the_plan() -> None:
     assert any("H100:5 on aws' cannot be placed: H100 comes on aws in" in n for n in ordered.notes)
     twins = plan(load("resources:\n  accelerators: A100:8\n  any_of:\n    - {}\n    - cloud: aws\n"))
     assert not any(n.startswith("Alternative") for n in twins.notes)
+
+
+def test_json_rows_group_zones_and_are_capped() -> None:
+    """A CPU-only task has tens of thousands of placements: `--json` shows the best 100
+    rows (zones of one offer folded into one row), the totals say how many there are."""
+    result = plan(load("resources:\n  cpus: 2+\n"))
+    capped = result.to_json()
+    full = result.to_json(None)
+    assert len(capped["placements"]) == 100 and capped["truncated"] is True
+    assert capped["placements_total"] == full["placements_total"] == len(full["placements"])
+    assert full["truncated"] is False
+    assert capped["placements"] == full["placements"][:100]
+    keys = [
+        (r["cloud"], r["region"], r["instance_type"], r["use_spot"], r["node_price"], r["preference"])
+        for r in full["placements"]
+    ]
+    assert len(keys) == len(set(keys))
+    assert sum(max(1, len(r["zones"])) for r in full["placements"]) == len(result.placements)
+    gpu = plan(load("resources:\n  accelerators: H100:8\n  infra: aws/us-east-1\n")).to_json()
+    (row,) = [r for r in gpu["placements"] if r["instance_type"] == "p5.48xlarge" and not r["use_spot"]]
+    assert len(row["zones"]) > 1 and row["zone"] == row["zones"][0]

@@ -78,6 +78,10 @@ __all__ = [
 NO_PROVISIONER = "no provisioner in this version (cost queries only)"
 
 
+# `--json` shows the best this many placement rows (and rejections); `--all` shows all.
+JSON_PLACEMENT_LIMIT = 100
+
+
 @dataclass
 class Plan:
     """The ranked placements for a task over every catalog cloud.
@@ -108,16 +112,47 @@ class Plan:
             counts[r.reason] = counts.get(r.reason, 0) + 1
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
-    def to_json(self) -> dict[str, Any]:
-        """The pinned dry-run JSON: {"placements", "chosen", "rejected"} (+ "hours", "notes")."""
+    def to_json(self, limit: int | None = JSON_PLACEMENT_LIMIT) -> dict[str, Any]:
+        """The pinned dry-run JSON: {"placements", "chosen", "rejected"} (+ "hours", "notes",
+        "placements_total", "truncated").
+
+        Placements that differ only by zone (same cloud, region, instance type, market,
+        price and alternative) are one row whose "zones" lists them all, best first;
+        "chosen" indexes these rows. `limit` keeps the best rows only (None: all);
+        "placements_total" counts the rows before the cut.
+        """
+        firsts: list[int] = []  # index of each row's best placement
+        zones: list[list[str]] = []
+        row_of: dict[tuple[object, ...], int] = {}
+        chosen_row: int | None = None
+        for index, p in enumerate(self.placements):
+            key = (
+                p.cloud, p.region, p.instance_type, p.use_spot, p.node_price, p.num_nodes,
+                p.candidate.preference, p.accelerator, p.accelerator_count, p.fabric,
+            )  # fmt: skip
+            at = row_of.get(key)
+            if at is None:
+                at = row_of[key] = len(firsts)
+                firsts.append(index)
+                zones.append([])
+            if p.zone is not None:
+                zones[at].append(p.zone)
+            if index == self.chosen:
+                chosen_row = at
+        cut = len(firsts) if limit is None else limit
+        rows = []
+        for at, index in enumerate(firsts[:cut]):
+            row = placement_to_dict(self.placements[index], self.enabled[index])
+            row["zones"] = zones[at]
+            rows.append(row)
         return {
-            "placements": [
-                placement_to_dict(p, e) for p, e in zip(self.placements, self.enabled, strict=True)
-            ],
-            "chosen": self.chosen,
+            "placements": rows,
+            "chosen": chosen_row,
             "rejected": [_rejection_to_dict(r) for r in self.rejected],
             "hours": self.hours,
             "notes": list(self.notes),
+            "placements_total": len(firsts),
+            "truncated": len(firsts) > cut,
         }
 
     to_dict = to_json
@@ -132,9 +167,9 @@ class UnsatisfiableTaskError(NoPlacementError):
         self.rejected = rejected
         self.hours = hours
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, limit: int | None = JSON_PLACEMENT_LIMIT) -> dict[str, Any]:
         """{"placements": [], "chosen": null, "rejected": [...], "hours", "notes": [],
-        "error": the message}."""
+        "error": the message} plus the keys of `Plan.to_json` (`limit` is moot here)."""
         return {
             "placements": [],
             "chosen": None,
@@ -142,6 +177,8 @@ class UnsatisfiableTaskError(NoPlacementError):
             "hours": self.hours,
             "notes": [],
             "error": str(self),
+            "placements_total": 0,
+            "truncated": False,
         }
 
 

@@ -252,6 +252,9 @@ def cost_cmd(
         str | None, typer.Option("--hours", metavar="H", help="Estimated run time, for total cost.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="With --json: every placement, not the best 100.")
+    ] = False,
 ) -> None:
     """Rank where TASK.yaml can run, cheapest first, with its hourly (and total) cost."""
     from launcher.api import planning
@@ -259,7 +262,7 @@ def cost_cmd(
 
     task = Task.from_yaml(task_file, require_values=False)  # costing needs no env values
     h = _number(hours, "--hours")
-    plan_and_render(lambda: planning.cost(task, hours=h), as_json)
+    plan_and_render(lambda: planning.cost(task, hours=h), as_json, show_all)
 
 
 # ---------------------------------------------------------------- launcher catalog status
@@ -321,28 +324,31 @@ def _render_status(status: CatalogStatus) -> None:
 # ---------------------------------------------------------------- plan rendering
 
 
-def plan_and_render(make_plan: Callable[[], Plan], as_json: bool) -> None:
+def plan_and_render(
+    make_plan: Callable[[], Plan], as_json: bool, show_all: bool = False
+) -> None:
     """Run `make_plan` and `render_plan` its result. For an unsatisfiable task with
     `as_json`, stdout still gets the plan's JSON shape (empty placements, the
     rejections, "error": the message) before the error propagates (message on
     stderr, exit 3)."""
-    from launcher.api.planning import UnsatisfiableTaskError
+    from launcher.api.planning import JSON_PLACEMENT_LIMIT, UnsatisfiableTaskError
 
+    limit = None if show_all else JSON_PLACEMENT_LIMIT
     try:
         plan = make_plan()
     except UnsatisfiableTaskError as err:
         if as_json:
-            print_json(err.to_json())
+            print_json(err.to_json(limit))
         raise
-    render_plan(plan, as_json)
+    render_plan(plan, as_json, limit)
 
 
-def render_plan(plan: Plan, as_json: bool) -> None:
-    """Print a plan: the pinned JSON object, or a table of the top placements (the
-    chosen one marked) followed by a one-line summary of rejected offers. Used by
-    `launcher cost` and `launcher launch --dryrun`."""
+def render_plan(plan: Plan, as_json: bool, limit: int | None = None) -> None:
+    """Print a plan: the pinned JSON object (its best `limit` rows; None = all), or a
+    table of the top placements (the chosen one marked) followed by a one-line summary
+    of rejected offers. Used by `launcher cost` and `launcher launch --dryrun`."""
     if as_json:
-        print_json(plan.to_json())
+        print_json(plan.to_json(limit))
         return
 
     with_total = plan.hours is not None

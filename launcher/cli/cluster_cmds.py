@@ -121,6 +121,7 @@ def launch_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     dryrun: Annotated[bool, typer.Option("--dryrun", help="Show the plan; launch nothing.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help="With --dryrun --json: every placement, not the best 100.")] = False,
     detach_run: Annotated[bool, typer.Option("--detach-run", "-d", help="Submit the job and return.")] = False,
     idle_minutes: Annotated[float | None, typer.Option("--idle-minutes-to-autostop", "-i", help="Autostop after this many idle minutes (fractions allowed).")] = None,
     down: Annotated[bool, typer.Option("--down", help="Autostop tears the cluster down (alone: right after the job).")] = False,
@@ -139,7 +140,7 @@ def launch_cmd(
         from launcher.api.planning import plan
         from launcher.cli.catalog_cmds import plan_and_render
 
-        plan_and_render(lambda: plan(task), as_json=json_out)
+        plan_and_render(lambda: plan(task), as_json=json_out, show_all=show_all)
         return 0
     task.check_local_paths()
     for note in task.notes:
