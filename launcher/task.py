@@ -359,15 +359,18 @@ class Task:
         return out
 
 
-def canonicalize_accelerators(task: Task, known_names: Collection[str]) -> Task:
+def canonicalize_accelerators(
+    task: Task, known_names: Collection[str], aliases: Mapping[str, str] | None = None
+) -> Task:
     """Map every accelerator name in `task` onto the catalog spelling in `known_names`.
 
-    Matching ignores case (and, if that is still ambiguous-free, '-', '_' and spaces).
+    Matching ignores case (and, if that is still ambiguous-free, '-', '_' and spaces);
+    `aliases` maps other names (SkyPilot's) onto catalog names.
     Raises TaskValidationError at the accelerators field for an unknown name, with
     close names suggested. Returns `task` itself when nothing changes.
     """
     def canonical(name: str, res_path: Path) -> str:
-        found = canonical_accelerator_name(name, known_names)
+        found = canonical_accelerator_name(name, known_names, aliases)
         if found is None:
             raise task.origin.error(
                 res_path + ("accelerators",), unknown_accelerator_message(name, known_names)

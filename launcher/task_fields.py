@@ -307,9 +307,22 @@ def parse_duration(value: object, path: Path, origin: Origin, *, unit: str, exam
 # ------------------------------------------------------------ accelerator names
 
 
-def canonical_accelerator_name(name: str, known_names: Collection[str]) -> str | None:
+def canonical_accelerator_name(
+    name: str, known_names: Collection[str], aliases: Mapping[str, str] | None = None
+) -> str | None:
     """The spelling in `known_names` of accelerator `name`: matching ignores case, and
-    then (when that leaves exactly one) '-', '_' and spaces. None when unknown."""
+    then (when that leaves exactly one) '-', '_' and spaces; failing that, an entry of
+    `aliases` (other name -> catalog name, e.g. SkyPilot's 'A100-40GB' -> 'A100')
+    matched the same way. None when unknown."""
+    found = _match_name(name, known_names)
+    if found is None and aliases:
+        alias = _match_name(name, aliases)
+        if alias is not None:
+            found = _match_name(aliases[alias], known_names)
+    return found
+
+
+def _match_name(name: str, known_names: Collection[str]) -> str | None:
     lowered = name.lower()
     folded_name = _fold(name)
     folded: list[str] = []

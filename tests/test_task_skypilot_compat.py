@@ -171,3 +171,17 @@ def test_json_rows_group_zones_and_are_capped() -> None:
     gpu = plan(load("resources:\n  accelerators: H100:8\n  infra: aws/us-east-1\n")).to_json()
     (row,) = [r for r in gpu["placements"] if r["instance_type"] == "p5.48xlarge" and not r["use_spot"]]
     assert len(row["zones"]) > 1 and row["zone"] == row["zones"][0]
+
+
+def test_skypilot_accelerator_names_resolve() -> None:
+    for written, catalog in (("A100-40GB", "A100"), ("a100-40gb", "A100"), ("MI300", "MI300X")):
+        result = plan(load(f"resources:\n  accelerators: {written}:8\n"))
+        assert result.placements
+        assert {p.accelerator for p in result.placements} == {catalog}
+
+
+def test_gpus_listing_takes_the_same_names() -> None:
+    from launcher.api.gpu_listing import gpus
+
+    listing = gpus("A100-40GB", 8)
+    assert listing.rows and {r.offer.accelerator for r in listing.rows} == {"A100"}

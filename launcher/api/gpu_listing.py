@@ -142,11 +142,13 @@ def parse_accelerator_spec(spec: str, known_names: Collection[str]) -> tuple[str
 
 
 def canonical_accelerator(name: str, known_names: Collection[str]) -> str:
-    """The catalog's spelling of `name` (ignoring case, then '-', '_' and spaces).
-    Raises InvalidQueryError with close names suggested."""
+    """The catalog's spelling of `name` (ignoring case, then '-', '_' and spaces; then
+    the other names users write, e.g. 'A100-40GB'). Raises InvalidQueryError with close
+    names suggested."""
+    from launcher.catalog.aliases import user_aliases
     from launcher.task_fields import canonical_accelerator_name, unknown_accelerator_message
 
-    hit = canonical_accelerator_name(name, known_names)
+    hit = canonical_accelerator_name(name, known_names, user_aliases())
     if hit is None:
         message = unknown_accelerator_message(name, known_names)
         raise InvalidQueryError(message[0].upper() + message[1:])

@@ -229,7 +229,9 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
 
     if hours is not None and not hours > 0:
         raise InvalidQueryError(f"--hours must be a positive number of hours, got {hours:g}.")
-    task = canonicalize_accelerators(task, query.accelerator_names())
+    from launcher.catalog.aliases import user_aliases
+
+    task = canonicalize_accelerators(task, query.accelerator_names(), user_aliases())
     offers = _offers_for(query, task.candidates())
     # region/zone spelled as the catalog does (or an error naming the field); AWS zone
     # names add their region's offers under that name (see catalog/locations.py)

@@ -123,7 +123,7 @@ def test_gpus_tables_show_catalog_age(home: Path) -> None:
         (("gpus", "H10:8"), "did you mean H100?"),
         (("gpus", "nvidia-h100"), "did you mean H100"),
         (("gpus", "H100-80GB:8"), "did you mean H100"),
-        (("gpus", "A100-40GB"), "did you mean A100"),
+        (("gpus", "A100-40G"), "did you mean A100"),
         (("gpus", "H100:x"), "count"),
         (("gpus", "H100:0"), "positive"),
         (("gpus", "H100", "--fabric", "nvlink"), "Unknown fabric"),
