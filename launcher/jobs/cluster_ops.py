@@ -181,7 +181,8 @@ class ClusterOps(Protocol):
         follow: bool = False,
     ) -> None:
         """Stream the job's log lines (rank-prefixed). With follow, until the job ends.
-        Raises TransientOpsError when the logs cannot be read."""
+        Raises TransientOpsError when the logs cannot be read, or when the stream was
+        cut before its end (what `on_line` got is then partial)."""
         ...
 
     def cancel_job(self, cluster_name: str, cluster_job_id: int) -> None:
@@ -503,7 +504,8 @@ class RealClusterOps:
                    on_line: Callable[[str], None], follow: bool = False) -> None:
         client = self._client(cluster_name)
         try:
-            client.follow_logs(cluster_job_id, on_line, follow=follow)  # type: ignore[attr-defined]
+            client.follow_logs(cluster_job_id, on_line, follow=follow,  # type: ignore[attr-defined]
+                               complete=True)
         except LauncherError as exc:
             raise TransientOpsError(f"{cluster_name}: {exc}") from None
 

@@ -172,8 +172,8 @@ class RecoveryMixin(FinishMixin):
         self._hit("replace_intent_recorded")
         header = (f"=== gang run {att.gang_runs} ended: node(s) {', '.join(lost)} lost; gang "
                   f"restarted after the node(s) were replaced ===")
-        await self._launch_call(self._save_logs, att,
-                                paths.gang_run_log_path(job.id, att.attempt, att.gang_runs), header)
+        await self._save_logs_retrying(
+            att, paths.gang_run_log_path(job.id, att.attempt, att.gang_runs), header)
         try:
             launch = await self._call_cancellable(
                 job.id, att.cluster_name, "node replacement", self.ops.replace_nodes,

@@ -79,6 +79,9 @@ class FakeOps:
         self.replacing = threading.Event()  # set once a replacement has started
         self.replacements = 0  # in-place replacements that restarted the gang
         self.on_setup: Callable[[str], None] | None = None  # called during setup
+        self.fetch_failures = 0  # next N fetch_logs calls break off with TransientOpsError
+        self.fetch_fail_after = 1  # ... after delivering this many lines
+        self.timeline: list[str] = []  # "fetch-ok C", "fetch-failed C", "teardown C" in order
         self._launches = 0
         self.lock = threading.RLock()
 
@@ -209,9 +212,17 @@ class FakeOps:
             c = self.clusters.get(cluster_name)
             if c is None:
                 raise TransientOpsError("gone")
-            lines = [f"(rank 0) ran on {c.place.zone}"]
-        for line in lines:
+            lines = [f"(rank 0) ran on {c.place.zone}", "(rank 0) working",
+                     f"(rank 0) done (gang run {c.job_id})"]
+            fail = self.fetch_failures > 0
+            if fail:
+                self.fetch_failures -= 1
+        for line in lines[:self.fetch_fail_after] if fail else lines:
             on_line(line)
+        with self.lock:
+            self.timeline.append(f"fetch-{'failed' if fail else 'ok'} {cluster_name}")
+        if fail:
+            raise TransientOpsError(f"{cluster_name}: agent `logs` failed (exit -9) (injected)")
 
     def cancel_job(self, cluster_name: str, cluster_job_id: int) -> None:
         with self.lock:
@@ -223,6 +234,7 @@ class FakeOps:
         with self.lock:
             if self.clusters.pop(cluster_name, None) is not None:
                 self.teardowns.append(cluster_name)
+                self.timeline.append(f"teardown {cluster_name}")
 
     def abort_launch(self, cluster_name: str) -> None:
         with self.lock:

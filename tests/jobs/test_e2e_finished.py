@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from launcher.api import jobs as api
-from launcher.errors import ClusterNotFoundError
 from launcher.clouds.local import LocalCloud
+from launcher.errors import ClusterNotFoundError
 from launcher.jobs.store import JobStore
 
 from .test_e2e_local import (  # noqa: F401  (fast_controller: autouse fixture)
