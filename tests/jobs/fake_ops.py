@@ -82,6 +82,7 @@ class FakeOps:
         self.fetch_failures = 0  # next N fetch_logs calls break off with TransientOpsError
         self.fetch_fail_after = 1  # ... after delivering this many lines
         self.timeline: list[str] = []  # "fetch-ok C", "fetch-failed C", "teardown C" in order
+        self.gang_attempt_env: list[str] = []  # LAUNCHER_ATTEMPT of every gang run started
         self._launches = 0
         self.lock = threading.RLock()
 
@@ -155,6 +156,7 @@ class FakeOps:
             raise LaunchAbortedError("cancelled")
         with self.lock:
             c.started = time.time()
+            self.gang_attempt_env.append(req.env_extra.get("LAUNCHER_ATTEMPT", "?"))
         return AttemptLaunch(req.cluster_name, chosen.cloud, chosen.region, chosen.zone, "fake.1",
                              n, True, chosen.price, c.job_id, tuple(c.nodes), "/ckpt")
 
@@ -264,6 +266,7 @@ class FakeOps:
                 c.nodes[n] = NodeState.RUNNING
             c.job_id += 1
             c.started = time.time()
+            self.gang_attempt_env.append(req.env_extra.get("LAUNCHER_ATTEMPT", "?"))
             p = c.place
             return AttemptLaunch(cluster_name, p.cloud, p.region, p.zone, "fake.1", c.num_nodes,
                                  True, p.price, c.job_id, tuple(c.nodes), "/ckpt")
