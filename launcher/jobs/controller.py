@@ -383,8 +383,9 @@ class Controller(RecoveryMixin):
         and it is treated as a preemption (False)."""
         assert att.cluster_job_id is not None
         try:
-            run = await self._watch_call(self.ops.job_status, att.cluster_name,
-                                         att.cluster_job_id)
+            run = await asyncio.wait_for(
+                self._watch_call(self.ops.job_status, att.cluster_name, att.cluster_job_id),
+                timeout=self.cfg.last_look_s)
         except Exception:
             return False  # the record went with the node: only what was seen counts
         if not run.status.is_terminal or run.notice is not None:

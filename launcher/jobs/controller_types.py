@@ -67,6 +67,9 @@ class ControllerConfig:
     # An attempt's log is fetched this many times at most (waiting log_fetch_backoff_s,
     # doubling, between tries) before its cluster is taken down without it.
     log_fetch_tries: int = 4
+    # How long the last look at a lost attempt's job record may take (a vanished head
+    # does not answer; see Controller._ended_first).
+    last_look_s: float = 5.0
     log_fetch_backoff_s: float = 1.0
 
 

@@ -83,6 +83,9 @@ class FakeOps:
         self.fetch_fail_after = 1  # ... after delivering this many lines
         self.timeline: list[str] = []  # "fetch-ok C", "fetch-failed C", "teardown C" in order
         self.gang_attempt_env: list[str] = []  # LAUNCHER_ATTEMPT of every gang run started
+        # The head's job record stays readable after its node was lost (the local cloud's
+        # disks do); it then shows the run as it was when the node went.
+        self.records_outlive_nodes = False
         self._launches = 0
         self.lock = threading.RLock()
 
@@ -175,7 +178,8 @@ class FakeOps:
                 self.status_failures -= 1
                 raise TransientOpsError("head unreachable (injected)")
             c = self.clusters.get(cluster_name)
-            if c is None or any(s != NodeState.RUNNING for s in c.nodes.values()):
+            lost = c is not None and any(s != NodeState.RUNNING for s in c.nodes.values())
+            if c is None or (lost and not self.records_outlive_nodes):
                 raise TransientOpsError("cannot reach head")
             if c.job_id != cluster_job_id:
                 return JobRun(RunState.FAILED, 137, reason="superseded")
@@ -183,12 +187,14 @@ class FakeOps:
                 return JobRun(RunState.CANCELLED)
             if c.notices and time.time() - c.notices[0].received_at > 0.05:
                 return JobRun(RunState.FAILED, 143, 0, "SIGTERM")
-            if time.time() - c.started < c.behaviour.duration_s:
+            end = c.started + c.behaviour.duration_s
+            now = c.preempted_at if lost and c.preempted_at is not None else time.time()
+            if now < end:  # still running (or was, when its node went with the agent)
                 return JobRun(RunState.RUNNING)
             b = c.behaviour
             if b.exit_code == 0:
-                return JobRun(RunState.SUCCEEDED, 0)
-            return JobRun(RunState.FAILED, b.exit_code, 0, "user code")
+                return JobRun(RunState.SUCCEEDED, 0, ended_at=end)
+            return JobRun(RunState.FAILED, b.exit_code, 0, "user code", ended_at=end)
 
     def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
         with self.lock:

@@ -261,3 +261,27 @@ def test_every_gang_run_gets_the_next_launcher_attempt(store: JobStore) -> None:
         r.stop()
     assert [a.gang_runs for a in store.attempts(job.id)] == [1, 2, 1]
     assert ops.gang_attempt_env == ["1", "2", "3", "4"]
+
+
+@pytest.mark.parametrize(("exit_code", "after_end", "status", "attempts"), [
+    (0, True, S.SUCCEEDED, 1),  # ended, then lost: its own success stands
+    (3, True, S.FAILED, 1),  # ended by itself with exit 3, then lost: its own failure
+    (0, False, S.SUCCEEDED, 2),  # lost before its end: recovered
+])
+def test_a_loss_after_the_run_ended_keeps_the_runs_own_result(
+        store: JobStore, exit_code: int, after_end: bool, status: S, attempts: int) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(
+        duration_s=0.4, exit_code=exit_code if n == 1 else 0))
+    ops.records_outlive_nodes = True
+    # The controller looks every 1.5 s, so the loss is seen before the end is.
+    r = Running(ops, poll_min_s=1.5, poll_max_s=1.5, cooldown_s=0.0)
+    try:
+        job = submit(store)
+        cluster = _running(store, job.id)
+        time.sleep(0.6 if after_end else 0.1)
+        ops.preempt(cluster)
+        assert _done(store, job.id) == status
+    finally:
+        r.stop()
+    assert len(store.attempts(job.id)) == attempts
+    assert store.job(job.id).recoveries == attempts - 1
