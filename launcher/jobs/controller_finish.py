@@ -146,12 +146,13 @@ class FinishMixin(ControllerBase):
                                   trailer: str | None = None) -> bool:
         """Save the output of the attempt's current gang run to `path` (default: the
         attempt's log), fetching it up to `log_fetch_tries` times, backing off between
-        tries; the caller keeps the cluster up meanwhile. Gives up early once the cloud
-        reports the head node gone. True once saved whole; what is saved is never
+        tries; the caller keeps the cluster up meanwhile. Tries once when the cloud
+        reports the head node gone, and once more at most when it goes meanwhile. True once saved whole; what is saved is never
         replaced by a failed or partial fetch (see `_save_logs`). Says in controller.log
         how it went."""
         path = path or paths.attempt_log_path(att.job_id, att.attempt)
-        tries = max(1, self.cfg.log_fetch_tries)
+        # A head already gone (preempted) is tried once: its node does not come back.
+        tries = 1 if await self._head_gone(att) else max(1, self.cfg.log_fetch_tries)
         delay = self.cfg.log_fetch_backoff_s
         error = "not tried"
         had = _has_content(path)

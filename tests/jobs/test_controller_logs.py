@@ -97,10 +97,34 @@ def test_a_lost_head_is_not_waited_for(store: JobStore) -> None:
         wait_for(lambda: store.job(job.id).status == S.RUNNING, what="RUNNING")
         ops.fetch_failures = 100
         ops.preempt("mj-1-1")
-        # 50 tries 1 s apart would take minutes: a gone head gets one last try at once
+        # 50 tries 1 s apart would take minutes: a gone head is tried once
         wait_for(lambda: "teardown mj-1-1" in ops.timeline, 5.0, "teardown of mj-1-1")
     finally:
         r.stop()
-    assert ops.timeline[:3] == ["fetch-failed mj-1-1", "fetch-failed mj-1-1",
-                                "teardown mj-1-1"]
+    assert ops.timeline[:2] == ["fetch-failed mj-1-1", "teardown mj-1-1"]
+    assert _saved(job.id)[-1].startswith("=== log incomplete")
+
+
+def test_a_head_lost_while_retrying_gets_one_last_try(store: JobStore) -> None:
+    ops = FakeOps(PLACES)
+    real_fetch = ops.fetch_logs
+
+    def fetch_then_lose_the_head(*a: object, **kw: object) -> None:
+        try:
+            real_fetch(*a, **kw)  # type: ignore[arg-type]
+        finally:
+            if ops.timeline.count("fetch-failed mj-1-1") == 2:
+                ops.preempt("mj-1-1")
+
+    ops.fetch_logs = fetch_then_lose_the_head  # type: ignore[method-assign]
+    ops.fetch_failures = 100
+    r = Running(ops, log_fetch_tries=50, log_fetch_backoff_s=0.2)
+    try:
+        job = submit(store)
+        wait_for(lambda: store.job(job.id).status.is_terminal, what="terminal status")
+        wait_for(lambda: "teardown mj-1-1" in ops.timeline, 5.0, "teardown of mj-1-1")
+    finally:
+        r.stop()
+    assert store.job(job.id).status == S.SUCCEEDED
+    assert ops.timeline == ["fetch-failed mj-1-1"] * 3 + ["teardown mj-1-1"]
     assert _saved(job.id)[-1].startswith("=== log incomplete")
