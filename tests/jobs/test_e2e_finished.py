@@ -72,7 +72,7 @@ def _preempt_at(cluster: str, offset: float, truth: dict[str, str]) -> None:
     except ClusterNotFoundError:
         truth[cluster] = "gone"
         return
-    except OSError:  # the controller's teardown removed the node under the preemption
+    except Exception:  # the controller's teardown removed the node under the preemption
         truth[cluster] = "unknown"
         return
     if before in ("SUCCEEDED", "FAILED"):  # a recorded end never changes
@@ -124,7 +124,7 @@ def test_preemption_around_the_end_never_reruns_a_finished_job(
     assert problems == [], "\n".join(problems)
     # both sides of the race were exercised
     assert any(truth[c] == "ended" for c in clusters), truth
-    assert any(truth[c].startswith("killed") for c in clusters), truth
+    assert any(truth[c] in ("killed RUNNING", "killed FAILED") for c in clusters), truth
     _wait(lambda: not (launcher_home / "local").exists()
           or list((launcher_home / "local").iterdir()) == [], 30, "clusters gone")
     _no_clusters_left(launcher_home)
