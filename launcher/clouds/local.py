@@ -303,8 +303,9 @@ class LocalCloud:
             machines = self._require(cluster)
             from launcher.runtime.local_runner import PREEMPTED_MARKER
 
+            marked_at = f"{time.time():.6f}\n"  # before the kill: whatever it causes is later
             for r in ranks:  # first, so nothing new starts there while the kill runs
-                (cdir / f"node-{r}" / PREEMPTED_MARKER).touch()
+                (cdir / f"node-{r}" / PREEMPTED_MARKER).write_text(marked_at)
             kill_nodes_processes([cdir / f"node-{r}" for r in ranks])
             for m in machines.nodes:
                 if m.rank in ranks:

@@ -86,6 +86,7 @@ class JobRun:
     failed_rank: int | None = None
     reason: str | None = None
     notice: Notice | None = None  # an interruption notice the agent relayed to this job
+    ended_at: float | None = None  # when the agent recorded the run's end (epoch seconds)
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,8 @@ class ClusterOps(Protocol):
     def lost_since(self, cluster_name: str) -> float | None:
         """When the cloud recorded the cluster's nodes going away (epoch seconds), if it
         records that; None otherwise (the controller then uses the last time it heard
-        from the job, or the detection time). Cheap; never raises."""
+        from the job, or the detection time). Never later than the loss itself: a run
+        the agent recorded ended before this time ended by itself. Cheap; never raises."""
         ...
 
     def fetch_logs(
@@ -179,7 +181,8 @@ class ClusterOps(Protocol):
         follow: bool = False,
     ) -> None:
         """Stream the job's log lines (rank-prefixed). With follow, until the job ends.
-        Raises TransientOpsError when the logs cannot be read."""
+        Raises TransientOpsError when the logs cannot be read, or when the stream was
+        cut before its end (what `on_line` got is then partial)."""
         ...
 
     def cancel_job(self, cluster_name: str, cluster_job_id: int) -> None:
@@ -429,6 +432,7 @@ class RealClusterOps:
         return JobRun(
             status=RunState(rec.status.value), exit_code=rec.exit_code,
             failed_rank=rec.failed_rank, reason=rec.reason, notice=notice,
+            ended_at=rec.ended_at,
         )
 
     def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
@@ -470,16 +474,28 @@ class RealClusterOps:
         return out
 
     def lost_since(self, cluster_name: str) -> float | None:
-        """Local cloud: the time `machines.json` last changed while a node is PREEMPTED
-        (the cloud writes it when it reclaims nodes). Other clouds: None for now."""
+        """Local cloud: when the first of its PREEMPTED nodes was marked (the cloud writes
+        the time into the node's marker before it kills the node's processes, so anything
+        the kill caused comes later); else when `machines.json` last changed. Other
+        clouds: None for now."""
         if self._cloud_name(cluster_name) != "local":
             return None
         from launcher.clouds.local import MACHINES_FILE, LocalCloud
+        from launcher.runtime.local_runner import PREEMPTED_MARKER
 
         cloud = LocalCloud()
         try:
-            if NodeState.PREEMPTED not in set(cloud.query(cluster_name).values()):
+            view = cloud.query(cluster_name)
+            if NodeState.PREEMPTED not in set(view.values()):
                 return None
+            marks = []
+            for rank in range(len(view)):
+                marker = cloud.node_dir(cluster_name, rank) / PREEMPTED_MARKER
+                with contextlib.suppress(OSError, ValueError):
+                    text = marker.read_text().strip()  # the time the cloud marked it
+                    marks.append(float(text) if text else marker.stat().st_mtime)
+            if marks:
+                return min(marks)
             return (cloud.node_dir(cluster_name, 0).parent / MACHINES_FILE).stat().st_mtime
         except Exception:
             return None
@@ -488,7 +504,8 @@ class RealClusterOps:
                    on_line: Callable[[str], None], follow: bool = False) -> None:
         client = self._client(cluster_name)
         try:
-            client.follow_logs(cluster_job_id, on_line, follow=follow)  # type: ignore[attr-defined]
+            client.follow_logs(cluster_job_id, on_line, follow=follow,  # type: ignore[attr-defined]
+                               complete=True)
         except LauncherError as exc:
             raise TransientOpsError(f"{cluster_name}: {exc}") from None
 

@@ -315,6 +315,8 @@ class Controller(RecoveryMixin):
                 notices = []
             if notices:
                 first = min(notices, key=lambda n: n.received_at)
+                if await self._ended_first(job, att, first.received_at):
+                    return
                 await self._on_preemption(
                     job, att, (first.node_id,),
                     f"interruption notice for {first.node_id} (grace {first.grace_s:.0f} s)",
@@ -328,6 +330,8 @@ class Controller(RecoveryMixin):
             if view is not None:
                 lost = lost_nodes(view, att.node_ids)
                 if lost:
+                    if await self._ended_first(job, att, None):
+                        return
                     states = ", ".join(f"{n} {view.get(n, 'missing')}" for n in lost)
                     await self._on_preemption(job, att, lost, f"cloud reports {states}",
                                               await self._loss_time(att, last_ok),
@@ -369,7 +373,47 @@ class Controller(RecoveryMixin):
                 await self._on_run_end(job, att, run)
                 return
 
-    async def _on_run_end(self, job: JobRow, att: AttemptRow, run: JobRun) -> None:
+    async def _ended_first(self, job: JobRow, att: AttemptRow, lost_at: float | None) -> bool:
+        """Before a loss of the attempt's nodes is acted on: if the agent's record (still
+        readable where the node's disk outlives it, e.g. the local cloud) shows the run
+        had already ended by itself, the job's own result stands (it is applied here and
+        True returned); a finished job is never run again. SUCCEEDED and CANCELLED always
+        stand; a failure stands when the agent recorded it before the loss (`lost_at`,
+        else the cloud's record of it); otherwise the loss may have caused the failure,
+        and it is treated as a preemption (False)."""
+        assert att.cluster_job_id is not None
+        try:
+            run = await asyncio.wait_for(
+                self._watch_call(self.ops.job_status, att.cluster_name, att.cluster_job_id),
+                timeout=self.cfg.last_look_s)
+        except Exception:
+            return False  # the record went with the node: only what was seen counts
+        if not run.status.is_terminal or run.notice is not None:
+            return False
+        if run.status == RunState.FAILED and not await self._failed_before_loss(att, run,
+                                                                                lost_at):
+            return False
+        log.info("job %d: the run on %s had already ended (%s, exit %s) when its node(s) "
+                 "were lost: its own result stands", job.id, att.cluster_name,
+                 run.status.value, run.exit_code)
+        self._hit("job_finished")
+        await self._on_run_end(job, att, run, loss_checked=True)
+        return True
+
+    async def _failed_before_loss(self, att: AttemptRow, run: JobRun,
+                                  lost_at: float | None) -> bool:
+        """True when the agent recorded the run's end before its nodes were lost."""
+        if lost_at is None:
+            try:
+                lost_at = await self._watch_call(self.ops.lost_since, att.cluster_name)
+            except Exception:
+                lost_at = None
+        return run.ended_at is not None and lost_at is not None and run.ended_at < lost_at
+
+    async def _on_run_end(self, job: JobRow, att: AttemptRow, run: JobRun, *,
+                          loss_checked: bool = False) -> None:
+        """Apply the end of the attempt's run. A failure on a node the cloud reports lost
+        is a preemption unless the run ended before the loss (`loss_checked`: known)."""
         if run.status == RunState.SUCCEEDED:
             self._decide(job, att, Outcome.SUCCEEDED, exit_code=0, reason="job succeeded")
             return
@@ -382,7 +426,11 @@ class Controller(RecoveryMixin):
                                    f"{run.exit_code} after SIGTERM)", n.received_at,
                                    draining=False)
             return
-        lost = await self._confirm_lost(att.cluster_name, att.node_ids)
+        lost = () if loss_checked else await self._confirm_lost(att.cluster_name, att.node_ids)
+        if lost and await self._failed_before_loss(att, run, None):
+            log.info("job %d: the run failed (exit %s) before node(s) %s were lost: its own "
+                     "result stands", job.id, run.exit_code, ", ".join(lost))
+            lost = ()
         if lost:
             await self._on_preemption(job, att, lost, f"node(s) {', '.join(lost)} preempted "
                                       f"(job exit {run.exit_code})",

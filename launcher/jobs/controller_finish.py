@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -120,11 +122,14 @@ class FinishMixin(ControllerBase):
                             result)
 
     async def _finalize_attempt(self, att: AttemptRow, *, fetch_logs: bool) -> None:
-        """Save the attempt's logs locally (best effort), then tear its cluster down."""
+        """Save the attempt's logs locally (retried, see `_save_logs_retrying`), then tear
+        its cluster down: only once the logs are safe or the tries are spent."""
         if att.torn_down_at is not None:
             return
         if fetch_logs and att.cluster_job_id is not None:
-            await self._launch_call(self._save_logs, att)
+            saved = await self._save_logs_retrying(att)
+            log.info("job %d: taking %s down (%s)", att.job_id, att.cluster_name,
+                     "its logs are saved" if saved else "its logs could not be fetched")
         for delay in (1.0, 2.0, 4.0, 8.0, None):
             try:
                 await self._launch_call(self.ops.teardown, att.cluster_name)
@@ -137,29 +142,99 @@ class FinishMixin(ControllerBase):
                 await asyncio.sleep(delay)
         self.store.update_attempt(att.job_id, att.attempt, torn_down_at=time.time())
 
+    async def _save_logs_retrying(self, att: AttemptRow, path: Path | None = None,
+                                  trailer: str | None = None) -> bool:
+        """Save the output of the attempt's current gang run to `path` (default: the
+        attempt's log), fetching it up to `log_fetch_tries` times, backing off between
+        tries; the caller keeps the cluster up meanwhile. Tries once when the cloud
+        reports the head node gone, and once more at most when it goes meanwhile. True once saved whole; what is saved is never
+        replaced by a failed or partial fetch (see `_save_logs`). Says in controller.log
+        how it went."""
+        path = path or paths.attempt_log_path(att.job_id, att.attempt)
+        # A head already gone (preempted) is tried once: its node does not come back.
+        tries = 1 if await self._head_gone(att) else max(1, self.cfg.log_fetch_tries)
+        delay = self.cfg.log_fetch_backoff_s
+        error = "not tried"
+        had = _has_content(path)
+        i = 0
+        while True:
+            i += 1
+            err = await self._launch_call(self._save_logs, att, path, trailer, i >= tries)
+            if err is None:
+                if i > 1:
+                    log.info("job %d: logs of %s saved to %s on try %d", att.job_id,
+                             att.cluster_name, path.name, i)
+                return True
+            error = err
+            if i >= tries:
+                break
+            if await self._head_gone(att):
+                tries = i + 1  # one last try at once: a lost head does not come back
+                log.warning("job %d: logs of %s not fetched (try %d): %s; the cloud reports "
+                            "its head node gone: one last try", att.job_id, att.cluster_name,
+                            i, err)
+                continue
+            log.warning("job %d: logs of %s not fetched (try %d of %d): %s; retrying in "
+                        "%.1f s", att.job_id, att.cluster_name, i, tries, err, delay)
+            await asyncio.sleep(delay)
+            delay *= 2
+        log.warning("job %d: logs of %s not fetched after %d tr%s (%s); %s", att.job_id,
+                    att.cluster_name, i, "y" if i == 1 else "ies", error,
+                    f"{path.name} keeps what was saved before" if had
+                    else f"{path.name} holds the partial output, marked incomplete")
+        return False
+
+    async def _head_gone(self, att: AttemptRow) -> bool:
+        """True when the cloud reports the attempt's head node gone (no log to wait for)."""
+        if not att.node_ids:
+            return False
+        try:
+            view = await self._watch_call(self.ops.cloud_view, att.cluster_name)
+        except Exception:
+            return False
+        return att.node_ids[0] in lost_nodes(view, att.node_ids[:1])
+
     def _save_logs(self, att: AttemptRow, path: Path | None = None,
-                   trailer: str | None = None) -> None:
-        """Copy the attempt's current gang run output to `path` (default: the attempt's
-        log), then `trailer` (a line). Best effort: an unreachable head leaves what an
-        earlier save wrote, or just the trailer."""
+                   trailer: str | None = None, last_try: bool = True) -> str | None:
+        """Fetch the output of the attempt's current gang run into a temporary file and
+        move it over `path` (atomically) only when the fetch was whole; then `trailer`
+        (a line). A failed or partial fetch never touches what `path` holds; on the last
+        try, when `path` holds nothing yet, the partial output is saved, ended by a line
+        saying it is incomplete. Blocking (a worker thread). Returns None when saved
+        whole, else what went wrong."""
         assert att.cluster_job_id is not None
         path = path or paths.attempt_log_path(att.job_id, att.attempt)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".log.tmp")
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part",
+                                        dir=path.parent)
+        tmp = Path(tmp_name)
+        error: str | None = None
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                count = 0
+
+                def on_line(line: str) -> None:
+                    nonlocal count
+                    _write_line(f, line)
+                    count += 1
+
                 try:
-                    self.ops.fetch_logs(att.cluster_name, att.cluster_job_id,
-                                        lambda line: _write_line(f, line), False)
-                finally:
-                    if trailer:
-                        _write_line(f, trailer)
-        except Exception as exc:
-            log.info("logs of %s not fetched: %r", att.cluster_name, exc)
-            if path.exists():
-                tmp.unlink(missing_ok=True)
-                return
-        tmp.replace(path)
+                    self.ops.fetch_logs(att.cluster_name, att.cluster_job_id, on_line, False)
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                if error is not None:
+                    if not last_try or _has_content(path):
+                        return error
+                    _write_line(f, f"=== log incomplete: fetching it from {att.cluster_name} "
+                                f"failed ({error}) after {count} line(s) ===")
+                if trailer:
+                    _write_line(f, trailer)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            return error
+        finally:
+            tmp.unlink(missing_ok=True)
 
     async def _teardown_all(self, job_id: int) -> None:
         for a in self.store.attempts(job_id):
@@ -201,3 +276,10 @@ class _LineSink:
 
 def _write_line(f: Any, line: str) -> None:
     f.write(line.rstrip("\n") + "\n")
+
+
+def _has_content(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False

@@ -25,8 +25,18 @@ _NO_INTENT: dict[str, object] = {"replace_lost": None, "replace_at": None,
 
 
 class RecoveryMixin(FinishMixin):
-    def _launch_request(self, job: JobRow, att: AttemptRow, attempts: list[AttemptRow]
-                        ) -> LaunchRequest:
+    def _gang_run_number(self, job_id: int, att: AttemptRow, *, in_place: bool) -> int:
+        """LAUNCHER_ATTEMPT of the gang run about to start for attempt `att`: 1 for the
+        job's first gang run, one more for every later one, whatever restarted it (a
+        recovery, a restart after an error, an in-place restart after nodes were
+        replaced): the gang runs of earlier attempts that submitted their job, plus this
+        attempt's runs so far when its gang is restarted in place."""
+        earlier = sum(a.gang_runs for a in self.store.attempts(job_id)
+                      if a.attempt < att.attempt and a.cluster_job_id is not None)
+        return earlier + (att.gang_runs + 1 if in_place else 1)
+
+    def _launch_request(self, job: JobRow, att: AttemptRow, attempts: list[AttemptRow], *,
+                        in_place: bool = False) -> LaunchRequest:
         placed = [a for a in attempts if a.cloud is not None and a.attempt < att.attempt]
         last_where = None
         if placed:
@@ -80,7 +90,8 @@ class RecoveryMixin(FinishMixin):
             task_id=job.task_id,
             job_name=job.name,
             env_extra={"LAUNCHER_MANAGED_JOB_ID": str(job.id),
-                       "LAUNCHER_ATTEMPT": str(att.attempt)},
+                       "LAUNCHER_ATTEMPT": str(self._gang_run_number(job.id, att,
+                                                                     in_place=in_place))},
             before_run=before_run,
             on_output=setup_log.write,
             on_provisioned=on_provisioned,
@@ -161,7 +172,7 @@ class RecoveryMixin(FinishMixin):
 
         A cancel meanwhile aborts the replacement like a launch (`_call_cancellable`:
         the cluster's nodes are terminated under it, `before_run` refuses to submit)."""
-        req = self._launch_request(job, att, [att])
+        req = self._launch_request(job, att, [att], in_place=True)
         lost_s = accounting.work_lost_s(att.checkpoint_dir, att.running_at, at)
         self.store.transition(
             job.id, S.RECOVERING, f"{reason}; replacing only those nodes",
@@ -172,8 +183,8 @@ class RecoveryMixin(FinishMixin):
         self._hit("replace_intent_recorded")
         header = (f"=== gang run {att.gang_runs} ended: node(s) {', '.join(lost)} lost; gang "
                   f"restarted after the node(s) were replaced ===")
-        await self._launch_call(self._save_logs, att,
-                                paths.gang_run_log_path(job.id, att.attempt, att.gang_runs), header)
+        await self._save_logs_retrying(
+            att, paths.gang_run_log_path(job.id, att.attempt, att.gang_runs), header)
         try:
             launch = await self._call_cancellable(
                 job.id, att.cluster_name, "node replacement", self.ops.replace_nodes,

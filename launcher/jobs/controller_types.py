@@ -64,6 +64,13 @@ class ControllerConfig:
     # SSH host cut off the network but answering TCP intermittently) is recovered anyway.
     head_unreachable_limit_s: float = 600.0
     unreachable_poll_max_s: float = 15.0  # the watch interval grows to this meanwhile
+    # An attempt's log is fetched this many times at most (waiting log_fetch_backoff_s,
+    # doubling, between tries) before its cluster is taken down without it.
+    log_fetch_tries: int = 4
+    # How long the last look at a lost attempt's job record may take (a vanished head
+    # does not answer; see Controller._ended_first).
+    last_look_s: float = 5.0
+    log_fetch_backoff_s: float = 1.0
 
 
 def cluster_name_for(prefix: str, job_id: int, attempt: int) -> str:

@@ -334,24 +334,28 @@ class AgentClient:
         return JobRecord.from_json(self._call(f"job {int(job_id)}"))
 
     def follow_logs(self, job_id: int, on_line: Callable[[str], None], follow: bool = True,
-                    rank: int | None = None) -> JobRecord:
+                    rank: int | None = None, *, complete: bool = False) -> JobRecord:
         """Stream the job's output to `on_line`, one "(rank N) text" line per call (no newline).
 
         With `follow`, blocks until the job has ended and all output is delivered, then
         returns its final record; otherwise returns what is there now and the current
         record. Stopping the client (even kill -9) does not affect the job.
+        With `complete`, a stream cut before the agent's end marker (the command killed,
+        the connection lost) raises AgentError: what `on_line` got is then partial.
         """
         cmd = f"logs {int(job_id)}"
         if follow:
             cmd += " --follow"
         if rank is not None:
             cmd += f" --rank {int(rank)}"
-        rec = self._stream(cmd, on_line)
+        rec = self._stream(cmd, on_line, require_end=complete)
         return rec if rec is not None else self.job(job_id)
 
     def _stream(self, args: str, on_line: Callable[[str], None], *, stdin: str | None = None,
-                intercept: Callable[[str], bool] | None = None) -> JobRecord | None:
-        """Run a streaming agent command; the END_MARKER record, or None if none came."""
+                intercept: Callable[[str], bool] | None = None,
+                require_end: bool = False) -> JobRecord | None:
+        """Run a streaming agent command; the END_MARKER record, or None if none came
+        (AgentError instead with `require_end`)."""
         holder: list[str] = []
 
         def on_output(line: str) -> None:
@@ -371,6 +375,10 @@ class AgentClient:
             return JobRecord.from_json(doc)
         if result.returncode == 127:
             self._call("status")  # raises the not-installed error
+        if require_end:
+            raise AgentError(f"agent `{args.split()[0]}` on {self.cluster.cluster_name} stopped "
+                             f"before its end marker (exit {result.returncode}): the output "
+                             "is incomplete")
         return None
 
     def cancel(self, job_ids: list[int] | None = None) -> CancelResult:

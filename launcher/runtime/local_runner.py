@@ -30,7 +30,8 @@ from launcher.runtime.runner import (
 
 _KILL_GRACE_S = 1.0
 # A file in a local node's home that marks it preempted (written by the local cloud's
-# preempt, read by the agent, which starts no rank there; agent.py has the same name).
+# preempt, holding the time it did so; read by the agent, which starts no rank there;
+# agent.py has the same name).
 PREEMPTED_MARKER = ".launcher-preempted"
 # After the command exits, how long to keep reading output that a process it
 # left behind (holding the pipes open) may still be writing.

@@ -79,6 +79,13 @@ class FakeOps:
         self.replacing = threading.Event()  # set once a replacement has started
         self.replacements = 0  # in-place replacements that restarted the gang
         self.on_setup: Callable[[str], None] | None = None  # called during setup
+        self.fetch_failures = 0  # next N fetch_logs calls break off with TransientOpsError
+        self.fetch_fail_after = 1  # ... after delivering this many lines
+        self.timeline: list[str] = []  # "fetch-ok C", "fetch-failed C", "teardown C" in order
+        self.gang_attempt_env: list[str] = []  # LAUNCHER_ATTEMPT of every gang run started
+        # The head's job record stays readable after its node was lost (the local cloud's
+        # disks do); it then shows the run as it was when the node went.
+        self.records_outlive_nodes = False
         self._launches = 0
         self.lock = threading.RLock()
 
@@ -152,6 +159,7 @@ class FakeOps:
             raise LaunchAbortedError("cancelled")
         with self.lock:
             c.started = time.time()
+            self.gang_attempt_env.append(req.env_extra.get("LAUNCHER_ATTEMPT", "?"))
         return AttemptLaunch(req.cluster_name, chosen.cloud, chosen.region, chosen.zone, "fake.1",
                              n, True, chosen.price, c.job_id, tuple(c.nodes), "/ckpt")
 
@@ -170,7 +178,8 @@ class FakeOps:
                 self.status_failures -= 1
                 raise TransientOpsError("head unreachable (injected)")
             c = self.clusters.get(cluster_name)
-            if c is None or any(s != NodeState.RUNNING for s in c.nodes.values()):
+            lost = c is not None and any(s != NodeState.RUNNING for s in c.nodes.values())
+            if c is None or (lost and not self.records_outlive_nodes):
                 raise TransientOpsError("cannot reach head")
             if c.job_id != cluster_job_id:
                 return JobRun(RunState.FAILED, 137, reason="superseded")
@@ -178,12 +187,14 @@ class FakeOps:
                 return JobRun(RunState.CANCELLED)
             if c.notices and time.time() - c.notices[0].received_at > 0.05:
                 return JobRun(RunState.FAILED, 143, 0, "SIGTERM")
-            if time.time() - c.started < c.behaviour.duration_s:
+            end = c.started + c.behaviour.duration_s
+            now = c.preempted_at if lost and c.preempted_at is not None else time.time()
+            if now < end:  # still running (or was, when its node went with the agent)
                 return JobRun(RunState.RUNNING)
             b = c.behaviour
             if b.exit_code == 0:
-                return JobRun(RunState.SUCCEEDED, 0)
-            return JobRun(RunState.FAILED, b.exit_code, 0, "user code")
+                return JobRun(RunState.SUCCEEDED, 0, ended_at=end)
+            return JobRun(RunState.FAILED, b.exit_code, 0, "user code", ended_at=end)
 
     def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
         with self.lock:
@@ -209,9 +220,17 @@ class FakeOps:
             c = self.clusters.get(cluster_name)
             if c is None:
                 raise TransientOpsError("gone")
-            lines = [f"(rank 0) ran on {c.place.zone}"]
-        for line in lines:
+            lines = [f"(rank 0) ran on {c.place.zone}", "(rank 0) working",
+                     f"(rank 0) done (gang run {c.job_id})"]
+            fail = self.fetch_failures > 0
+            if fail:
+                self.fetch_failures -= 1
+        for line in lines[:self.fetch_fail_after] if fail else lines:
             on_line(line)
+        with self.lock:
+            self.timeline.append(f"fetch-{'failed' if fail else 'ok'} {cluster_name}")
+        if fail:
+            raise TransientOpsError(f"{cluster_name}: agent `logs` failed (exit -9) (injected)")
 
     def cancel_job(self, cluster_name: str, cluster_job_id: int) -> None:
         with self.lock:
@@ -223,6 +242,7 @@ class FakeOps:
         with self.lock:
             if self.clusters.pop(cluster_name, None) is not None:
                 self.teardowns.append(cluster_name)
+                self.timeline.append(f"teardown {cluster_name}")
 
     def abort_launch(self, cluster_name: str) -> None:
         with self.lock:
@@ -252,6 +272,7 @@ class FakeOps:
                 c.nodes[n] = NodeState.RUNNING
             c.job_id += 1
             c.started = time.time()
+            self.gang_attempt_env.append(req.env_extra.get("LAUNCHER_ATTEMPT", "?"))
             p = c.place
             return AttemptLaunch(cluster_name, p.cloud, p.region, p.zone, "fake.1", c.num_nodes,
                                  True, p.price, c.job_id, tuple(c.nodes), "/ckpt")

@@ -238,3 +238,50 @@ def test_in_place_replacement_records_preemption_and_work_lost(store: JobStore) 
     assert a.preempted_at is not None and a.work_lost_s is not None and a.work_lost_s > 0
     assert a.gang_runs == 2 and a.recovery_s is not None
     assert summarize(store.job(job.id), [a]).work_lost_s == pytest.approx(a.work_lost_s, abs=1e-3)
+
+
+def test_every_gang_run_gets_the_next_launcher_attempt(store: JobStore) -> None:
+    # gang run 1 fails (exit 1, restarted), 2 loses a node (restarted in place), 3 loses
+    # every node (recovered on a new cluster), 4 succeeds
+    codes = {1: 1}
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=0.6,
+                                                         exit_code=codes.get(n, 0)),
+                  replace_supported=True)
+    r = Running(ops, num_nodes=3, cooldown_s=0.0)
+    try:
+        job = submit(store, max_restarts=1)
+        second = _running(store, job.id, attempts=2)
+        ops.preempt(second, node_index=2)
+        wait_for(lambda: ops.replacements == 1 and store.job(job.id).status == S.RUNNING,
+                 what="gang restarted in place")
+        ops.preempt(second)
+        _running(store, job.id, attempts=3)
+        assert _done(store, job.id) == S.SUCCEEDED
+    finally:
+        r.stop()
+    assert [a.gang_runs for a in store.attempts(job.id)] == [1, 2, 1]
+    assert ops.gang_attempt_env == ["1", "2", "3", "4"]
+
+
+@pytest.mark.parametrize(("exit_code", "after_end", "status", "attempts"), [
+    (0, True, S.SUCCEEDED, 1),  # ended, then lost: its own success stands
+    (3, True, S.FAILED, 1),  # ended by itself with exit 3, then lost: its own failure
+    (0, False, S.SUCCEEDED, 2),  # lost before its end: recovered
+])
+def test_a_loss_after_the_run_ended_keeps_the_runs_own_result(
+        store: JobStore, exit_code: int, after_end: bool, status: S, attempts: int) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(
+        duration_s=0.4, exit_code=exit_code if n == 1 else 0))
+    ops.records_outlive_nodes = True
+    # The controller looks every 1.5 s, so the loss is seen before the end is.
+    r = Running(ops, poll_min_s=1.5, poll_max_s=1.5, cooldown_s=0.0)
+    try:
+        job = submit(store)
+        cluster = _running(store, job.id)
+        time.sleep(0.6 if after_end else 0.1)
+        ops.preempt(cluster)
+        assert _done(store, job.id) == status
+    finally:
+        r.stop()
+    assert len(store.attempts(job.id)) == attempts
+    assert store.job(job.id).recoveries == attempts - 1

@@ -30,8 +30,9 @@ from .test_e2e_local import (  # noqa: F401  (fast_controller: autouse fixture)
 
 def _gang_task(tmp_path: Path, count_to: int) -> str:
     task = _task(tmp_path, count_to=count_to, step_s=0.1,
-                 run="if [ $LAUNCHER_NODE_RANK = 0 ]; then python3 count_resumable.py; "
-                     "else sleep 600; fi")
+                 run="if [ $LAUNCHER_NODE_RANK = 0 ]; then "
+                     "echo $LAUNCHER_ATTEMPT >> $LAUNCHER_CHECKPOINT_DIR/gang-runs; "
+                     "python3 count_resumable.py; else sleep 600; fi")
     Path(task).write_text(Path(task).read_text().replace("name: counter",
                                                          "name: gang\nnum_nodes: 3"))
     return task
@@ -70,6 +71,9 @@ def test_logs_keep_every_gang_run_of_an_in_place_replacement(
     finally:
         store.close()
     assert row.gang_runs == 2 and row.preempted_at is not None
+    # the restarted gang can tell: LAUNCHER_ATTEMPT numbers every gang run
+    runs = (launcher_home / "checkpoints" / str(job.id) / "gang-runs").read_text().split()
+    assert runs == ["1", "2"]
     assert row.work_lost_s is not None and row.work_lost_s < 1.0  # checkpoint every step
     _no_clusters_left(launcher_home)
 

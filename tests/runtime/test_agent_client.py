@@ -320,6 +320,49 @@ def test_client_killed_mid_follow_job_finishes(client: AgentClient, tmp_path: Pa
     assert sorted(snapshot) == sorted(lines)
 
 
+def _kill_logs_command(head_root: str, job: int) -> bool:
+    """SIGKILL the head's `agent logs JOB` process (as a loaded machine's OOM killer or a
+    dropped connection would end it). True if one was found."""
+    want = [b"logs", str(job).encode()]
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                argv = f.read().rstrip(b"\0").split(b"\0")
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                mine = b"HOME=" + os.fsencode(head_root) in f.read().split(b"\0")
+        except OSError:
+            continue
+        if mine and argv[-3:-1] == want and argv[-1] == b"--follow":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+            return True
+    return False
+
+
+@pytest.mark.parametrize("complete", [True, False])
+def test_a_log_stream_cut_before_its_end_is_an_error_when_completeness_matters(
+        client: AgentClient, complete: bool) -> None:
+    job = client.submit(JobSpec(run="for i in $(seq 1 200); do echo step $i; sleep 0.02; done",
+                                num_nodes=1))
+    lines: list[str] = []
+    killed: list[bool] = []
+
+    def on_line(line: str) -> None:
+        lines.append(line)
+        if len(lines) == 3:
+            killed.append(_kill_logs_command(str(client.cluster.head.local_root), job))
+
+    if complete:
+        with pytest.raises(AgentError, match="incomplete"):
+            client.follow_logs(job, on_line, complete=True)
+    else:  # a follower (the CLI) still gets the job's record and can look again
+        assert client.follow_logs(job, on_line).status is JobStatus.RUNNING
+    assert killed == [True] and 3 <= len(lines) < 200
+    client.cancel([job])
+
+
 def test_autostop_and_events_through_client(client: AgentClient, tmp_path: Path) -> None:
     fired = tmp_path / "fired"
     client.set_autostop(0.01, down=True, action=f"touch {shlex.quote(str(fired))}")
