@@ -36,6 +36,7 @@ from launcher.state import (
 )
 
 if TYPE_CHECKING:
+    from launcher.provisioning.orphans import Orphan
     from launcher.runtime.agent_client import AgentClient, CancelResult
     from launcher.runtime.jobspec import JobRecord
 
@@ -119,7 +120,8 @@ def job_json(record: JobRecord) -> dict[str, object]:
 
 
 def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
-           notes: list[str] | None = None) -> list[ClusterStatusView]:
+           notes: list[str] | None = None, orphans: list[Orphan] | None = None,
+           orphan_clouds: Sequence[str] | None = None) -> list[ClusterStatusView]:
     """Every cluster in the state DB. With `refresh`, ask each cloud for its view first
     and reconcile: nodes gone -> the cluster is removed (it was taken down, e.g. by
     autostop); any node PREEMPTED -> PREEMPTED; all STOPPED -> STOPPED; all
@@ -130,7 +132,12 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
     Always (refresh or not): an UP cluster with autostop --down on a cloud whose
     nodes cannot take themselves down (ssh) is asked whether its agent autodowned it;
     if so its nodes are released and it is removed. One line per such event (and per
-    DEGRADED cluster) is appended to `notes`."""
+    DEGRADED cluster) is appended to `notes`.
+
+    With `refresh`, every cloud in `orphan_clouds` (default: the enabled ones) that can
+    list its tagged instances (SupportsOrphans) is asked for instances no cluster here
+    owns; each is appended to `orphans` and named in `notes` with the command that
+    removes it (`launcher down --orphan NAME --cloud CLOUD`)."""
     out_notes = notes if notes is not None else []
     degraded: dict[str, str] = {}
     with StateDB() as db:
@@ -146,8 +153,35 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
                     degraded[rec.name] = why
                     out_notes.append(f"{rec.name}: DEGRADED: {why}")
         views = [ClusterStatusView.of(r) for r in db.list_clusters()]
+    if refresh:
+        _scan_orphans(cloud_fn, out_notes, orphans, orphan_clouds)
     return [replace(v, status=DEGRADED) if v.name in degraded and v.status == "UP" else v
             for v in views]
+
+
+def _scan_orphans(cloud_fn: CloudFn, notes: list[str], out: list[Orphan] | None,
+                  clouds: Sequence[str] | None) -> None:
+    from launcher.provisioning.orphans import enabled_cloud_names, find_orphans
+
+    scan = find_orphans(enabled_cloud_names() if clouds is None else clouds, cloud_fn=cloud_fn)
+    for o in scan.orphans:
+        notes.append(
+            f"Orphan on {o.cloud}: {len(o.node_ids)} instance(s) tagged for cluster "
+            f"{o.cluster!r} ({', '.join(o.node_ids)}), which no cluster here owns; "
+            f"remove with `{o.command}`")
+    for cloud, why in sorted(scan.errors.items()):
+        notes.append(f"Could not list {cloud} instances for orphans: {why}")
+    if out is not None:
+        out.extend(scan.orphans)
+
+
+def down_orphan(cluster_name: str, cloud: str, *, cloud_fn: CloudFn = default_cloud) -> None:
+    """Terminate the instances tagged `cluster_name` on `cloud` that no cluster in the
+    state DB owns (listed by `status --refresh`). Idempotent. Raises LauncherError for a
+    name the state DB knows (use `down`) or an unknown cloud."""
+    from launcher.provisioning.teardown import terminate_orphan
+
+    terminate_orphan(cloud, cluster_name, cloud_fn=cloud_fn)
 
 
 # Clouds whose machines are never preempted: a node that does not answer makes the cluster
@@ -391,12 +425,9 @@ def down(cluster_name: str, *, cloud_fn: CloudFn = default_cloud) -> None:
     """Terminate every node of the cluster (on every cloud a launch attempt touched)
     and forget it. Raises ClusterNotFoundError for an unknown name; waits up to
     LOCK_WAIT_S for a command holding the cluster (e.g. a launch) to finish."""
-    with StateDB() as db:
-        rec = db.require_cluster(cluster_name)
-        with cluster_lock(cluster_name, wait=LOCK_WAIT_S, purpose="down"):
-            rec = db.get_cluster(cluster_name) or rec
-            terminate_everywhere(db, rec, cloud_fn)
-            db.delete_cluster(cluster_name, reason="down")
+    from launcher.provisioning.teardown import down_cluster
+
+    down_cluster(cluster_name, cloud_fn=cloud_fn, wait=LOCK_WAIT_S)
 
 
 def autostop(

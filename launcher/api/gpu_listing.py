@@ -12,9 +12,10 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from launcher.api.query_args import InvalidQueryError, _catalog_clouds, json_number
 from launcher.catalog.locations import LIVE_CLOUDS, canonical_cloud, canonical_region
 from launcher.catalog.offer import FABRICS, LOCAL_CLOUD, RDMA_FABRICS, Offer
+from launcher.catalog.query_args import InvalidQueryError, _catalog_clouds, json_number
+from launcher.provisioning.offers import catalog_offers
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -223,7 +224,7 @@ def gpus(
             region, clouds or [c for c in known_clouds if c not in LIVE_CLOUDS]
         )
     rows: list[Offer] = []
-    for o in query.offers(accelerators=accs, clouds=clouds):
+    for o in catalog_offers(accs, clouds):
         if o.accelerator is None:
             continue
         if o.cloud == LOCAL_CLOUD and cloud != LOCAL_CLOUD:
@@ -318,7 +319,7 @@ def gpu_summary() -> list[GpuSummaryRow]:
     from launcher.catalog import query
 
     acc: dict[str, list[Offer]] = {}
-    for o in query.offers(accelerators=query.accelerator_names()):
+    for o in catalog_offers(query.accelerator_names()):
         if o.accelerator is None or o.cloud == LOCAL_CLOUD:
             continue
         acc.setdefault(o.accelerator, []).append(o)
