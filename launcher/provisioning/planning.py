@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from launcher.catalog.locations import resolve_task_locations
-from launcher.catalog.offer import Offer
+from launcher.catalog.offer import WHOLE_HOST_CLOUDS, Offer
 from launcher.catalog.query_args import InvalidQueryError, _catalog_clouds, json_number
 from launcher.errors import NoPlacementError
 from launcher.optimizer import (
@@ -367,7 +367,8 @@ def _explain_candidate(
         same_acc = [o for o in offers if o.instance_type == c.instance_type]
         what = f"instance type {c.instance_type}"
     else:
-        same_acc = [o for o in offers if o.accelerator is None]
+        # a host of the user's own pool serves a CPU-only task whatever its GPUs
+        same_acc = [o for o in offers if o.accelerator is None or o.cloud in WHOLE_HOST_CLOUDS]
         what = "CPU-only instances"
     if not same_acc:
         return _nothing_of(c, what, offers)
@@ -421,6 +422,12 @@ def _no_ssh_pool(pool: str | None, pools: Sequence[str]) -> str:
 def _nothing_of(c: ResourceCandidate, what: str, offers: Sequence[Offer]) -> str:
     """Why no offer has the candidate's accelerator / instance type / CPU-only shape at
     all; scoped to the candidate's cloud (the rows read were) when it names one."""
+    if c.cloud == _SSH_CLOUD:  # the user's own machines: no catalog involved
+        from launcher.provisioning.offers import pool_offers
+
+        pools = "; ".join(
+            f"{o.region}: {_host_shape(o)}" for o in sorted(pool_offers(), key=lambda o: o.region))
+        return f"no SSH node pool has {what}" + (f" (pools: {pools})" if pools else "")
     if c.accelerator is None and c.instance_type is not None:
         from launcher.task_fields import close_matches
 
@@ -434,6 +441,12 @@ def _nothing_of(c: ResourceCandidate, what: str, offers: Sequence[Offer]) -> str
         elsewhere = f" (they are on {', '.join(others)})" if others else ""
         return f"the catalog has no CPU-only instances on {c.cloud}{elsewhere}"
     return f"the catalog has no {what}"
+
+
+def _host_shape(o: Offer) -> str:
+    gpus = f"{o.accelerator}:{fmt_count(o.accelerator_count)}" if o.accelerator else "no GPU"
+    cpus = f", {fmt_count(o.vcpus)} vCPUs" if o.vcpus is not None else ""
+    return f"{o.max_nodes or 0} host(s) with {gpus}{cpus}"
 
 
 _KIND_ORDER = ("cpus", "memory", "market", "gang", "fabric", "bandwidth", "cost", "blocked")
