@@ -64,6 +64,9 @@ class ClusterStatusView:
     resources: str
     launched_at: float
     owner: str | None
+    # why `status` is not the stored one (DEGRADED: what a refresh saw, and when)
+    status_reason: str | None = None
+    status_seen_at: float | None = None
 
     @staticmethod
     def of(rec: ClusterRecord) -> ClusterStatusView:
@@ -83,8 +86,11 @@ class ClusterStatusView:
         )
 
     def to_json(self) -> dict[str, object]:
-        """{name, cloud, region, zone, num_nodes, status, hourly_cost, autostop}; autostop
-        is null or {"idle_minutes": int, "down": bool}. Never carries keys or secrets."""
+        """{name, cloud, region, zone, num_nodes, status, hourly_cost, autostop,
+        status_reason, status_seen_at}; autostop is null or {"idle_minutes": int, "down":
+        bool}; status_reason / status_seen_at (epoch seconds) say what the `status
+        --refresh` that found a DEGRADED cluster saw, and when (null otherwise).
+        Never carries keys or secrets."""
         return {
             "name": self.name,
             "cloud": self.cloud,
@@ -96,6 +102,8 @@ class ClusterStatusView:
             "autostop": None
             if self.autostop_minutes is None
             else {"idle_minutes": _num(self.autostop_minutes), "down": self.autostop_down},
+            "status_reason": self.status_reason,
+            "status_seen_at": self.status_seen_at,
         }
 
 
@@ -138,8 +146,9 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
     list its tagged instances (SupportsOrphans) is asked for instances no cluster here
     owns; each is appended to `orphans` and named in `notes` with the command that
     removes it (`launcher down --orphan NAME --cloud CLOUD`)."""
+    from launcher.api import health_store
+
     out_notes = notes if notes is not None else []
-    degraded: dict[str, str] = {}
     with StateDB() as db:
         for rec in db.list_clusters():
             if _agent_downs_itself(rec) and (refresh or _autodown_may_be_due(rec)):
@@ -148,15 +157,24 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
                     out_notes.append(line)
                     continue
             if refresh:
-                why = _refresh_one(db, rec, cloud_fn)
+                checked, why = _refresh_one(db, rec, cloud_fn)
                 if why:
-                    degraded[rec.name] = why
+                    health_store.record(db, rec, DEGRADED, why, time.time())
                     out_notes.append(f"{rec.name}: DEGRADED: {why}")
-        views = [ClusterStatusView.of(r) for r in db.list_clusters()]
+                elif checked:
+                    health_store.clear(db, rec.name)
+        records = db.list_clusters()
+        health = health_store.load(db, records)
+    views = []
+    for r in records:
+        v = ClusterStatusView.of(r)
+        h = health.get(r.name)
+        if h is not None and r.status is ClusterStatus.UP:
+            v = replace(v, status=h.status, status_reason=h.reason, status_seen_at=h.seen_at)
+        views.append(v)
     if refresh:
         _scan_orphans(cloud_fn, out_notes, orphans, orphan_clouds)
-    return [replace(v, status=DEGRADED) if v.name in degraded and v.status == "UP" else v
-            for v in views]
+    return views
 
 
 def _scan_orphans(cloud_fn: CloudFn, notes: list[str], out: list[Orphan] | None,
@@ -188,8 +206,10 @@ def down_orphan(cluster_name: str, cloud: str, *, cloud_fn: CloudFn = default_cl
 # DEGRADED (docs/ssh-pools.md), not PREEMPTED.
 NEVER_PREEMPTED = frozenset({"ssh"})
 
-# Shown by `status --refresh` (never stored) when some node of an UP cluster does not answer
-# but is not confirmed lost either (NodeState.UNKNOWN, e.g. an ssh host cut off the network).
+# Found by `status --refresh` when some node of an UP cluster does not answer but is not
+# confirmed lost either (NodeState.UNKNOWN, e.g. an ssh host cut off the network). Stored
+# with the time it was seen (health_store.py) and shown by every `status` until a refresh
+# finds the cluster healthy; the cluster's own status stays UP.
 DEGRADED = "DEGRADED"
 
 
@@ -225,51 +245,58 @@ def _check_autodowned(rec: ClusterRecord, cloud_fn: CloudFn) -> str | None:
     return None
 
 
-def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> str | None:
-    """Reconcile one cluster with its cloud's view; returns why it is degraded, if it is."""
+def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> tuple[bool, str | None]:
+    """Reconcile one cluster with its cloud's view: (checked, why it is degraded if it is).
+    `checked` is False when the cluster was left alone (busy, or no such cloud here)."""
     try:
         lock = acquire_cluster_lock(rec.name, purpose="status --refresh")
     except LauncherError:
-        return None  # another command is working on it: its view is fresher than ours
+        return False, None  # another command is working on it: its view is fresher than ours
     try:
         try:
             view = cloud_fn(rec.cloud).query(rec.name)
         except KeyError:
-            return None
-        states = set(view.values())
-        if not view:
-            db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
-        elif rec.cloud in NEVER_PREEMPTED and states & {NodeState.TERMINATED, NodeState.UNKNOWN}:
-            # Before the "all gone" case: a pool host that does not answer is still held by
-            # this cluster, and only `down` gives it back (forgetting the row would leak it).
-            if rec.status is not ClusterStatus.UP:
-                return None
-            bad = sorted(f"{k} {'lost' if v is NodeState.TERMINATED else 'not answering'}"
-                         for k, v in view.items() if v is not NodeState.RUNNING)
-            why = "node(s) " + ", ".join(bad)
-            db.add_event(rec.name, "degraded", why)
-            return why
-        elif states <= {NodeState.TERMINATED}:
-            terminate_everywhere(db, rec, cloud_fn)  # idempotent: release what may remain
-            db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
-        elif NodeState.PREEMPTED in states or NodeState.TERMINATED in states:
-            if rec.status is not ClusterStatus.PREEMPTED:
-                db.set_status(rec.name, ClusterStatus.PREEMPTED, _describe(view))
-                db.close_usage(rec.name, "preempted")
-        elif states == {NodeState.STOPPED}:
-            if rec.status is not ClusterStatus.STOPPED:
-                db.set_status(rec.name, ClusterStatus.STOPPED, "stopped (refresh)")
-                db.close_usage(rec.name, "stopped")
-        elif states == {NodeState.RUNNING} and rec.status is ClusterStatus.STOPPED:
-            db.set_status(rec.name, ClusterStatus.UP, "running (refresh)")
-        elif NodeState.UNKNOWN in states and rec.status is ClusterStatus.UP:
-            unknown = sorted(k for k, v in view.items() if v is NodeState.UNKNOWN)
-            why = f"node(s) {', '.join(unknown)} not answering (unreachable, not confirmed lost)"
-            db.add_event(rec.name, "degraded", why)
-            return why
-        return None
+            return False, None
+        return True, _reconcile(db, rec, view, cloud_fn)
     finally:
         lock.release()
+
+
+def _reconcile(db: StateDB, rec: ClusterRecord, view: dict[str, NodeState],
+               cloud_fn: CloudFn) -> str | None:
+    """Apply the cloud's `view` of one cluster to the state DB; why it is degraded, if it is."""
+    states = set(view.values())
+    if not view:
+        db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
+    elif rec.cloud in NEVER_PREEMPTED and states & {NodeState.TERMINATED, NodeState.UNKNOWN}:
+        # Before the "all gone" case: a pool host that does not answer is still held by
+        # this cluster, and only `down` gives it back (forgetting the row would leak it).
+        if rec.status is not ClusterStatus.UP:
+            return None
+        bad = sorted(f"{k} {'lost' if v is NodeState.TERMINATED else 'not answering'}"
+                     for k, v in view.items() if v is not NodeState.RUNNING)
+        why = "node(s) " + ", ".join(bad)
+        db.add_event(rec.name, "degraded", why)
+        return why
+    elif states <= {NodeState.TERMINATED}:
+        terminate_everywhere(db, rec, cloud_fn)  # idempotent: release what may remain
+        db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
+    elif NodeState.PREEMPTED in states or NodeState.TERMINATED in states:
+        if rec.status is not ClusterStatus.PREEMPTED:
+            db.set_status(rec.name, ClusterStatus.PREEMPTED, _describe(view))
+            db.close_usage(rec.name, "preempted")
+    elif states == {NodeState.STOPPED}:
+        if rec.status is not ClusterStatus.STOPPED:
+            db.set_status(rec.name, ClusterStatus.STOPPED, "stopped (refresh)")
+            db.close_usage(rec.name, "stopped")
+    elif states == {NodeState.RUNNING} and rec.status is ClusterStatus.STOPPED:
+        db.set_status(rec.name, ClusterStatus.UP, "running (refresh)")
+    elif NodeState.UNKNOWN in states and rec.status is ClusterStatus.UP:
+        unknown = sorted(k for k, v in view.items() if v is NodeState.UNKNOWN)
+        why = f"node(s) {', '.join(unknown)} not answering (unreachable, not confirmed lost)"
+        db.add_event(rec.name, "degraded", why)
+        return why
+    return None
 
 
 def _describe(view: dict[str, NodeState]) -> str:

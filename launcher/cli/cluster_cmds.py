@@ -443,6 +443,12 @@ def status_cmd(
             f"{r.hourly_cost:.2f}", auto, style=colors.get(r.status),
         )
     print_table(table)
+    if not refresh:  # a refresh printed its findings above
+        for r in rows:
+            if r.status_reason and r.status_seen_at is not None:
+                _say(f"{r.name}: {r.status} as seen by `status --refresh` at "
+                     f"{_fmt_time(r.status_seen_at)}: {r.status_reason} "
+                     "(`launcher status --refresh` checks again)")
     return 0
 
 
