@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 # `launcher local ...` (kept in its own module)
 from launcher.cli import local_cmds  # noqa: E402,F401  isort: skip
+# `launcher ssh ...`
+from launcher.cli import ssh_cmds  # noqa: E402,F401  isort: skip
 
 
 def _out(line: str) -> None:
