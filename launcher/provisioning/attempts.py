@@ -9,8 +9,9 @@ attempt number (`idempotency_token`), so it is stable for that attempt and
 different for every other one. Rules:
 - `begin` writes the row (outcome NULL = pending) before the cloud call. If the
   newest row of the cluster is still pending for the same placement (a process
-  killed during the call, or a retried call), it is reused with its token, so the
-  cloud can answer "already created" instead of creating a second gang.
+  killed during the call, or a retried call) and began after the cluster's row was
+  created, it is reused with its token, so the cloud can answer "already created"
+  instead of creating a second gang.
 - `finish` records the outcome (`ok`, `failed`); `abandon_pending` (called by
   teardown) closes pending rows, so a token is never reused after the cluster's
   nodes were terminated.
@@ -83,9 +84,11 @@ def _ensure(db: StateDB) -> None:
 
 
 def begin(db: StateDB, cluster: str, cloud: str, region: str, zone: str | None,
-          instance_type: str) -> AttemptRow:
+          instance_type: str, *, not_before: float | None = None) -> AttemptRow:
     """Record an attempt about to call the cloud (or reuse the pending one for the same
-    placement). Returns the row whose `token` goes into the ProvisionRequest."""
+    placement, if it started at or after `not_before`: the cluster row's launch time, so
+    a cluster forgotten and launched again under its name never gets an old token).
+    Returns the row whose `token` goes into the ProvisionRequest."""
     _ensure(db)
     with db.transaction() as conn:
         last = conn.execute(
@@ -93,8 +96,10 @@ def begin(db: StateDB, cluster: str, cloud: str, region: str, zone: str | None,
             "ORDER BY attempt DESC LIMIT 1", (cluster,)).fetchone()
         if last is not None:
             row = AttemptRow(*last)
-            if row.outcome is None and (row.cloud, row.region, row.zone, row.instance_type) == (
-                    cloud, region, zone, instance_type):
+            same = (row.cloud, row.region, row.zone, row.instance_type) == (
+                cloud, region, zone, instance_type)
+            fresh = not_before is None or row.started_at >= not_before
+            if row.outcome is None and same and fresh:
                 return row
             if row.outcome is None:  # pending for another placement: it never returned
                 conn.execute(

@@ -308,7 +308,8 @@ def _one_round(
 
             public_key = ensure_user_key().public_key()
         row = attempt_log.begin(db, cluster_name, placement.cloud, placement.region,
-                                placement.zone, placement.instance_type)
+                                placement.zone, placement.instance_type,
+                                not_before=db.require_cluster(cluster_name).launched_at)
         req = replace(provision_request(cluster_name, placement, public_key),
                       idempotency_token=row.token)
         try:

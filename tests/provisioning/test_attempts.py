@@ -115,6 +115,16 @@ def test_a_pending_attempt_for_another_placement_is_not_reused() -> None:
     assert [r.outcome for r in rows] == ["abandoned", None]
 
 
+def test_a_pending_attempt_of_an_earlier_incarnation_is_not_reused() -> None:
+    """The cluster was forgotten (row deleted without a teardown) and launched again:
+    its new row is younger than the pending attempt, so a fresh token is used."""
+    with StateDB() as db:
+        row = attempt_log.begin(db, "tok4", "aws", "r", "z", "gpu.x")
+        later = attempt_log.begin(db, "tok4", "aws", "r", "z", "gpu.x",
+                                  not_before=row.started_at + 1)
+    assert later.token != row.token and later.attempt == row.attempt + 1
+
+
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_tokens_are_stable_per_name_and_attempt(n: int) -> None:
     assert attempt_log.idempotency_token("c", n) == attempt_log.idempotency_token("c", n)
