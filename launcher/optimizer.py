@@ -7,8 +7,10 @@ How an offer is matched against one `ResourceCandidate` (checks run in this orde
 the first one that fails is the offer's rejection reason):
 
 1. accelerator name and exact per-node count (a fraction below one, `A100:0.5`, is a
-   share of one GPU: any node with at least that much serves it; `accelerator=None` asks for a CPU-only
-   node, unless the candidate names an `instance_type`, which then decides alone);
+   share of one GPU: any node with at least that much serves it; `accelerator=None`
+   asks for a CPU-only node, unless the candidate names an `instance_type`, which then
+   decides alone; a host of the user's own SSH pools serves it whatever GPUs it has:
+   WHOLE_HOST_CLOUDS);
 2. instance type, cloud, region, zone (the `local` cloud only takes part when the
    candidate names it, or when the caller passes `include_local=True`);
 3. vCPUs and memory (at least, or exactly);
@@ -32,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from launcher.catalog.offer import Offer, fabric_satisfies
+from launcher.catalog.offer import WHOLE_HOST_CLOUDS, Offer, fabric_satisfies
 from launcher.resources import ResourceCandidate
 
 LOCAL_CLOUD = "local"
@@ -163,7 +165,8 @@ def count_serves(have: float, want: float) -> bool:
 def _accelerator_mismatch(offer: Offer, cand: ResourceCandidate) -> str | None:
     """Why `offer`'s accelerators are not what `cand` asks for (None = they are)."""
     if cand.accelerator is None:
-        if cand.instance_type is None and offer.accelerator is not None:
+        if (cand.instance_type is None and offer.accelerator is not None
+                and offer.cloud not in WHOLE_HOST_CLOUDS):
             return (
                 f"needs no accelerator, offer has {fmt_count(offer.accelerator_count)}"
                 f" x {offer.accelerator}"
@@ -371,7 +374,7 @@ class _Matcher:
     def price(self, o: Offer) -> float | None:
         """The node price if `o` serves this candidate, else None (fast path, no reasons)."""
         if self.acc is None:
-            if self.cpu_only and o.accelerator is not None:
+            if self.cpu_only and o.accelerator is not None and o.cloud not in WHOLE_HOST_CLOUDS:
                 return None
         elif o.accelerator != self.acc or not count_serves(o.accelerator_count, self.count):
             return None
@@ -532,12 +535,15 @@ def rank(
 
     # Offers indexed by accelerator once, so each candidate scans only its own group.
     by_acc: dict[str | None, list[int]] = {}
+    whole_hosts: list[int] = []  # GPU hosts of the user's own pools: CPU-only tasks fit too
     for i, o in enumerate(offer_list):
         group = by_acc.get(o.accelerator)
         if group is None:
             by_acc[o.accelerator] = [i]
         else:
             group.append(i)
+        if o.accelerator is not None and o.cloud in WHOLE_HOST_CLOUDS:
+            whole_hosts.append(i)
 
     # One entry per (offer, market): matchers run in preference order and an offer's
     # price depends only on the market, so the first matcher to serve a slot is its best.
@@ -548,7 +554,7 @@ def rank(
         if m.acc is not None:
             idxs: Iterable[int] = by_acc.get(m.acc, ())
         elif m.cpu_only:
-            idxs = by_acc.get(None, ())
+            idxs = [*by_acc.get(None, ()), *whole_hosts]
         else:
             idxs = range(len(offer_list))  # an instance type was named: any offer may be it
         pref = m.cand.preference

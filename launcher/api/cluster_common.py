@@ -12,22 +12,35 @@ from typing import TYPE_CHECKING
 
 from launcher.clouds.base import FailoverAttempt
 from launcher.errors import LauncherError
+from launcher.provisioning.cloud_access import CloudFn, default_cloud
+from launcher.provisioning.prepare import job_spec_for
+from launcher.provisioning.teardown import terminate_everywhere
 from launcher.state import ClusterRecord, ClusterStatus, StateDB
 
 if TYPE_CHECKING:
-    from launcher.clouds.base import Cloud, ClusterInfo
-    from launcher.runtime.jobspec import JobRecord, JobSpec
+    from launcher.runtime.jobspec import JobRecord
     from launcher.task import Task
 
-CloudFn = Callable[[str], "Cloud"]
+__all__ = [
+    "CloudFn",
+    "ClusterAutodownedGoneError",
+    "ClusterNotReadyError",
+    "LaunchResult",
+    "TaskDoesNotFitError",
+    "autodown_guard",
+    "default_cloud",
+    "finished",
+    "fit_problem",
+    "job_exit_code",
+    "job_spec_for",
+    "noop",
+    "reconcile_autodowned",
+    "require_up",
+    "require_user_owned",
+    "terminate_everywhere",
+]
+
 LineCallback = Callable[[str], None]
-
-
-def default_cloud(name: str) -> Cloud:
-    """The registered cloud object for `name` (KeyError when not implemented)."""
-    from launcher.clouds.registry import get_cloud
-
-    return get_cloud(name)
 
 
 def noop(_: str) -> None:
@@ -119,38 +132,6 @@ def fit_problem(rec: ClusterRecord, task: Task) -> str | None:
     return "it asks for " + " or ".join(dict.fromkeys(reasons))
 
 
-def job_spec_for(
-    task: Task,
-    cluster: ClusterInfo,
-    rec: ClusterRecord,
-    *,
-    task_id: str | None = None,
-    checkpoint_dir: str | None = None,
-    extra_envs: dict[str, str] | None = None,
-) -> JobSpec:
-    """The agent JobSpec that runs `task.run` on `task.num_nodes` nodes of the cluster.
-
-    Secrets travel in `envs` and are listed in `secret_names`, which the agent never shows.
-    """
-    from launcher.runtime.execution import REMOTE_WORKDIR, cluster_info_json
-    from launcher.runtime.jobspec import JobSpec
-
-    if not task.run:
-        raise LauncherError("The task has no `run` to submit.")
-    return JobSpec(
-        run=task.run,
-        name=task.name,
-        envs={**task.envs, **(extra_envs or {}), **task.secrets},
-        secret_names=tuple(sorted(task.secrets)),
-        num_nodes=task.num_nodes,
-        gpus_per_node=rec.accelerator_count,
-        workdir=REMOTE_WORKDIR if task.workdir else None,
-        task_id=task_id,
-        checkpoint_dir=checkpoint_dir,
-        cluster_info_json=cluster_info_json(cluster),
-    )
-
-
 def job_exit_code(record: JobRecord) -> int:
     """The exit code a CLI following the job exits with: 0 for SUCCEEDED, the failing
     rank's code for FAILED, 1 when there is none (e.g. CANCELLED before it started)."""
@@ -172,28 +153,6 @@ def finished(result: LaunchResult, record: JobRecord) -> LaunchResult:
         failed_rank=record.failed_rank,
         reason=record.reason,
     )
-
-
-def terminate_everywhere(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> None:
-    """Terminate the cluster on its cloud and on every cloud a launch attempt touched
-    (a launch killed mid-failover may have left nodes on an earlier cloud).
-    Raises LauncherError naming the clouds that failed; the row is then kept."""
-    clouds = dict.fromkeys([rec.cloud, *db.clouds_touched(rec.name)])
-    errors = []
-    for cloud_name in clouds:
-        try:
-            cloud = cloud_fn(cloud_name)
-        except KeyError:
-            continue  # a cloud this version cannot provision on never got instances
-        try:
-            cloud.terminate(rec.name)
-        except Exception as exc:
-            errors.append(f"{cloud_name}: {type(exc).__name__}: {exc}")
-    if errors:
-        raise LauncherError(
-            f"Could not terminate every node of {rec.name!r}: {'; '.join(errors)}. "
-            "The cluster is kept in `launcher status`; retry `launcher down`."
-        )
 
 
 class ClusterAutodownedGoneError(LauncherError):

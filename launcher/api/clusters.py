@@ -36,6 +36,7 @@ from launcher.state import (
 )
 
 if TYPE_CHECKING:
+    from launcher.provisioning.orphans import Orphan
     from launcher.runtime.agent_client import AgentClient, CancelResult
     from launcher.runtime.jobspec import JobRecord
 
@@ -63,6 +64,9 @@ class ClusterStatusView:
     resources: str
     launched_at: float
     owner: str | None
+    # why `status` is not the stored one (DEGRADED: what a refresh saw, and when)
+    status_reason: str | None = None
+    status_seen_at: float | None = None
 
     @staticmethod
     def of(rec: ClusterRecord) -> ClusterStatusView:
@@ -82,8 +86,11 @@ class ClusterStatusView:
         )
 
     def to_json(self) -> dict[str, object]:
-        """{name, cloud, region, zone, num_nodes, status, hourly_cost, autostop}; autostop
-        is null or {"idle_minutes": int, "down": bool}. Never carries keys or secrets."""
+        """{name, cloud, region, zone, num_nodes, status, hourly_cost, autostop,
+        status_reason, status_seen_at}; autostop is null or {"idle_minutes": int, "down":
+        bool}; status_reason / status_seen_at (epoch seconds) say what the `status
+        --refresh` that found a DEGRADED cluster saw, and when (null otherwise).
+        Never carries keys or secrets."""
         return {
             "name": self.name,
             "cloud": self.cloud,
@@ -95,6 +102,8 @@ class ClusterStatusView:
             "autostop": None
             if self.autostop_minutes is None
             else {"idle_minutes": _num(self.autostop_minutes), "down": self.autostop_down},
+            "status_reason": self.status_reason,
+            "status_seen_at": self.status_seen_at,
         }
 
 
@@ -119,7 +128,8 @@ def job_json(record: JobRecord) -> dict[str, object]:
 
 
 def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
-           notes: list[str] | None = None) -> list[ClusterStatusView]:
+           notes: list[str] | None = None, orphans: list[Orphan] | None = None,
+           orphan_clouds: Sequence[str] | None = None) -> list[ClusterStatusView]:
     """Every cluster in the state DB. With `refresh`, ask each cloud for its view first
     and reconcile: nodes gone -> the cluster is removed (it was taken down, e.g. by
     autostop); any node PREEMPTED -> PREEMPTED; all STOPPED -> STOPPED; all
@@ -130,9 +140,15 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
     Always (refresh or not): an UP cluster with autostop --down on a cloud whose
     nodes cannot take themselves down (ssh) is asked whether its agent autodowned it;
     if so its nodes are released and it is removed. One line per such event (and per
-    DEGRADED cluster) is appended to `notes`."""
+    DEGRADED cluster) is appended to `notes`.
+
+    With `refresh`, every cloud in `orphan_clouds` (default: the enabled ones) that can
+    list its tagged instances (SupportsOrphans) is asked for instances no cluster here
+    owns; each is appended to `orphans` and named in `notes` with the command that
+    removes it (`launcher down --orphan NAME --cloud CLOUD`)."""
+    from launcher.api import health_store
+
     out_notes = notes if notes is not None else []
-    degraded: dict[str, str] = {}
     with StateDB() as db:
         for rec in db.list_clusters():
             if _agent_downs_itself(rec) and (refresh or _autodown_may_be_due(rec)):
@@ -141,21 +157,59 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
                     out_notes.append(line)
                     continue
             if refresh:
-                why = _refresh_one(db, rec, cloud_fn)
+                checked, why = _refresh_one(db, rec, cloud_fn)
                 if why:
-                    degraded[rec.name] = why
+                    health_store.record(db, rec, DEGRADED, why, time.time())
                     out_notes.append(f"{rec.name}: DEGRADED: {why}")
-        views = [ClusterStatusView.of(r) for r in db.list_clusters()]
-    return [replace(v, status=DEGRADED) if v.name in degraded and v.status == "UP" else v
-            for v in views]
+                elif checked:
+                    health_store.clear(db, rec.name)
+        records = db.list_clusters()
+        health = health_store.load(db, records)
+    views = []
+    for r in records:
+        v = ClusterStatusView.of(r)
+        h = health.get(r.name)
+        if h is not None and r.status is ClusterStatus.UP:
+            v = replace(v, status=h.status, status_reason=h.reason, status_seen_at=h.seen_at)
+        views.append(v)
+    if refresh:
+        _scan_orphans(cloud_fn, out_notes, orphans, orphan_clouds)
+    return views
+
+
+def _scan_orphans(cloud_fn: CloudFn, notes: list[str], out: list[Orphan] | None,
+                  clouds: Sequence[str] | None) -> None:
+    from launcher.provisioning.orphans import enabled_cloud_names, find_orphans
+
+    scan = find_orphans(enabled_cloud_names() if clouds is None else clouds, cloud_fn=cloud_fn)
+    for o in scan.orphans:
+        notes.append(
+            f"Orphan on {o.cloud}: {len(o.node_ids)} instance(s) tagged for cluster "
+            f"{o.cluster!r} ({', '.join(o.node_ids)}), which no cluster here owns; "
+            f"remove with `{o.command}`")
+    for cloud, why in sorted(scan.errors.items()):
+        notes.append(f"Could not list {cloud} instances for orphans: {why}")
+    if out is not None:
+        out.extend(scan.orphans)
+
+
+def down_orphan(cluster_name: str, cloud: str, *, cloud_fn: CloudFn = default_cloud) -> None:
+    """Terminate the instances tagged `cluster_name` on `cloud` that no cluster in the
+    state DB owns (listed by `status --refresh`). Idempotent. Raises LauncherError for a
+    name the state DB knows (use `down`) or an unknown cloud."""
+    from launcher.provisioning.teardown import terminate_orphan
+
+    terminate_orphan(cloud, cluster_name, cloud_fn=cloud_fn)
 
 
 # Clouds whose machines are never preempted: a node that does not answer makes the cluster
 # DEGRADED (docs/ssh-pools.md), not PREEMPTED.
 NEVER_PREEMPTED = frozenset({"ssh"})
 
-# Shown by `status --refresh` (never stored) when some node of an UP cluster does not answer
-# but is not confirmed lost either (NodeState.UNKNOWN, e.g. an ssh host cut off the network).
+# Found by `status --refresh` when some node of an UP cluster does not answer but is not
+# confirmed lost either (NodeState.UNKNOWN, e.g. an ssh host cut off the network). Stored
+# with the time it was seen (health_store.py) and shown by every `status` until a refresh
+# finds the cluster healthy; the cluster's own status stays UP.
 DEGRADED = "DEGRADED"
 
 
@@ -191,51 +245,58 @@ def _check_autodowned(rec: ClusterRecord, cloud_fn: CloudFn) -> str | None:
     return None
 
 
-def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> str | None:
-    """Reconcile one cluster with its cloud's view; returns why it is degraded, if it is."""
+def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> tuple[bool, str | None]:
+    """Reconcile one cluster with its cloud's view: (checked, why it is degraded if it is).
+    `checked` is False when the cluster was left alone (busy, or no such cloud here)."""
     try:
         lock = acquire_cluster_lock(rec.name, purpose="status --refresh")
     except LauncherError:
-        return None  # another command is working on it: its view is fresher than ours
+        return False, None  # another command is working on it: its view is fresher than ours
     try:
         try:
             view = cloud_fn(rec.cloud).query(rec.name)
         except KeyError:
-            return None
-        states = set(view.values())
-        if not view:
-            db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
-        elif rec.cloud in NEVER_PREEMPTED and states & {NodeState.TERMINATED, NodeState.UNKNOWN}:
-            # Before the "all gone" case: a pool host that does not answer is still held by
-            # this cluster, and only `down` gives it back (forgetting the row would leak it).
-            if rec.status is not ClusterStatus.UP:
-                return None
-            bad = sorted(f"{k} {'lost' if v is NodeState.TERMINATED else 'not answering'}"
-                         for k, v in view.items() if v is not NodeState.RUNNING)
-            why = "node(s) " + ", ".join(bad)
-            db.add_event(rec.name, "degraded", why)
-            return why
-        elif states <= {NodeState.TERMINATED}:
-            terminate_everywhere(db, rec, cloud_fn)  # idempotent: release what may remain
-            db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
-        elif NodeState.PREEMPTED in states or NodeState.TERMINATED in states:
-            if rec.status is not ClusterStatus.PREEMPTED:
-                db.set_status(rec.name, ClusterStatus.PREEMPTED, _describe(view))
-                db.close_usage(rec.name, "preempted")
-        elif states == {NodeState.STOPPED}:
-            if rec.status is not ClusterStatus.STOPPED:
-                db.set_status(rec.name, ClusterStatus.STOPPED, "stopped (refresh)")
-                db.close_usage(rec.name, "stopped")
-        elif states == {NodeState.RUNNING} and rec.status is ClusterStatus.STOPPED:
-            db.set_status(rec.name, ClusterStatus.UP, "running (refresh)")
-        elif NodeState.UNKNOWN in states and rec.status is ClusterStatus.UP:
-            unknown = sorted(k for k, v in view.items() if v is NodeState.UNKNOWN)
-            why = f"node(s) {', '.join(unknown)} not answering (unreachable, not confirmed lost)"
-            db.add_event(rec.name, "degraded", why)
-            return why
-        return None
+            return False, None
+        return True, _reconcile(db, rec, view, cloud_fn)
     finally:
         lock.release()
+
+
+def _reconcile(db: StateDB, rec: ClusterRecord, view: dict[str, NodeState],
+               cloud_fn: CloudFn) -> str | None:
+    """Apply the cloud's `view` of one cluster to the state DB; why it is degraded, if it is."""
+    states = set(view.values())
+    if not view:
+        db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
+    elif rec.cloud in NEVER_PREEMPTED and states & {NodeState.TERMINATED, NodeState.UNKNOWN}:
+        # Before the "all gone" case: a pool host that does not answer is still held by
+        # this cluster, and only `down` gives it back (forgetting the row would leak it).
+        if rec.status is not ClusterStatus.UP:
+            return None
+        bad = sorted(f"{k} {'lost' if v is NodeState.TERMINATED else 'not answering'}"
+                     for k, v in view.items() if v is not NodeState.RUNNING)
+        why = "node(s) " + ", ".join(bad)
+        db.add_event(rec.name, "degraded", why)
+        return why
+    elif states <= {NodeState.TERMINATED}:
+        terminate_everywhere(db, rec, cloud_fn)  # idempotent: release what may remain
+        db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
+    elif NodeState.PREEMPTED in states or NodeState.TERMINATED in states:
+        if rec.status is not ClusterStatus.PREEMPTED:
+            db.set_status(rec.name, ClusterStatus.PREEMPTED, _describe(view))
+            db.close_usage(rec.name, "preempted")
+    elif states == {NodeState.STOPPED}:
+        if rec.status is not ClusterStatus.STOPPED:
+            db.set_status(rec.name, ClusterStatus.STOPPED, "stopped (refresh)")
+            db.close_usage(rec.name, "stopped")
+    elif states == {NodeState.RUNNING} and rec.status is ClusterStatus.STOPPED:
+        db.set_status(rec.name, ClusterStatus.UP, "running (refresh)")
+    elif NodeState.UNKNOWN in states and rec.status is ClusterStatus.UP:
+        unknown = sorted(k for k, v in view.items() if v is NodeState.UNKNOWN)
+        why = f"node(s) {', '.join(unknown)} not answering (unreachable, not confirmed lost)"
+        db.add_event(rec.name, "degraded", why)
+        return why
+    return None
 
 
 def _describe(view: dict[str, NodeState]) -> str:
@@ -391,12 +452,9 @@ def down(cluster_name: str, *, cloud_fn: CloudFn = default_cloud) -> None:
     """Terminate every node of the cluster (on every cloud a launch attempt touched)
     and forget it. Raises ClusterNotFoundError for an unknown name; waits up to
     LOCK_WAIT_S for a command holding the cluster (e.g. a launch) to finish."""
-    with StateDB() as db:
-        rec = db.require_cluster(cluster_name)
-        with cluster_lock(cluster_name, wait=LOCK_WAIT_S, purpose="down"):
-            rec = db.get_cluster(cluster_name) or rec
-            terminate_everywhere(db, rec, cloud_fn)
-            db.delete_cluster(cluster_name, reason="down")
+    from launcher.provisioning.teardown import down_cluster
+
+    down_cluster(cluster_name, cloud_fn=cloud_fn, wait=LOCK_WAIT_S)
 
 
 def autostop(

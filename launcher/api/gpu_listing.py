@@ -8,13 +8,19 @@ Read-only, no credentials, nothing printed. Raises `InvalidQueryError` /
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from launcher.api.query_args import InvalidQueryError, _catalog_clouds, json_number
-from launcher.catalog.locations import LIVE_CLOUDS, canonical_cloud, canonical_region
+from launcher.catalog.locations import (
+    LIVE_CLOUDS,
+    canonical_cloud,
+    canonical_region,
+    catalog_locations,
+)
 from launcher.catalog.offer import FABRICS, LOCAL_CLOUD, Offer, fabric_satisfies
+from launcher.catalog.query_args import InvalidQueryError, _catalog_clouds, json_number
+from launcher.provisioning.offers import SSH_CLOUD, catalog_offers, pool_regions
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -210,16 +216,25 @@ def gpus(
     names = query.accelerator_names()
     accs = [canonical_accelerator(accelerator, names)] if accelerator is not None else list(names)
     clouds = None
-    known_clouds = _catalog_clouds(query)
+    # every cloud the listing can show: the catalog's, local, and ssh (the user's pools)
+    known_clouds = list(dict.fromkeys([*_catalog_clouds(query), SSH_CLOUD]))
     if cloud is not None:
         cloud = canonical_cloud(cloud, known_clouds)
         clouds = [cloud]
     if region is not None and cloud != LOCAL_CLOUD:
+        pools = pool_regions() if cloud in (None, SSH_CLOUD) else []
+
+        def locations_of(c: str) -> Mapping[str, Sequence[str | None]]:
+            # a pool is the ssh cloud's region (no zones)
+            return {p: (None,) for p in pools} if c == SSH_CLOUD else catalog_locations(c)
+
         region = canonical_region(
-            region, clouds or [c for c in known_clouds if c not in LIVE_CLOUDS]
+            region,
+            clouds or [c for c in known_clouds if c not in LIVE_CLOUDS or c == SSH_CLOUD],
+            locations_of,
         )
     rows: list[Offer] = []
-    for o in query.offers(accelerators=accs, clouds=clouds):
+    for o in catalog_offers(accs, clouds):
         if o.accelerator is None:
             continue
         if o.cloud == LOCAL_CLOUD and cloud != LOCAL_CLOUD:
@@ -314,7 +329,7 @@ def gpu_summary() -> list[GpuSummaryRow]:
     from launcher.catalog import query
 
     acc: dict[str, list[Offer]] = {}
-    for o in query.offers(accelerators=query.accelerator_names()):
+    for o in catalog_offers(query.accelerator_names()):
         if o.accelerator is None or o.cloud == LOCAL_CLOUD:
             continue
         acc.setdefault(o.accelerator, []).append(o)

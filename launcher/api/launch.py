@@ -7,7 +7,7 @@ The launch flow (blocking; `on_event` gets progress lines, `on_line` job output)
 3. An existing UP cluster that fits the task is reused (sync + setup + run, like
    `sky launch -c`); a STOPPED one is started; one left INIT by a dead launch,
    or PREEMPTED, is terminated and provisioned afresh. Otherwise: plan and
-   provision with failover (launcher.api.provision), recording the cluster
+   provision with failover (launcher.provisioning.failover), recording the cluster
    before any cloud call.
 4. Agent install (in parallel with the file sync), sync workdir + file_mounts,
    setup on all nodes (fail fast), then the run is submitted as a job and
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -45,15 +44,18 @@ from launcher.api.cluster_common import (
     require_user_owned,
     terminate_everywhere,
 )
-from launcher.api.provision import (
+from launcher.clouds.base import ClusterInfo, FailoverAttempt, NodeState
+from launcher.errors import ClusterNotFoundError, LauncherError
+from launcher.provisioning.failover import (
+    Backoff,
     ConfirmCallback,
     EventCallback,
+    LaunchAbortedError,
     PlanFn,
     default_plan,
     provision_with_failover,
 )
-from launcher.clouds.base import ClusterInfo, FailoverAttempt, NodeState
-from launcher.errors import ClusterNotFoundError, LauncherError
+from launcher.provisioning.prepare import prepare_cluster
 from launcher.state import (
     ClusterStatus,
     StateDB,
@@ -62,11 +64,12 @@ from launcher.state import (
 )
 
 if TYPE_CHECKING:
-    from launcher.runtime.agent_client import AgentClient
     from launcher.task import Task
 
 __all__ = [
+    "Backoff",
     "ClusterNotReadyError",
+    "LaunchAbortedError",
     "LaunchResult",
     "TaskDoesNotFitError",
     "generate_cluster_name",
@@ -89,95 +92,6 @@ def generate_cluster_name(db: StateDB) -> str:
             return name
 
 
-# ----------------------------------------------------------------- runtime bring-up
-
-
-def _mark_up(db: StateDB, cluster: ClusterInfo) -> None:
-    db.set_nodes(cluster.cluster_name, cluster.nodes)
-    db.set_status(cluster.cluster_name, ClusterStatus.UP)
-
-
-def prepare_cluster(
-    db: StateDB,
-    cluster: ClusterInfo,
-    task: Task | None,
-    *,
-    run_setup_script: bool = True,
-    on_event: EventCallback = noop,
-    on_setup_line: LineCallback | None = None,
-    task_id: str | None = None,
-    checkpoint_dir: str | None = None,
-) -> AgentClient:
-    """Install the agent (in parallel with the file sync), sync files, run setup.
-
-    Blocking. Marks the cluster UP as soon as the agent is running (so a setup
-    failure leaves a usable cluster). Raises SetupFailedError, runner errors.
-    """
-    from launcher.runtime import execution
-
-    runners = execution.open_runners(cluster)
-    agent_result: list[AgentClient] = []
-    agent_error: list[BaseException] = []
-
-    def install() -> None:
-        try:
-            agent_result.append(execution.install_agent(cluster, runners[0]))
-        except BaseException as exc:  # re-raised below
-            agent_error.append(exc)
-
-    installer = threading.Thread(target=install, daemon=True)
-    installer.start()
-    try:
-        sync_error: BaseException | None = None
-        if task is not None:
-            try:
-                execution.sync_task_files(runners, task, on_event=on_event)
-            except BaseException as exc:  # raised once the agent is in (the cluster stays usable)
-                sync_error = exc
-        installer.join()
-        if agent_error:
-            raise agent_error[0]
-        _mark_up(db, cluster)
-        if sync_error is not None:
-            raise sync_error
-        if task is not None and task.setup and run_setup_script:
-            on_event(f"Running setup on {len(runners)} node(s)")
-            gpus = execution.gpu_devices(cluster)
-            envs = [
-                {
-                    **task.envs,
-                    **task.secrets,
-                    **execution.node_env(
-                        cluster,
-                        node.rank,
-                        gpus_per_node=_gpus_per_node(task, db, cluster.cluster_name),
-                        cuda_visible_devices=gpus.get(node.rank),
-                        task_id=task_id,
-                        checkpoint_dir=checkpoint_dir,
-                    ),
-                }
-                for node in cluster.nodes
-            ]
-            execution.run_setup(
-                cluster,
-                runners,
-                task.setup,
-                envs=envs,
-                log_dir=execution.setup_log_dir(cluster.cluster_name),
-                on_line=on_setup_line,
-            )
-            db.add_event(cluster.cluster_name, "setup-done", f"{len(runners)} node(s)")
-    finally:
-        installer.join()
-        execution.close_runners(runners)
-    return agent_result[0]
-
-
-def _gpus_per_node(task: Task, db: StateDB, cluster_name: str) -> float:
-    rec = db.get_cluster(cluster_name)
-    return rec.accelerator_count if rec else 0.0
-
-
 # ----------------------------------------------------------------- launch
 
 
@@ -195,13 +109,18 @@ def launch(
     on_setup_line: LineCallback | None = None,
     plan_fn: PlanFn = default_plan,
     cloud_fn: CloudFn = default_cloud,
+    retry_until_up: bool = False,
+    backoff: Backoff = Backoff(),
 ) -> LaunchResult:
     """Launch `task` on a new or existing cluster and run it. Blocking.
 
     `idle_minutes`/`down` set autostop after the job is submitted (`down=True`
     alone = take the cluster down as soon as it is idle, i.e. after the job).
     The task's own `autostop` is used when neither is given. `confirm` (unless
-    `yes`) is asked before provisioning a paid placement. Raises LauncherError
+    `yes`) is asked before provisioning a paid placement. `retry_until_up`: when every
+    placement fails for capacity or quota, keep retrying the whole plan after a capped
+    exponential `backoff` (each round announced through `on_event`; Ctrl-C stops and
+    leaves nothing). Raises LauncherError
     subclasses: ClusterBusyError, NoPlacementError, ProvisionFailedError,
     LaunchAbortedError, SetupFailedError, TaskDoesNotFitError...
     """
@@ -222,6 +141,7 @@ def launch(
             cluster, attempts, created, reused = _get_cluster(
                 db, name, task, plan_fn=plan_fn, cloud_fn=cloud_fn,
                 confirm=None if yes else confirm, emit=emit,
+                retry_until_up=retry_until_up, backoff=backoff,
             )
             if idle_minutes is not None and not down:  # e.g. ssh pools: autostop must --down
                 from launcher.api.clusters import require_can_stop
@@ -292,6 +212,8 @@ def _get_cluster(
     cloud_fn: CloudFn,
     confirm: ConfirmCallback | None,
     emit: EventCallback,
+    retry_until_up: bool = False,
+    backoff: Backoff = Backoff(),
 ) -> tuple[ClusterInfo, list[FailoverAttempt], bool, bool]:
     """(cluster, failover attempts, created, reused) with the lock held."""
     rec = db.get_cluster(name)
@@ -322,7 +244,8 @@ def _get_cluster(
         db.delete_cluster(name, reason="relaunch")
     try:
         got = provision_with_failover(
-            task, name, db, plan_fn=plan_fn, cloud_fn=cloud_fn, confirm=confirm, on_event=emit
+            task, name, db, plan_fn=plan_fn, cloud_fn=cloud_fn, confirm=confirm, on_event=emit,
+            retry_until_up=retry_until_up, backoff=backoff,
         )
     except BaseException:
         # Nothing was provisioned (every attempt was terminated): forget the name -

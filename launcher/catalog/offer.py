@@ -11,6 +11,9 @@ from typing import Any
 
 # The cloud whose nodes are processes on this machine (its offers are computed live).
 LOCAL_CLOUD = "local"
+# Clouds whose offers are whole machines of the user's own (SSH node pools): a task that
+# asks for no accelerator may run on any such host with enough CPUs and memory, GPU or not.
+WHOLE_HOST_CLOUDS = frozenset({"ssh"})
 # Fabrics a catalog row may carry. `None` in a row means nobody has told us.
 FABRICS = ("infiniband", "efa", "roce", "tcpx", "ethernet")
 # Fabrics that give RDMA between nodes (what `fabric: rdma` asks for).

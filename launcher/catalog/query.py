@@ -19,7 +19,7 @@ import datetime
 import os
 import sqlite3
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from launcher.catalog import cache, local
@@ -46,8 +46,6 @@ __all__ = [
     "offers",
     "status",
 ]
-
-SSH_CLOUD = "ssh"  # offers come live from the SSH node pools in config.yaml
 
 _lock = threading.Lock()
 # snapshot dir -> (meta.json stat signature, meta)
@@ -134,13 +132,18 @@ def _norm(values: Collection[str] | None) -> list[str] | None:
 
 
 def offers(
-    accelerators: Collection[str] | None = None, clouds: Collection[str] | None = None
+    accelerators: Collection[str] | None = None,
+    clouds: Collection[str] | None = None,
+    live: Sequence[Offer] = (),
 ) -> list[Offer]:
     """Catalog offers whose accelerator is one of `accelerators` (case-insensitive) and
     whose cloud is one of `clouds`; None = no filter on that field. CPU-only rows have
-    accelerator None, so they come only with `accelerators=None`. The `local` cloud's
-    live offers are included (last) unless `clouds` excludes "local". Order: stable
-    (cloud, instance type, accelerator, count, region, zone), local offers last.
+    accelerator None, so they come only with `accelerators=None`. `live` are offers the
+    caller read elsewhere (the SSH node pools: the catalog never imports a cloud
+    module; see launcher.provisioning.offers), filtered the same way and appended.
+    The `local` cloud's live offers are included (last) unless `clouds` excludes
+    "local". Order: stable (cloud, instance type, accelerator, count, region, zone),
+    handed-in offers next, local offers last.
     """
     accs = _norm(accelerators)
     cls = _norm([c.lower() for c in clouds] if clouds is not None else None)
@@ -189,25 +192,10 @@ def offers(
             if wanted is None or (o.accelerator is not None and o.accelerator.lower() in wanted)
         ]
 
-    if cls is None or SSH_CLOUD in cls:
-        result.extend(matching(_ssh_pool_offers()))
+    result.extend(matching([o for o in live if cls is None or o.cloud in cls]))
     if cls is None or LOCAL_CLOUD in cls:
         result.extend(matching(local.local_offers()))
     return result
-
-
-def _ssh_pool_offers() -> list[Offer]:
-    """Offers of the SSH node pools in the user's config (none without a config file).
-
-    Raises ConfigError when the config is malformed. The ssh cloud module is imported
-    only when a config file exists, so plain catalog queries stay cheap."""
-    from launcher.config import config_path
-
-    if not config_path().exists():
-        return []
-    from launcher.clouds.ssh import ssh_offers
-
-    return ssh_offers()
 
 
 def cpu_only_clouds() -> list[str]:

@@ -475,10 +475,17 @@ def check_cmd(
     catalog_clouds = [c.cloud for c in query.status().clouds]
     names = list(dict.fromkeys([*api.enabled_clouds().keys(), *catalog_clouds]))
     statuses = api.enabled_clouds(names)
+    from launcher.api.ssh_pools import ssh_pools
+
+    pools = ssh_pools()  # every host's state: free, held, quarantined (until when, why)
     if as_json:
-        print_json(
-            [{"cloud": n, "enabled": s.enabled, "reason": s.reason} for n, s in statuses.items()]
-        )
+        rows: list[dict[str, object]] = []
+        for n, s in statuses.items():
+            row: dict[str, object] = {"cloud": n, "enabled": s.enabled, "reason": s.reason}
+            if n == "ssh":
+                row["pools"] = [p.to_json() for p in pools]
+            rows.append(row)
+        print_json(rows)
         return
     table = Table()
     for col in ("CLOUD", "ENABLED", "DETAIL"):
@@ -486,4 +493,16 @@ def check_cmd(
     for name, s in statuses.items():
         table.add_row(name, "yes" if s.enabled else "no", s.reason, style=None if s.enabled else "dim")
     print_table(table)
+    if pools:
+        from launcher.cli.ssh_cmds import host_detail
+
+        hosts = Table()
+        for col in ("POOL", "HOST", "STATE", "DETAIL"):
+            hosts.add_column(col)
+        for p in pools:
+            for h in p.hosts:
+                hosts.add_row(p.name, h.address, h.state, host_detail(h),
+                              style="yellow" if h.state == "quarantined" else None)
+        echo("")
+        print_table(hosts)
     echo("Cost queries and dry runs rank every cloud; launches use enabled ones.", style="dim")

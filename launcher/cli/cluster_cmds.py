@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 # `launcher local ...` (kept in its own module)
 from launcher.cli import local_cmds  # noqa: E402,F401  isort: skip
+# `launcher ssh ...`
+from launcher.cli import ssh_cmds  # noqa: E402,F401  isort: skip
 
 
 def _out(line: str) -> None:
@@ -77,7 +79,7 @@ def _load_task(path: str, env: list[str] | None, cloud: str | None, gpus: str | 
 
 
 def _confirm(placement: Placement) -> bool:
-    from launcher.api.provision import LaunchAbortedError
+    from launcher.api.launch import LaunchAbortedError
 
     where = "/".join(x for x in (placement.cloud, placement.region, placement.zone) if x)
     acc = f"{placement.accelerator}:{placement.accelerator_count:g}" if placement.accelerator else "no GPU"
@@ -103,6 +105,38 @@ class _Progress:
         if message.startswith("Job ") and " submitted" in message:
             self.job_id = int(message.split()[1])
         _event(message)
+
+
+def _report_failover(exc: Exception, json_out: bool) -> int:
+    """Every placement failed: the failover history as a table on stderr (or, with
+    --json, as {"error", "attempts"} on stdout). Returns the exit code."""
+    from launcher.clouds.base import ProvisionFailedError
+
+    assert isinstance(exc, ProvisionFailedError)
+    summary = str(exc).splitlines()[0]
+    if json_out:
+        print_json({
+            "error": summary,
+            "attempts": [
+                {"cloud": a.cloud, "region": a.region, "zone": a.zone,
+                 "instance_type": a.instance_type, "error_type": a.error_type,
+                 "message": a.message}
+                for a in exc.attempts
+            ],
+        })
+        return exc.exit_code
+    from launcher.cli.table import Table, print_table
+
+    table = Table()
+    for col in ("CLOUD", "REGION", "ZONE", "INSTANCE TYPE", "ERROR", "MESSAGE"):
+        table.add_column(col)
+    for a in exc.attempts:
+        table.add_row(a.cloud, a.region, a.zone or "-", a.instance_type, a.error_type,
+                      a.message, style="red" if a.error_type == "InvalidRequestError" else None)
+    _say("Failover history:")
+    print_table(table, sys.stderr)
+    _say(f"Error: {summary}")
+    return exc.exit_code
 
 
 def _report_job_end(cluster: str, job_id: int | None, status: str | None, exit_code: int | None,
@@ -132,6 +166,7 @@ def launch_cmd(
     num_nodes: Annotated[int | None, typer.Option("--num-nodes", help="Override num_nodes.")] = None,
     infra: Annotated[str | None, typer.Option("--infra", help="Override the location: cloud[/region[/zone]] (e.g. aws/us-east-1).")] = None,
     use_spot: Annotated[bool | None, typer.Option("--use-spot/--no-use-spot", help="Override resources.use_spot.")] = None,
+    retry_until_up: Annotated[bool, typer.Option("--retry-until-up", help="When every placement fails for capacity or quota, retry the whole plan with backoff (30 s doubling to 10 min) until it comes up; Ctrl-C stops.")] = False,
 ) -> int:
     """Launch a task on a new or existing cluster and stream its output."""
     task = _load_task(task_file, env, cloud, gpus, num_nodes, secret, require_values=not dryrun,
@@ -157,6 +192,8 @@ def launch_cmd(
             name_hint = generate_cluster_name(db)
         _event(f"Cluster name: {name_hint}")
     assert name_hint is not None
+    from launcher.clouds.base import ProvisionFailedError
+
     try:
         result = launch(
             task,
@@ -169,7 +206,10 @@ def launch_cmd(
             on_line=_err_line if json_out else _out,
             on_setup_line=_err_line if json_out else _out,
             on_event=progress.event,
+            retry_until_up=retry_until_up,
         )
+    except ProvisionFailedError as exc:
+        return _report_failover(exc, json_out)
     except KeyboardInterrupt:
         if progress.job_id is not None:
             _say(
@@ -383,6 +423,8 @@ def status_cmd(
             )
     rc = 4 if missing and not rows else 0
     if json_out:
+        for note in notes:  # e.g. orphans found by --refresh: never hidden, never in the JSON
+            _say(note)
         print_json([r.to_json() for r in rows])
         return rc
     for note in notes:
@@ -406,6 +448,12 @@ def status_cmd(
             f"{r.hourly_cost:.2f}", auto, style=colors.get(r.status),
         )
     print_table(table)
+    if not refresh:  # a refresh printed its findings above
+        for r in rows:
+            if r.status_reason and r.status_seen_at is not None:
+                _say(f"{r.name}: {r.status} as seen by `status --refresh` at "
+                     f"{_fmt_time(r.status_seen_at)}: {r.status_reason} "
+                     "(`launcher status --refresh` checks again)")
     return 0
 
 
@@ -455,11 +503,21 @@ def down_cmd(
     names: Annotated[list[str] | None, typer.Argument(help="Cluster names.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     all_: Annotated[bool, typer.Option("--all", "-a", help="Every cluster.")] = False,
+    orphan: Annotated[str | None, typer.Option("--orphan", help="Terminate the instances tagged with this cluster name that no cluster here owns (listed by `status --refresh`); needs --cloud.", metavar="NAME")] = None,
+    cloud: Annotated[str | None, typer.Option("--cloud", help="With --orphan: the cloud the instances run on.")] = None,
 ) -> int:
     """Terminate clusters and everything on them."""
     from launcher.api.clusters import down_many
-    from launcher.errors import LauncherError
+    from launcher.errors import LauncherError, UsageError
 
+    if orphan is not None or cloud is not None:
+        if orphan is None or cloud is None or names or all_:
+            raise UsageError("down --orphan NAME --cloud CLOUD: give both, and no cluster names.")
+        from launcher.api.clusters import down_orphan
+
+        down_orphan(orphan, cloud)
+        _say(f"Terminated the instances tagged {orphan!r} on {cloud}.")
+        return 0
     targets = _names_or_all(names, all_, "down")
     if not targets:
         _say("No clusters.")

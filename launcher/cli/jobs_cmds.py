@@ -79,7 +79,7 @@ def launch_cmd(
     p = api.jobs_check_feasible(t)  # always, -y or not: an unsatisfiable task is refused
     best = p.placements[p.chosen]
     if not yes and best.hourly_cost > 0:  # like `launch`: only a paid placement asks
-        from launcher.api.provision import LaunchAbortedError
+        from launcher.api.launch import LaunchAbortedError
 
         where = "/".join(x for x in (best.cloud, best.region, best.zone) if x)
         desc = (f"managed job {name or t.name or task}: {best.num_nodes}x {best.instance_type} "

@@ -168,6 +168,19 @@ class Cloud(Protocol):
         ...
 
 
+@runtime_checkable
+class SupportsOrphans(Protocol):
+    """Optional capability: list what the cloud runs under launcher's tags, so
+    `status --refresh` can show instances no cluster in the state DB owns (a client
+    killed between the cloud call and the DB write, a DB restored from a backup...)."""
+
+    def list_tagged_clusters(self) -> dict[str, list[str]]:
+        """cluster name (the launcher tag) -> ids of its live (pending, running or
+        stopped) instances, over every region the cloud may have used. Blocking;
+        raises CloudError (e.g. AuthError) when the cloud cannot be listed."""
+        ...
+
+
 class SupportsStop(Protocol):
     def stop(self, cluster: str) -> None: ...
     def start(self, cluster: str) -> ClusterInfo: ...

@@ -53,6 +53,7 @@ from launcher.clouds.base import (
     ProvisionRequest,
 )
 from launcher.clouds.ssh_health import HealthSettings, confirmed_unreachable, quarantine_active
+from launcher.clouds.ssh_hosts import release_answering
 from launcher.config import SSHHost, SSHNodePool, config_path, launcher_home, load_config
 from launcher.errors import ConfigError, LauncherError
 from launcher.runtime import keys
@@ -269,6 +270,9 @@ class SSHCloud:
         cluster_key = keys.ensure_cluster_key(req.cluster_name)
         key_path = pool.identity_file or keys.ensure_user_key().private_path
         store = _PoolStore()
+        busy = store.read().unavailable_hosts(time.time())
+        if sum(h.address not in busy for h in pool.hosts) < req.num_nodes:
+            release_answering(store, [pool])  # a lost host whose sshd is back counts again
         with store.locked() as state:
             if req.cluster_name in state.allocations:
                 held = state.allocations[req.cluster_name]
@@ -280,9 +284,14 @@ class SSHCloud:
                 )
             free = [h for h in pool.hosts if h.address not in state.unavailable_hosts(time.time())]
             if len(free) < req.num_nodes:
+                quarantined = sum(quarantine_active(e, time.time())
+                                  for h, e in state.quarantine.items()
+                                  if h in {x.address for x in pool.hosts})
                 raise CapacityError(
                     f"Pool {pool.name!r} has {len(free)} free host(s) of {len(pool.hosts)}; "
-                    f"{req.num_nodes} needed.",
+                    f"{req.num_nodes} needed"
+                    + (f" ({quarantined} quarantined after a loss: `launcher ssh pools` shows "
+                       "why, `launcher ssh release` frees a fixed host)." if quarantined else "."),
                     cloud=CLOUD,
                     region=pool.name,
                 )

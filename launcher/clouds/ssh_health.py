@@ -16,8 +16,12 @@ state (`ssh_pools.json`) for `quarantine_s` so no cluster takes them again at
 once; a quarantined host is cleaned of the old cluster's processes before it is
 handed out again.
 
+A quarantined host whose sshd answers again is released sooner (ssh_hosts.py): it is
+probed once it has been quarantined for `reprobe_after_s`.
+
 Settings (environment): LAUNCHER_SSH_LOST_CONFIRM_S (default 3), LAUNCHER_SSH_LOST_PROBES
-(default 3), LAUNCHER_SSH_QUARANTINE_S (default 600).
+(default 3), LAUNCHER_SSH_QUARANTINE_S (default 600), LAUNCHER_SSH_REPROBE_AFTER_S
+(default 60).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 DEFAULT_CONFIRM_S = 3.0
 DEFAULT_PROBES = 3
 DEFAULT_QUARANTINE_S = 600.0
+DEFAULT_REPROBE_AFTER_S = 60.0
 _CONNECT_TIMEOUT_S = 2.0
 
 
@@ -48,6 +53,7 @@ class HealthSettings:
     confirm_s: float = DEFAULT_CONFIRM_S
     probes: int = DEFAULT_PROBES
     quarantine_s: float = DEFAULT_QUARANTINE_S
+    reprobe_after_s: float = DEFAULT_REPROBE_AFTER_S
 
     @classmethod
     def from_env(cls) -> HealthSettings:
@@ -55,6 +61,8 @@ class HealthSettings:
             confirm_s=max(0.0, _env_float("LAUNCHER_SSH_LOST_CONFIRM_S", DEFAULT_CONFIRM_S)),
             probes=max(2, int(_env_float("LAUNCHER_SSH_LOST_PROBES", DEFAULT_PROBES))),
             quarantine_s=max(0.0, _env_float("LAUNCHER_SSH_QUARANTINE_S", DEFAULT_QUARANTINE_S)),
+            reprobe_after_s=max(
+                0.0, _env_float("LAUNCHER_SSH_REPROBE_AFTER_S", DEFAULT_REPROBE_AFTER_S)),
         )
 
 

@@ -1,8 +1,10 @@
 """The one seam between the managed-jobs controller and the cluster runtime.
 
 The controller never imports the cluster API, the agent client or a cloud: it
-talks to a `ClusterOps`. `RealClusterOps` (below) adapts the runtime of issue 3
-(imported lazily, only when a method runs); tests use an in-memory fake. Every method is blocking (the
+talks to a `ClusterOps`. `RealClusterOps` (below) adapts the provisioning layer
+(launcher.provisioning: failover, preparation, teardown - the same path `launch`
+takes) and the runtime, imported lazily, only when a method runs; it never imports
+launcher.api. Tests use an in-memory fake. Every method is blocking (the
 controller calls them from worker threads) and must be safe to call from
 several threads at once for *different* clusters.
 
@@ -253,7 +255,7 @@ def checkpoint_dir_for(cloud: str, region: str | None, job_id: int, task: Task |
 
 
 class RealClusterOps:
-    """`ClusterOps` over launcher.api / launcher.state / the head-node agent.
+    """`ClusterOps` over launcher.provisioning / launcher.state / the head-node agent.
 
     Thread-safe: every call opens its own StateDB connection; agent clients (and
     so SSH connections) are cached per cluster behind a lock.
@@ -317,10 +319,10 @@ class RealClusterOps:
     # -- ClusterOps
 
     def provision_and_start(self, req: LaunchRequest) -> AttemptLaunch:
-        from launcher.api.launch import job_spec_for, prepare_cluster
-        from launcher.api.provision import Provisioned, provision_with_failover
         from launcher.clouds.base import ProvisionFailedError
         from launcher.errors import NoPlacementError
+        from launcher.provisioning.failover import Provisioned, provision_with_failover
+        from launcher.provisioning.prepare import job_spec_for, prepare_cluster
         from launcher.runtime import execution
         from launcher.state import StateDB, acquire_cluster_lock
 
@@ -387,7 +389,7 @@ class RealClusterOps:
         )
 
     def adopt(self, cluster_name: str) -> AttemptLaunch | None:
-        from launcher.api.provision import default_cloud
+        from launcher.provisioning.cloud_access import default_cloud
         from launcher.state import ClusterStatus, StateDB
 
         with StateDB() as db:
@@ -436,7 +438,7 @@ class RealClusterOps:
         )
 
     def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
-        from launcher.api.provision import default_cloud
+        from launcher.provisioning.cloud_access import default_cloud
 
         cloud = self._cloud_name(cluster_name)
         if cloud is None:
@@ -516,13 +518,13 @@ class RealClusterOps:
             raise TransientOpsError(f"{cluster_name}: cancel failed: {exc}") from None
 
     def teardown(self, cluster_name: str) -> None:
-        from launcher.api.clusters import down
         from launcher.errors import ClusterNotFoundError
+        from launcher.provisioning.teardown import down_cluster
 
         cloud = self._cloud_name(cluster_name)
         self._forget(cluster_name)
         with contextlib.suppress(ClusterNotFoundError):
-            down(cluster_name)
+            down_cluster(cluster_name)
         if cloud in (None, "local"):
             # A launch killed before its state row was written can only have touched
             # the local cloud's directory (the row precedes every cloud call).
@@ -531,7 +533,7 @@ class RealClusterOps:
             LocalCloud().terminate(cluster_name)
 
     def abort_launch(self, cluster_name: str) -> None:
-        from launcher.api.provision import default_cloud
+        from launcher.provisioning.cloud_access import default_cloud
 
         cloud = self._cloud_name(cluster_name)
         with contextlib.suppress(KeyError):
@@ -549,9 +551,9 @@ class RealClusterOps:
         cloud = self._cloud_name(cluster_name)
         if cloud not in ("local", "ssh"):
             return None
-        from launcher.api.launch import job_spec_for, prepare_cluster
         from launcher.clouds.base import CapacityError, ProvisionRequest
         from launcher.clouds.local import LocalCloud
+        from launcher.provisioning.prepare import job_spec_for, prepare_cluster
         from launcher.runtime import execution
         from launcher.state import StateDB, acquire_cluster_lock
 

@@ -18,6 +18,8 @@ from launcher.catalog.offer import Offer
 from launcher.clouds.base import CredentialStatus
 from launcher.errors import LauncherError, NoPlacementError, TaskValidationError
 from launcher.optimizer import Blocked
+from launcher.provisioning import offers as pool_source
+from launcher.provisioning import planning as core_planning
 from launcher.task import Task
 
 BASE = Offer(
@@ -150,11 +152,12 @@ def fake_query(offers: list[Offer]) -> types.ModuleType:
     mod = types.ModuleType("launcher.catalog.query")
 
     def q_offers(
-        accelerators: Collection[str] | None = None, clouds: Collection[str] | None = None
+        accelerators: Collection[str] | None = None, clouds: Collection[str] | None = None,
+        live: Collection[Offer] = (),
     ) -> list[Offer]:
         return [
             o
-            for o in offers
+            for o in [*offers, *live]
             if (accelerators is None or o.accelerator in accelerators)
             and (clouds is None or o.cloud in clouds)
         ]
@@ -196,11 +199,12 @@ def enable(monkeypatch: pytest.MonkeyPatch, *clouds: str) -> None:
     """Pretend these clouds have credentials (and local is always on)."""
     on = {"local", *clouds}
     monkeypatch.setattr(
-        planning,
+        core_planning,
         "_credential_status",
         lambda c: CredentialStatus(c in on, "test" if c in on else "no credentials (test)"),
     )
-    monkeypatch.setattr(planning, "_implemented_catalog_clouds", lambda q: {"local", *clouds})
+    monkeypatch.setattr(core_planning, "_implemented_catalog_clouds",
+                        lambda q: {"local", *clouds})
 
 
 def task(yaml: str) -> Task:
@@ -340,9 +344,8 @@ def test_ssh_without_pools_says_to_declare_one(
         assert "no SSH node pool is declared" in message and "ssh_node_pools" in message
     lab = replace(BASE, cloud="ssh", region="lab", zone=None, accelerator=None,
                   accelerator_count=0.0, price=0.0, spot_price=None)
-    mod = fake_query([*OFFERS, lab])
-    monkeypatch.setitem(sys.modules, "launcher.catalog.query", mod)
-    monkeypatch.setattr(launcher.catalog, "query", mod, raising=False)
+    # the pools' offers are handed to the catalog by the provisioning layer
+    monkeypatch.setattr(pool_source, "pool_offers", lambda: [lab])
     assert "no SSH node pool 'gpu' (declared in" in no_placement("resources:\n  infra: ssh/gpu\n")
     # a GPU the pool lacks is not "no pool declared"
     assert "no SSH node pool" not in no_placement("resources:\n  infra: ssh/lab\n" + H100x8[11:])

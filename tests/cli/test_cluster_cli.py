@@ -53,7 +53,8 @@ def test_readme_command_hello_without_y_on_a_non_tty(launcher_home: Path) -> Non
     assert "Cluster name: launcher-" in p.stderr
     status = json.loads(run("status", "--json").stdout)
     assert len(status) == 1
-    assert set(status[0]) == {"name", "cloud", "region", "zone", "num_nodes", "status", "hourly_cost", "autostop"}
+    assert set(status[0]) == {"name", "cloud", "region", "zone", "num_nodes", "status", "hourly_cost", "autostop",
+                              "status_reason", "status_seen_at"}
     assert status[0]["cloud"] == "local" and status[0]["status"] == "UP" and status[0]["autostop"] is None
     name = status[0]["name"]
     jobs = json.loads(run("queue", name, "--json").stdout)

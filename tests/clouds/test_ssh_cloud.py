@@ -519,3 +519,32 @@ def test_replace_nodes_takes_a_spare_keeps_survivors_and_quarantines_the_lost_ho
         cloud.terminate("rc")
     finally:
         nodes.close()
+
+
+def test_a_quarantined_host_whose_sshd_is_back_is_taken_again(
+    lab: SSHNodeSet, launcher_home: Path
+) -> None:
+    """Issue 8 item 9: a host confirmed lost is quarantined; once its sshd answers again
+    (and it has been out for LAUNCHER_SSH_REPROBE_AFTER_S), a launch short of hosts
+    probes it and takes it (cleaned first) instead of failing for 600 s."""
+    cloud = SSHCloud()
+    addrs = [f"{n.host}:{n.port}" for n in lab]
+    now = time.time()
+
+    def quarantine(since: float) -> None:
+        (launcher_home / "ssh_pools.json").write_text(json.dumps({
+            "version": 1, "allocations": {}, "host_keys": {},
+            "quarantine": {a: {"cluster": "old", "since": since, "until": now + 600,
+                               "reason": "sshd unreachable on every probe (confirmed lost)"}
+                           for a in addrs[2:]},
+        }))
+
+    quarantine(since=now)  # just lost: not probed yet
+    with pytest.raises(CapacityError, match=r"2 quarantined after a loss: `launcher ssh pools`"):
+        cloud.provision(_req("q", 4))
+    quarantine(since=now - 120)
+    info = cloud.provision(_req("q", 4))
+    assert _hosts(info) == set(addrs)
+    state = json.loads((launcher_home / "ssh_pools.json").read_text())
+    assert state["quarantine"] == {}  # cleaned of "old" and handed out
+    cloud.terminate("q")

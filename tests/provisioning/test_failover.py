@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from launcher.api.provision import LaunchAbortedError, provision_with_failover
 from launcher.catalog.offer import Offer
 from launcher.clouds.base import (
     AuthError,
@@ -27,6 +26,7 @@ from launcher.clouds.base import (
 )
 from launcher.errors import NoPlacementError
 from launcher.optimizer import Blocked, Placement
+from launcher.provisioning.failover import LaunchAbortedError, provision_with_failover
 from launcher.resources import ResourceCandidate
 from launcher.state import ClusterStatus, StateDB
 

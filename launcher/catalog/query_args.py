@@ -1,4 +1,4 @@
-"""Small pieces shared by planning.py and gpu_listing.py (kept apart so each of those
+"""Small pieces shared by the planning code and the GPU listings (kept apart so each of those
 imports only what its command needs): the bad-argument error, JSON numbers, and
 the list of catalog clouds."""
 

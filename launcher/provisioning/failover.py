@@ -11,19 +11,27 @@ After every failed attempt the cloud's `terminate(cluster)` is called, so a
 partially created gang never outlives the attempt. The cluster's row in the
 state DB is written (INIT, with the placement about to be tried) BEFORE the
 cloud is called, and every cloud tried is an event, so `down` can always find
-what a killed launch left behind.
+what a killed launch left behind. Each attempt is recorded too (attempts.py), with
+the idempotency token the cloud gets in `ProvisionRequest.idempotency_token`.
+
+`retry_until_up`: when a whole round fails and some placement failed for capacity
+or quota, the plan is tried again from the start (clouds refused for credentials
+stay blocked) after a capped exponential backoff (`Backoff`: 30 s, 60 s, ... 10 min),
+each round announced through `on_event`. Ctrl-C during the wait raises
+KeyboardInterrupt with nothing provisioned.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
-from launcher.api.cluster_common import CloudFn, default_cloud
 from launcher.clouds.base import (
     AuthError,
+    CapacityError,
     CloudError,
     ClusterInfo,
     FailoverAttempt,
@@ -34,6 +42,8 @@ from launcher.clouds.base import (
 )
 from launcher.errors import LauncherError, NoPlacementError
 from launcher.optimizer import Blocked, Placement
+from launcher.provisioning import attempts as attempt_log
+from launcher.provisioning.cloud_access import CloudFn, default_cloud
 from launcher.state import PlacementRecord, StateDB
 
 if TYPE_CHECKING:
@@ -55,7 +65,7 @@ class LaunchAbortedError(LauncherError):
 
 
 class PlanLike(Protocol):
-    """What the failover loop needs of `launcher.api.planning.Plan`."""
+    """What the failover loop needs of `launcher.provisioning.planning.Plan`."""
 
     placements: list[Placement]
     enabled: list[bool]
@@ -74,8 +84,24 @@ class Provisioned:
     blocked: Blocked = Blocked()
 
 
+@dataclass(frozen=True)
+class Backoff:
+    """Wait before retry round n (1-based): min(initial * factor**(n-1), maximum) seconds."""
+
+    initial: float = 30.0
+    factor: float = 2.0
+    maximum: float = 600.0
+
+    def delay(self, round_number: int) -> float:
+        return float(min(self.initial * self.factor ** max(0, round_number - 1), self.maximum))
+
+
+# Errors that waiting can cure: the capacity or the quota may come back.
+RETRYABLE = (CapacityError.__name__, QuotaError.__name__)
+
+
 def default_plan(task: Task, blocked: Blocked) -> PlanLike:
-    from launcher.api.planning import plan
+    from launcher.provisioning.planning import plan
 
     result: PlanLike = plan(task, blocked=blocked)
     return result
@@ -162,6 +188,9 @@ def provision_with_failover(
     on_event: EventCallback | None = None,
     ssh_public_key: str | None = None,
     owner: str | None = None,
+    retry_until_up: bool = False,
+    backoff: Backoff = Backoff(),
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Provisioned:
     """Provision `cluster_name` for `task` on the best enabled placement, failing over.
 
@@ -172,13 +201,68 @@ def provision_with_failover(
     whether the launch created it); every partial attempt has been terminated.
 
     `confirm` is asked before the first paid placement, and again only if a
-    failover moves to a more expensive one. Raises NoPlacementError (nothing
-    fits before any attempt), ProvisionFailedError (with every attempt),
-    LaunchAbortedError (declined).
+    failover moves to a more expensive one. With `retry_until_up`, a round in which
+    some placement failed for capacity or quota is followed, after `backoff`
+    (`sleep` is injectable for tests), by another round over the whole plan.
+    Raises NoPlacementError (nothing fits before any attempt), ProvisionFailedError
+    (with every attempt of the last round), LaunchAbortedError (declined),
+    KeyboardInterrupt (Ctrl-C; nothing is left provisioned).
     """
     emit = on_event or (lambda _msg: None)
+    confirmed = [0.0]
+    round_number = 1
+    round_blocked = blocked
+    while True:
+        try:
+            return _one_round(
+                task, cluster_name, db, blocked=round_blocked, only_region=only_region,
+                plan_fn=plan_fn, cloud_fn=cloud_fn, confirm=confirm, emit=emit,
+                ssh_public_key=ssh_public_key, owner=owner, confirmed=confirmed,
+            )
+        except ProvisionFailedError as exc:
+            retryable = any(a.error_type in RETRYABLE for a in exc.attempts)
+            invalid = any(a.error_type == InvalidRequestError.__name__ for a in exc.attempts)
+            if not retry_until_up or not retryable or invalid:
+                raise
+            delay = backoff.delay(round_number)
+            emit(f"Round {round_number}: every placement failed "
+                 f"({_error_counts(exc.attempts)}); retrying in {delay:g}s "
+                 "(--retry-until-up; Ctrl-C to stop)")
+            db.add_event(cluster_name, "retry-round",
+                         f"round {round_number} failed; next in {delay:g}s")
+            # clouds that refused our credentials stay refused; capacity may come back
+            round_blocked = blocked
+            for a in exc.attempts:
+                if a.error_type == AuthError.__name__:
+                    round_blocked = round_blocked.with_cloud(a.cloud)
+            sleep(delay)
+            round_number += 1
+
+
+def _error_counts(attempts: list[FailoverAttempt]) -> str:
+    counts: dict[str, int] = {}
+    for a in attempts:
+        counts[a.error_type] = counts.get(a.error_type, 0) + 1
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+
+
+def _one_round(
+    task: Task,
+    cluster_name: str,
+    db: StateDB,
+    *,
+    blocked: Blocked,
+    only_region: tuple[str, str] | None,
+    plan_fn: PlanFn,
+    cloud_fn: CloudFn,
+    confirm: ConfirmCallback | None,
+    emit: EventCallback,
+    ssh_public_key: str | None,
+    owner: str | None,
+    confirmed: list[float],
+) -> Provisioned:
+    """One pass over the plan (the loop described in the module docstring)."""
     attempts: list[FailoverAttempt] = []
-    confirmed_cost = 0.0
     while True:
         try:
             plan = plan_fn(task, blocked)
@@ -202,10 +286,10 @@ def provision_with_failover(
                     f"No enabled placement in {only_region[0]}/{only_region[1]} fits the task."
                 )
             raise NoPlacementError(_nothing_enabled_message(plan))
-        if placement.hourly_cost > confirmed_cost and confirm is not None:
+        if placement.hourly_cost > confirmed[0] and confirm is not None:
             if not confirm(placement):
                 raise LaunchAbortedError("Launch aborted: the placement was not confirmed.")
-            confirmed_cost = placement.hourly_cost
+            confirmed[0] = placement.hourly_cost
         record = placement_record(placement)
         if db.get_cluster(cluster_name) is None:
             db.create_cluster(cluster_name, record, task_name=task.name, owner=owner)
@@ -223,10 +307,15 @@ def provision_with_failover(
             from launcher.runtime.keys import ensure_user_key
 
             public_key = ensure_user_key().public_key()
-        req = provision_request(cluster_name, placement, public_key)
+        row = attempt_log.begin(db, cluster_name, placement.cloud, placement.region,
+                                placement.zone, placement.instance_type,
+                                not_before=db.require_cluster(cluster_name).launched_at)
+        req = replace(provision_request(cluster_name, placement, public_key),
+                      idempotency_token=row.token)
         try:
             info = cloud.provision(req)
         except CloudError as err:
+            attempt_log.finish(db, row, "failed", type(err).__name__, str(err))
             attempts.append(
                 FailoverAttempt(
                     cloud=placement.cloud,
@@ -248,10 +337,13 @@ def provision_with_failover(
             blocked = _block(blocked, placement, err)
             emit(f"  {_where(placement)}: {type(err).__name__}: {err} - trying the next placement")
             continue
-        except BaseException:
+        except BaseException as exc:
             # a bug, an SDK error nobody typed, or Ctrl-C: leave nothing running
+            with contextlib.suppress(Exception):
+                attempt_log.finish(db, row, "failed", type(exc).__name__, str(exc))
             _terminate_quietly(cloud, cluster_name, db)
             raise
+        attempt_log.finish(db, row, "ok")
         db.set_nodes(cluster_name, info.nodes)
         db.set_ssh_key(cluster_name, info.ssh_key_path)
         db.add_event(cluster_name, "provisioned", _where(placement), placement.cloud)

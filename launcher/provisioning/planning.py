@@ -1,0 +1,629 @@
+"""Planning: where a task can run and what it costs, over every catalog cloud.
+
+`plan`, `cost`, `enabled_clouds` (re-exported by `launcher.api.planning`, which adds
+the GPU listings). The failover loop and the managed-jobs controller plan through
+here, so it lives below the API.
+Everything here is read-only and needs no credentials: prices come from the
+catalog snapshot, `enabled` from `launcher.clouds.registry.credential_status`.
+Results are typed dataclasses with `to_json()`; nothing here prints.
+Raises `NoPlacementError` when nothing fits (explained per constraint),
+`TaskValidationError` for unknown accelerator names in a task, `InvalidQueryError`
+(exit code 2) for bad query arguments and unknown names in them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from launcher.catalog.locations import resolve_task_locations
+from launcher.catalog.offer import WHOLE_HOST_CLOUDS, Offer
+from launcher.catalog.query_args import InvalidQueryError, _catalog_clouds, json_number
+from launcher.errors import NoPlacementError
+from launcher.optimizer import (
+    LOCAL_CLOUD,
+    Blocked,
+    Failure,
+    Placement,
+    Ranking,
+    Rejection,
+    candidate_failures,
+    failure_key,
+    fmt_count,
+    fmt_money,
+    rank,
+)
+from launcher.resources import ResourceCandidate
+
+if TYPE_CHECKING:
+    from launcher.clouds.base import CredentialStatus
+    from launcher.task import Task
+
+__all__ = [
+    "InvalidQueryError",
+    "Plan",
+    "UnsatisfiableTaskError",
+    "cost",
+    "enabled_clouds",
+    "json_number",
+    "plan",
+]
+
+
+# ---------------------------------------------------------------- plan / cost
+
+# Why a catalog cloud without an implementation is not enabled.
+NO_PROVISIONER = "no provisioner in this version (cost queries only)"
+
+
+# `--json` shows the best this many placement rows (and rejections); `--all` shows all.
+JSON_PLACEMENT_LIMIT = 100
+
+
+@dataclass
+class Plan:
+    """The ranked placements for a task over every catalog cloud.
+
+    `placements` best first; `enabled[i]` says whether placement i's cloud can be
+    launched on here; `chosen` is the index of the first enabled one (None when no
+    placement is on an enabled cloud); `rejected` has one entry per offer that served
+    no candidate; `notes` are plain sentences worth showing (e.g. why `local` is in).
+    """
+
+    task: Task
+    placements: list[Placement]
+    enabled: list[bool]
+    chosen: int | None
+    rejected: list[Rejection]
+    hours: float | None = None
+    notes: list[str] = field(default_factory=list)
+    disabled_reasons: dict[str, str] = field(default_factory=dict)  # cloud -> why not enabled
+
+    @property
+    def chosen_placement(self) -> Placement | None:
+        return None if self.chosen is None else self.placements[self.chosen]
+
+    def rejection_summary(self) -> list[tuple[str, int]]:
+        """(reason, count) over `rejected`, most common first, then alphabetical."""
+        counts: dict[str, int] = {}
+        for r in self.rejected:
+            counts[r.reason] = counts.get(r.reason, 0) + 1
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def to_json(self, limit: int | None = JSON_PLACEMENT_LIMIT) -> dict[str, Any]:
+        """The pinned dry-run JSON: {"placements", "chosen", "rejected"} (+ "hours", "notes",
+        "placements_total", "truncated").
+
+        Placements that differ only by zone (same cloud, region, instance type, market,
+        price and alternative) are one row whose "zones" lists them all, best first;
+        "chosen" indexes these rows. `limit` keeps the best rows only (None: all);
+        "placements_total" counts the rows before the cut.
+        """
+        firsts: list[int] = []  # index of each row's best placement
+        zones: list[list[str]] = []
+        row_of: dict[tuple[object, ...], int] = {}
+        chosen_row: int | None = None
+        for index, p in enumerate(self.placements):
+            key = (
+                p.cloud, p.region, p.instance_type, p.use_spot, p.node_price, p.num_nodes,
+                p.candidate.preference, p.accelerator, p.accelerator_count, p.fabric,
+            )  # fmt: skip
+            at = row_of.get(key)
+            if at is None:
+                at = row_of[key] = len(firsts)
+                firsts.append(index)
+                zones.append([])
+            if p.zone is not None:
+                zones[at].append(p.zone)
+            if index == self.chosen:
+                chosen_row = at
+        cut = len(firsts) if limit is None else limit
+        rows = []
+        for at, index in enumerate(firsts[:cut]):
+            row = placement_to_dict(self.placements[index], self.enabled[index])
+            row["zones"] = zones[at]
+            rows.append(row)
+        return {
+            "placements": rows,
+            "chosen": chosen_row,
+            "rejected": [_rejection_to_dict(r) for r in self.rejected],
+            "hours": self.hours,
+            "notes": list(self.notes),
+            "placements_total": len(firsts),
+            "truncated": len(firsts) > cut,
+        }
+
+    to_dict = to_json
+
+
+class UnsatisfiableTaskError(NoPlacementError):
+    """No offer fits the task at all. Keeps what the ranking rejected, so `--json`
+    callers still get the plan's shape (`to_json`), with the message as "error"."""
+
+    def __init__(self, message: str, rejected: list[Rejection], hours: float | None) -> None:
+        super().__init__(message)
+        self.rejected = rejected
+        self.hours = hours
+
+    def to_json(self, limit: int | None = JSON_PLACEMENT_LIMIT) -> dict[str, Any]:
+        """{"placements": [], "chosen": null, "rejected": [...], "hours", "notes": [],
+        "error": the message} plus the keys of `Plan.to_json` (`limit` is moot here)."""
+        return {
+            "placements": [],
+            "chosen": None,
+            "rejected": [_rejection_to_dict(r) for r in self.rejected],
+            "hours": self.hours,
+            "notes": [],
+            "error": str(self),
+            "placements_total": 0,
+            "truncated": False,
+        }
+
+
+def _rejection_to_dict(r: Rejection) -> dict[str, Any]:
+    return {
+        "cloud": r.cloud,
+        "instance_type": r.instance_type,
+        "region": r.region,
+        "zone": r.zone,
+        "reason": r.reason,
+    }
+
+
+def placement_to_dict(p: Placement, enabled: bool) -> dict[str, Any]:
+    """One placement in the dry-run / cost JSON shape."""
+    return {
+        "cloud": p.cloud,
+        "region": p.region,
+        "zone": p.zone,
+        "instance_type": p.instance_type,
+        "accelerator": p.accelerator,
+        "accelerator_count": json_number(p.accelerator_count),
+        "num_nodes": p.num_nodes,
+        "use_spot": p.use_spot,
+        "node_price": p.node_price,
+        "hourly_cost": p.hourly_cost,
+        "total_cost": p.total_cost,
+        "fabric": p.fabric,
+        "fabric_gbps": p.fabric_gbps,
+        "max_nodes": p.offer.max_nodes,
+        "vcpus": p.offer.vcpus,
+        "memory_gib": p.offer.memory_gib,
+        "preference": p.candidate.preference,
+        "enabled": enabled,
+    }
+
+
+def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -> Plan:
+    """Rank every catalog offer for `task`. Blocking only on local reads; no network.
+
+    Accelerator names are canonicalized against the catalog first (TaskValidationError
+    with suggestions for unknown names). The `local` cloud takes part only when the task
+    names it or when no other catalog cloud is enabled here (a note says so).
+    Raises NoPlacementError, explained per constraint, when no offer fits at all.
+    """
+    from launcher.catalog import query
+    from launcher.task import canonicalize_accelerators
+
+    if hours is not None and not hours > 0:
+        raise InvalidQueryError(f"--hours must be a positive number of hours, got {hours:g}.")
+    from launcher.catalog.aliases import user_aliases
+
+    task = canonicalize_accelerators(task, query.accelerator_names(), user_aliases())
+    offers = _offers_for(query, task.candidates())
+    # region/zone spelled as the catalog does (or an error naming the field); AWS zone
+    # names add their region's offers under that name (see catalog/locations.py)
+    task, offers = resolve_task_locations(task, offers, _catalog_clouds(query))
+    cands = task.candidates()
+
+    status_cache: dict[str, CredentialStatus] = {}
+
+    def status(cloud: str) -> CredentialStatus:
+        st = status_cache.get(cloud)
+        if st is None:
+            st = status_cache[cloud] = _credential_status(cloud)
+        return st
+
+    notes: list[str] = list(task.notes)
+    if task.num_nodes == 1 and any(
+        c.network is not None and (c.network.fabric != "any" or c.network.min_gbps is not None)
+        for c in cands
+    ):
+        notes.append(
+            "The network requirement is moot on a one-node task (it concerns traffic "
+            "between nodes), so it does not narrow the placements."
+        )
+    names_local = any(c.cloud == LOCAL_CLOUD for c in cands)
+    include_local = False
+    if not names_local and any(c.cloud is None for c in cands):
+        others = sorted({o.cloud for o in offers} | _implemented_catalog_clouds(query))
+        others = [c for c in others if c != LOCAL_CLOUD]
+        if not any(status(c).enabled for c in others):
+            include_local = True
+
+    ranking = rank(task, offers, blocked, hours, include_local=include_local)
+    if include_local and any(p.cloud == LOCAL_CLOUD for p in ranking.placements):
+        # only when local actually fits: an instance type or GPU it lacks keeps it out
+        notes.append("The local cloud is a candidate because no other cloud is enabled here.")
+    if not ranking.placements:
+        raise UnsatisfiableTaskError(
+            explain_no_placement(task.num_nodes, cands, offers, blocked, include_local),
+            ranking.rejected,
+            hours,
+        )
+
+    notes.extend(
+        _unplaceable_alternatives(task.num_nodes, cands, offers, ranking, blocked, include_local)
+    )
+    enabled = [status(p.cloud).enabled for p in ranking.placements]
+    chosen = next((i for i, e in enumerate(enabled) if e), None)
+    disabled = {c: s.reason for c, s in sorted(status_cache.items()) if not s.enabled}
+    if chosen is None:
+        by_reason: dict[str, list[str]] = {}
+        for c in sorted({p.cloud for p in ranking.placements}):
+            by_reason.setdefault(disabled.get(c, "not enabled"), []).append(c)
+        notes.append(
+            "No placement is on an enabled cloud ("
+            + "; ".join(f"{', '.join(cs)}: {reason}" for reason, cs in by_reason.items())
+            + ")."
+        )
+    return Plan(task, ranking.placements, enabled, chosen, ranking.rejected, hours, notes, disabled)
+
+
+_MAX_ALTERNATIVE_NOTES = 5
+
+
+def _unplaceable_alternatives(
+    num_nodes: int,
+    cands: Sequence[ResourceCandidate],
+    offers: Sequence[Offer],
+    ranking: Ranking,
+    blocked: Blocked,
+    include_local: bool,
+) -> list[str]:
+    """A note per alternative (any_of / ordered entry, accelerator set member) that no
+    offer can serve while others can, saying why, so none vanishes silently. An
+    alternative whose offers were all taken by a better-ranked twin is not unplaceable."""
+    if len(cands) < 2:
+        return []
+    placed = {p.candidate for p in ranking.placements}
+    notes: list[str] = []
+    seen: set[str] = set()
+    for c in sorted(cands, key=lambda c: c.preference):
+        if c in placed:
+            continue
+        if any(not candidate_failures(o, c, num_nodes, blocked, include_local, True) for o in offers):
+            continue
+        desc = describe_candidate(c, num_nodes)
+        if desc in seen:
+            continue
+        seen.add(desc)
+        if len(notes) == _MAX_ALTERNATIVE_NOTES:
+            notes.append("(more alternatives cannot be placed; `--json` lists every rejection)")
+            break
+        why = _explain_candidate(c, num_nodes, offers, blocked, include_local)
+        notes.append(f"Alternative '{desc}' cannot be placed: {why}.")
+    return notes
+
+
+def cost(task: Task, hours: float | None = None) -> Plan:
+    """`plan` with total costs for `hours` (None: hourly costs only). Same errors as `plan`."""
+    return plan(task, hours=hours)
+
+
+def _credential_status(cloud: str) -> CredentialStatus:
+    from launcher.clouds.base import CredentialStatus
+    from launcher.clouds.registry import IMPLEMENTED, credential_status
+
+    if cloud not in IMPLEMENTED:  # skip the registry import chain for catalog-only clouds
+        return CredentialStatus(False, NO_PROVISIONER)
+    return credential_status(cloud)
+
+
+def _implemented_catalog_clouds(query: Any) -> set[str]:
+    from launcher.clouds.registry import IMPLEMENTED
+
+    return set(IMPLEMENTED) & set(_catalog_clouds(query))
+
+
+def enabled_clouds(clouds: Iterable[str] | None = None) -> dict[str, CredentialStatus]:
+    """Credential status per cloud (default: every cloud with an implementation). Never raises."""
+    from launcher.clouds.registry import IMPLEMENTED
+
+    names = list(IMPLEMENTED) if clouds is None else list(clouds)
+    return {name: _credential_status(name) for name in names}
+
+
+def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
+    """The catalog rows any candidate could use, read through the catalog's index.
+
+    GPU candidates fetch their accelerators' rows only; CPU-only or instance-type
+    candidates need the rows without accelerators (or all rows), narrowed to the
+    candidates' clouds when every such candidate names one.
+    """
+    from launcher.provisioning.offers import SSH_CLOUD, pool_offers
+
+    accs = sorted({c.accelerator for c in cands if c.accelerator is not None})
+    wide = [c for c in cands if c.accelerator is None]
+    live = pool_offers()
+    out: list[Offer] = list(query.offers(accelerators=accs, live=live)) if accs else []
+    if wide:
+        clouds = (
+            None
+            if any(c.cloud is None for c in wide)
+            else sorted({c.cloud for c in wide if c.cloud})
+        )
+        need_gpu_rows = any(c.instance_type is not None for c in wide)
+        seen = set(accs)
+        for o in query.offers(clouds=clouds, live=live):
+            if o.cloud == SSH_CLOUD and o.accelerator is not None and o.accelerator in seen:
+                continue  # already read for a GPU candidate
+            if (o.accelerator is None or o.cloud == SSH_CLOUD
+                    or (need_gpu_rows and o.accelerator not in seen)):
+                # a host of the user's own pool serves a CPU-only task too
+                out.append(o)
+    return out
+
+
+# ---------------------------------------------------------------- explaining "nothing fits"
+
+
+def describe_candidate(c: ResourceCandidate, num_nodes: int) -> str:
+    """ "3 spot nodes of H100:8 on vast with infiniband" — what one candidate asks for."""
+    nodes = f"{num_nodes} {'spot ' if c.use_spot else ''}node{'s' if num_nodes != 1 else ''}"
+    parts = [
+        f"{nodes} of {c.accelerator}:{fmt_count(c.accelerator_count)}" if c.accelerator else nodes
+    ]
+    if c.instance_type:
+        parts.append(f"of type {c.instance_type}")
+    if c.cpus is not None:
+        parts.append(f"with {fmt_count(c.cpus)}{'+' if c.cpus_at_least else ''} vCPUs")
+    if c.memory_gib is not None:
+        parts.append(f"with {fmt_count(c.memory_gib)}{'+' if c.memory_at_least else ''} GiB memory")
+    if c.cloud:
+        parts.append(f"on {c.cloud}")
+    if c.region:
+        parts.append(f"in {c.region}")
+    if c.zone:
+        parts.append(f"in zone {c.zone}")
+    if c.network is not None and num_nodes > 1:
+        if c.network.fabric == "rdma":
+            parts.append("with an RDMA fabric")
+        elif c.network.fabric == "best":
+            parts.append("with a GPU fabric (network_tier: best)")
+        elif c.network.fabric != "any":
+            parts.append(f"with {c.network.fabric}")
+        if c.network.min_gbps is not None:
+            parts.append(f"at {fmt_count(c.network.min_gbps)}+ Gbps")
+    if c.max_hourly_cost is not None:
+        parts.append(f"under {fmt_money(c.max_hourly_cost)}/h")
+    return " ".join(parts)
+
+
+_SHAPE_KINDS = frozenset({"accelerator", "instance_type", "location"})
+
+
+def explain_no_placement(
+    num_nodes: int,
+    cands: Sequence[ResourceCandidate],
+    offers: Sequence[Offer],
+    blocked: Blocked = Blocked(),
+    include_local: bool = False,
+) -> str:
+    """One paragraph saying, per candidate, which constraint(s) no offer meets.
+
+    For each candidate: the offers of its accelerator, in its cloud/region/zone and of
+    its per-node count are "the right shape". If there are none, say what shapes exist.
+    Otherwise, per cloud, name what keeps its closest offers out (fewest failed checks):
+    "no offer with 3 nodes of H100:8 on vast with infiniband: vast offers max 1 node and
+    no fabric data".
+    """
+    if not cands:
+        return "The task has no resource candidates."
+    clauses: list[str] = []
+    seen: set[str] = set()
+    for c in sorted(cands, key=lambda c: c.preference):
+        desc = describe_candidate(c, num_nodes)
+        if desc in seen:
+            continue
+        seen.add(desc)
+        clauses.append(
+            f"no offer with {desc}: {_explain_candidate(c, num_nodes, offers, blocked, include_local)}"
+        )
+    text = "; ".join(clauses)
+    return text[0].upper() + text[1:] + "."
+
+
+def _explain_candidate(
+    c: ResourceCandidate,
+    num_nodes: int,
+    offers: Sequence[Offer],
+    blocked: Blocked,
+    include_local: bool,
+) -> str:
+    if c.cloud == _SSH_CLOUD:
+        from launcher.provisioning.offers import pool_regions
+
+        # every pool (the rows read for this task may be only some GPU's)
+        pools = pool_regions()
+        if not pools or (c.region is not None and c.region not in pools):
+            return _no_ssh_pool(c.region, pools)
+    if c.accelerator is not None:
+        same_acc = [o for o in offers if o.accelerator == c.accelerator]
+        what = c.accelerator
+    elif c.instance_type is not None:
+        same_acc = [o for o in offers if o.instance_type == c.instance_type]
+        what = f"instance type {c.instance_type}"
+    else:
+        # a host of the user's own pool serves a CPU-only task whatever its GPUs
+        same_acc = [o for o in offers if o.accelerator is None or o.cloud in WHOLE_HOST_CLOUDS]
+        what = "CPU-only instances"
+    if not same_acc:
+        return _nothing_of(c, what, offers)
+    # Offers with equal failure keys fail identically: work per group, not per offer.
+    keyer = failure_key(c, blocked)
+    groups: dict[tuple[object, ...], tuple[list[Failure], list[Offer]]] = {}
+    for o in same_acc:
+        k = keyer(o)
+        g = groups.get(k)
+        if g is None:
+            groups[k] = (candidate_failures(o, c, num_nodes, blocked, include_local), [o])
+        else:
+            g[1].append(o)
+    group_list = list(groups.values())
+    shaped = [(fs, offs) for fs, offs in group_list if not any(f.kind in _SHAPE_KINDS for f in fs)]
+    if not shaped:
+        return _explain_shape(c, same_acc, group_list, what)
+    by_cloud: dict[str, list[tuple[list[str], list[Offer]]]] = {}
+    for fs, offs in shaped:
+        by_cloud.setdefault(offs[0].cloud, []).append(([f.kind for f in fs], offs))
+    parts = []
+    for cloud, rows in sorted(by_cloud.items()):
+        fewest = min(len(kinds) for kinds, _ in rows)
+        kinds_in_order: list[str] = []
+        for kinds, _ in rows:
+            if len(kinds) == fewest:
+                kinds_in_order.extend(k for k in kinds if k not in kinds_in_order)
+        cloud_offers = [o for _, offs in rows for o in offs]
+        phrases = [
+            _phrase(kind, c, num_nodes, cloud_offers) for kind in _ordered_kinds(kinds_in_order)
+        ]
+        parts.append(f"{cloud} offers {' and '.join(phrases)}")
+    return "; ".join(parts)
+
+
+_SSH_CLOUD = "ssh"  # = launcher.catalog.query.SSH_CLOUD: its offers are config.yaml's pools
+
+
+def _no_ssh_pool(pool: str | None, pools: Sequence[str]) -> str:
+    """The `ssh` cloud's offers are the pools declared in config.yaml: say which is missing."""
+    from launcher.state import launcher_home
+
+    config = launcher_home() / "config.yaml"
+    if pools:
+        return f"there is no SSH node pool '{pool}' (declared in {config}: {', '.join(pools)})"
+    return (
+        f"no SSH node pool is declared: add `ssh_node_pools` to {config} (see docs/ssh-pools.md)"
+    )
+
+
+def _nothing_of(c: ResourceCandidate, what: str, offers: Sequence[Offer]) -> str:
+    """Why no offer has the candidate's accelerator / instance type / CPU-only shape at
+    all; scoped to the candidate's cloud (the rows read were) when it names one."""
+    if c.cloud == _SSH_CLOUD:  # the user's own machines: no catalog involved
+        from launcher.provisioning.offers import pool_offers
+
+        pools = "; ".join(
+            f"{o.region}: {_host_shape(o)}" for o in sorted(pool_offers(), key=lambda o: o.region))
+        return f"no SSH node pool has {what}" + (f" (pools: {pools})" if pools else "")
+    if c.accelerator is None and c.instance_type is not None:
+        from launcher.task_fields import close_matches
+
+        close = close_matches(c.instance_type, {o.instance_type for o in offers})
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        return f"{c.cloud or 'the catalog'} has no {what}{hint}"
+    if c.accelerator is None and c.cloud is not None:
+        from launcher.catalog import query
+
+        others = [x for x in query.cpu_only_clouds() if x not in (c.cloud, LOCAL_CLOUD)]
+        elsewhere = f" (they are on {', '.join(others)})" if others else ""
+        return f"the catalog has no CPU-only instances on {c.cloud}{elsewhere}"
+    return f"the catalog has no {what}"
+
+
+def _host_shape(o: Offer) -> str:
+    gpus = f"{o.accelerator}:{fmt_count(o.accelerator_count)}" if o.accelerator else "no GPU"
+    cpus = f", {fmt_count(o.vcpus)} vCPUs" if o.vcpus is not None else ""
+    return f"{o.max_nodes or 0} host(s) with {gpus}{cpus}"
+
+
+_KIND_ORDER = ("cpus", "memory", "market", "gang", "fabric", "bandwidth", "cost", "blocked")
+
+
+def _ordered_kinds(kinds: Iterable[str]) -> list[str]:
+    present = set(kinds)
+    return [k for k in _KIND_ORDER if k in present]
+
+
+def _phrase(kind: str, c: ResourceCandidate, num_nodes: int, offers: Sequence[Offer]) -> str:
+    """What `offers` (one cloud's right-shaped rows) have, for one failed constraint kind."""
+    if kind == "gang":
+        limits = [o.max_nodes for o in offers if o.max_nodes is not None]
+        most = max(limits) if limits else 0
+        return f"max {most} node{'s' if most != 1 else ''}"
+    if kind == "fabric":
+        known = sorted({o.fabric for o in offers if o.fabric is not None})
+        if not known:
+            return "no fabric data"
+        return f"fabric {'/'.join(known)} only" + (
+            " (others unknown)" if any(o.fabric is None for o in offers) else ""
+        )
+    if kind == "bandwidth":
+        known_gbps = [o.fabric_gbps for o in offers if o.fabric_gbps is not None]
+        if not known_gbps:
+            return "no bandwidth data"
+        return f"at most {fmt_count(max(known_gbps))} Gbps"
+    if kind == "market":
+        return "no spot price" if c.use_spot else "no on-demand price"
+    if kind == "cost":
+        prices = [p for o in offers if (p := o.hourly_price(c.use_spot)) is not None]
+        cheapest = min(prices) * num_nodes if prices else 0.0
+        cap = c.max_hourly_cost or 0.0
+        return f"nothing under max_hourly_cost {fmt_money(cap)} (cheapest {fmt_money(cheapest)}/h)"
+    if kind in ("cpus", "memory"):
+        unit = "vCPUs" if kind == "cpus" else "GiB memory"
+        vals = sorted(
+            {v for o in offers if (v := o.vcpus if kind == "cpus" else o.memory_gib) is not None}
+        )
+        if not vals:
+            return f"no {unit} data"
+        at_least = c.cpus_at_least if kind == "cpus" else c.memory_at_least
+        if at_least:
+            return f"at most {fmt_count(vals[-1])} {unit}"
+        if len(vals) <= 6:
+            return f"{', '.join(fmt_count(v) for v in vals)} {unit} only"
+        return f"{fmt_count(vals[0])} to {fmt_count(vals[-1])} {unit}, none exactly as asked"
+    if kind == "blocked":
+        return "only blocked places"
+    return kind
+
+
+def _explain_shape(
+    c: ResourceCandidate,
+    same_acc: Sequence[Offer],
+    groups: Sequence[tuple[Sequence[Failure], Sequence[Offer]]],
+    what: str,
+) -> str:
+    """Nothing has the right accelerator count / type / location: say what exists."""
+    where_ok = [
+        o
+        for fs, offs in groups
+        if not any(f.kind in ("location", "instance_type") for f in fs)
+        for o in offs
+    ]
+    if not where_ok:
+        clouds = sorted(
+            {o.cloud for o in same_acc if o.cloud != LOCAL_CLOUD or c.cloud == LOCAL_CLOUD}
+        )
+        if c.cloud is not None and c.region is None and c.zone is None and c.instance_type is None:
+            return f"{c.cloud} has no {what}" + (
+                f" ({what} is on {', '.join(clouds)})" if clouds else ""
+            )
+        first_loc = next(
+            f.reason for fs, _ in groups for f in fs if f.kind in ("location", "instance_type")
+        )
+        where = [p for p in (c.cloud, c.region, c.zone) if p]
+        place = "/".join(where) if where else "the requested place"
+        extra = f" ({what} is on {', '.join(clouds)})" if clouds else ""
+        if c.instance_type is not None and c.accelerator is not None:
+            return f"no {c.instance_type} with {what} in {place}{extra}"
+        return f"{place} has no {what}{extra}" if where else first_loc
+    counts = sorted({o.accelerator_count for o in where_ok})
+    scope = f" on {c.cloud}" if c.cloud else ""
+    if c.accelerator is None:
+        return f"no CPU-only instance{scope} matches"
+    return (
+        f"{c.accelerator} comes{scope} in {', '.join(fmt_count(n) for n in counts)} per node, "
+        f"not {fmt_count(c.accelerator_count)}"
+    )
