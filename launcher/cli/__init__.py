@@ -55,4 +55,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
+    except Exception as err:  # a full disk is an expected failure, not a bug
+        import sqlite3
+
+        from launcher.diskspace import full_message, is_disk_full_error, is_full
+        from launcher.state import launcher_home
+
+        storage = isinstance(err, OSError | sqlite3.Error)
+        if not (is_disk_full_error(err) or (storage and is_full(launcher_home()))):
+            raise
+        sys.stderr.write(f"Error: {full_message(launcher_home())}\n")
+        sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)

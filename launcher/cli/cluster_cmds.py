@@ -302,7 +302,8 @@ def queue_cmd(
         table.add_row(
             str(j.id), j.name or "-", j.status.value, _fmt_time(j.submitted_at),
             _fmt_duration(j.started_at, j.ended_at),
-            "-" if j.exit_code is None else str(j.exit_code), j.reason or "",
+            "-" if j.exit_code is None else str(j.exit_code),
+            "; ".join(x for x in (j.reason, j.log_truncated) if x),
         )
     print_table(table)
     return 0

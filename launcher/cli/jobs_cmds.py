@@ -129,6 +129,14 @@ def _ensure_controller() -> None:
     try:
         started = api.ensure_controller()
     except Exception as exc:  # still show what the DB says, with a warning
+        import sqlite3
+
+        from launcher.diskspace import is_disk_full_error, is_full
+        from launcher.state import launcher_home
+
+        if is_disk_full_error(exc) or (isinstance(exc, OSError | sqlite3.Error)
+                                       and is_full(launcher_home())):
+            raise  # a full disk: main() says so in one line
         err_console().print(f"Warning: managed jobs are live but no controller runs, and "
                             f"starting one failed ({exc}); statuses may be stale.", soft_wrap=True)
         return

@@ -119,6 +119,11 @@ class Paths:
         return self.p("logs", str(job_id))
 
     @property
+    def reserve(self) -> str:
+        """Space the daemon holds back so it can still record job ends on a full disk."""
+        return self.p("disk.reserve")
+
+    @property
     def autodowned(self) -> str:
         """Marker written when autostop took the cluster down from the head (JSON)."""
         return self.p("autodowned.json")
@@ -328,9 +333,10 @@ def connect(paths: Paths) -> sqlite3.Connection:
     return conn
 
 
-def record_json(row: sqlite3.Row) -> dict:
-    """A jobs row as the JobRecord JSON shape (never env values)."""
-    return {
+def record_json(row: sqlite3.Row, paths: Paths | None = None) -> dict:
+    """A jobs row as the JobRecord JSON shape (never env values). With `paths`, also
+    "log_truncated": why the job's logs were cut short (disk full), or null."""
+    out = {
         "id": row["id"], "name": row["name"], "status": row["status"],
         "num_nodes": row["num_nodes"], "submitted_at": row["submitted_at"],
         "started_at": row["started_at"], "ended_at": row["ended_at"],
@@ -338,6 +344,9 @@ def record_json(row: sqlite3.Row) -> dict:
         "reason": row["reason"],
         "notice": json.loads(row["notice_json"]) if row["notice_json"] else None,
     }
+    if paths is not None:
+        out["log_truncated"] = read_truncated(paths, row["id"])
+    return out
 
 
 def get_job(conn: sqlite3.Connection, job_id: int) -> sqlite3.Row:
@@ -363,11 +372,80 @@ def put_setting(conn: sqlite3.Connection, key: str, value: object) -> None:
 
 
 def mark_done(paths: Paths, job_id: int) -> None:
-    """Drop logs/JOB/.done after a job's terminal status is committed (wakes log followers)."""
+    """Drop logs/JOB/.done after a job's terminal status is committed (wakes log followers).
+    Best effort: on a full disk the followers notice the status on their next poll."""
     d = paths.job_dir(job_id)
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    with open(os.path.join(d, ".done"), "w"):
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        with open(os.path.join(d, ".done"), "w"):
+            pass
+    except OSError:
         pass
+
+
+# --------------------------------------------------------------------------- disk space
+# A full disk must not kill the agent: it keeps a small reserve file (released to record
+# job ends when a write fails), marks the logs of a job that ran out of space as truncated
+# (logs/JOB/.truncated holds the message) and keeps supervising.
+
+TRUNCATED_FILE = ".truncated"
+SQLITE_FULL = 13
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for "no space left" errors: OSError ENOSPC/EDQUOT, SQLite SQLITE_FULL."""
+    import errno
+
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == SQLITE_FULL:
+            return True
+        return "disk is full" in str(exc)
+    return False
+
+
+def mount_point(path: str) -> str:
+    """The mount point of the file system holding `path` (which may not exist yet)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    while not os.path.ismount(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def space_left(path: str) -> int:
+    """Bytes this process may still write on `path`'s file system (root may use the
+    blocks reserved for root)."""
+    st = os.statvfs(path)
+    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+    return blocks * st.f_frsize
+
+
+def no_space_message(path: str) -> str:
+    return f"no space left on {mount_point(path)}"
+
+
+def mark_truncated(paths: Paths, job_id: int) -> bool:
+    """Mark a job's logs truncated (an empty file: on a full disk it needs no data block;
+    the message is derived when read). True if the marker exists now."""
+    path = os.path.join(paths.job_dir(job_id), TRUNCATED_FILE)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError:
+        return False
+    return True
+
+
+def read_truncated(paths: Paths, job_id: int) -> str | None:
+    """"log truncated: no space left on MOUNT" for a job whose logs were cut short by a
+    full disk, or None when they are whole."""
+    d = paths.job_dir(job_id)
+    if not os.path.exists(os.path.join(d, TRUNCATED_FILE)):
+        return None
+    return "log truncated: " + no_space_message(d)
 
 
 # --------------------------------------------------------------------------- rank commands
