@@ -34,6 +34,11 @@ def main(argv: list[str] | None = None) -> None:
             sys.stdout.write(text + "\n")
             sys.stdout.flush()
             sys.exit(0)
+    if args in (["--version"], ["-V"]):  # as fast as --help: no click import
+        from launcher import __version__
+
+        sys.stdout.write(f"launcher {__version__}\n")
+        sys.exit(0)
     import click
 
     from launcher.cli.lazy import root_group
