@@ -10,6 +10,8 @@ Its home directory is the directory it lives in (override: LAUNCHER_AGENT_HOME):
     nodes.json known_hosts jobs.db          config, pinned worker host keys, the queue
     daemon.lock daemon.json wake.fifo daemon.log autostop.log
     logs/JOB/rank-N.log    a rank's output;  logs/JOB/rank-N.ctl: its wrapper's pgid/exit code
+    logs/JOB/.truncated    the job's logs ran out of disk space (see agent_daemon: disk space)
+    disk.reserve           space the daemon frees to record job ends on a full disk
     notice-rank-N.json     interruption notices dropped by the local cloud
 
 `python3 agent.py daemon` is the one long-lived process (a flock on daemon.lock
@@ -384,26 +386,10 @@ def mark_done(paths: Paths, job_id: int) -> None:
 
 
 # --------------------------------------------------------------------------- disk space
-# A full disk must not kill the agent: it keeps a small reserve file (released to record
-# job ends when a write fails), marks the logs of a job that ran out of space as truncated
-# (logs/JOB/.truncated holds the message) and keeps supervising.
+# A full disk must not kill the agent (agent_daemon.py: its reserve file, the truncation
+# marker logs/JOB/.truncated); readers derive the message from the marker.
 
 TRUNCATED_FILE = ".truncated"
-SQLITE_FULL = 13
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    """True for "no space left" errors: OSError ENOSPC/EDQUOT, SQLite SQLITE_FULL."""
-    import errno
-
-    if isinstance(exc, OSError):
-        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    if isinstance(exc, sqlite3.Error):
-        code = getattr(exc, "sqlite_errorcode", None)
-        if isinstance(code, int) and code & 0xFF == SQLITE_FULL:
-            return True
-        return "disk is full" in str(exc)
-    return False
 
 
 def mount_point(path: str) -> str:
@@ -416,27 +402,8 @@ def mount_point(path: str) -> str:
     return path
 
 
-def space_left(path: str) -> int:
-    """Bytes this process may still write on `path`'s file system (root may use the
-    blocks reserved for root)."""
-    st = os.statvfs(path)
-    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
-    return blocks * st.f_frsize
-
-
 def no_space_message(path: str) -> str:
     return f"no space left on {mount_point(path)}"
-
-
-def mark_truncated(paths: Paths, job_id: int) -> bool:
-    """Mark a job's logs truncated (an empty file: on a full disk it needs no data block;
-    the message is derived when read). True if the marker exists now."""
-    path = os.path.join(paths.job_dir(job_id), TRUNCATED_FILE)
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    except OSError:
-        return False
-    return True
 
 
 def read_truncated(paths: Paths, job_id: int) -> str | None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sqlite3
 import sys
 import time
 
@@ -440,6 +441,21 @@ def _raise_autodowned(paths: core.Paths) -> None:
                           doc if isinstance(doc, dict) else {})
 
 
+def _out_of_space(paths: core.Paths, exc: BaseException) -> bool:
+    """A write failed for want of space (SQLite may say "disk I/O error" then)."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if "disk is full" in str(exc):
+        return True
+    try:
+        st = os.statvfs(paths.home)
+    except OSError:
+        return False
+    return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize < 4096
+
+
 def main(argv: list[str]) -> int:
     paths = core.Paths.default()
     try:
@@ -455,6 +471,12 @@ def main(argv: list[str]) -> int:
         doc = {"error": str(exc), "kind": exc.kind, **exc.extra}
         sys.stdout.write(json.dumps(doc) + "\n")
         return exc.code
+    except (OSError, sqlite3.Error) as exc:
+        if not _out_of_space(paths, exc):
+            raise
+        doc = {"error": "disk full: " + core.no_space_message(paths.home), "kind": "disk_full"}
+        sys.stdout.write(json.dumps(doc) + "\n")
+        return core.EXIT_ERROR
     except BrokenPipeError:  # the client went away mid-stream: not an error for the job
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -9,6 +9,12 @@ timeout only for deadlines (SIGKILL after grace, autostop, polled notice sources
 Restart-safe: rank processes write their own log and control files, so a new
 daemon adopts the RUNNING job of a dead one (polling its pids, the only polled
 path) and keeps the PENDING queue.
+
+Disk-full-safe: writes of its own that fail for want of space never stop the loop.
+It holds RESERVE_BYTES in disk.reserve and frees them when a DB write fails, so a
+job's end is still recorded; a job whose log file system fills up gets its logs
+marked truncated (logs/JOB/.truncated; `logs` then ends with "log truncated: no
+space left on MOUNT"); the reserve is taken back once there is room again.
 """
 
 from __future__ import annotations
@@ -56,6 +62,45 @@ RESERVE_BYTES = 128 * 1024
 
 # The sources (local files, AWS/GCP/Azure metadata) live in agent_notices.py.
 NOTICE_SOURCES = notices.NOTICE_SOURCES
+
+
+
+# --------------------------------------------------------------------------- disk space
+
+SQLITE_FULL = 13
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for "no space left" errors: OSError ENOSPC/EDQUOT, SQLite SQLITE_FULL."""
+    import errno
+
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == SQLITE_FULL:
+            return True
+        return "disk is full" in str(exc)
+    return False
+
+
+def space_left(path: str) -> int:
+    """Bytes this process may still write on `path`'s file system (root may use the
+    blocks reserved for root)."""
+    st = os.statvfs(path)
+    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+    return blocks * st.f_frsize
+
+
+def mark_truncated(paths: core.Paths, job_id: int) -> bool:
+    """Mark a job's logs truncated (an empty file: on a full disk it needs no data block;
+    the message is derived when read). True if the marker exists now."""
+    path = os.path.join(paths.job_dir(job_id), core.TRUNCATED_FILE)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- supervision state
@@ -198,7 +243,7 @@ class Daemon:
             try:
                 return fn(*args)
             except (sqlite3.Error, OSError) as exc:
-                if not core.is_disk_full(exc):
+                if not is_disk_full(exc):
                     raise
                 if attempt == 0 and self._release_reserve():
                     continue
@@ -222,7 +267,7 @@ class Daemon:
         except OSError:
             pass
         try:
-            if core.space_left(self.paths.home) < 4 * RESERVE_BYTES:
+            if space_left(self.paths.home) < 4 * RESERVE_BYTES:
                 return
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
@@ -252,14 +297,14 @@ class Daemon:
         if job is not None and not job.truncated:
             jd = self.paths.job_dir(job.id)
             try:
-                full = core.space_left(jd) < DISK_FULL_BYTES
+                full = space_left(jd) < DISK_FULL_BYTES
             except OSError:
                 full = False
             if full:
                 job.truncated = True
-                if not core.mark_truncated(self.paths, job.id):
+                if not mark_truncated(self.paths, job.id):
                     self._release_reserve()
-                    core.mark_truncated(self.paths, job.id)
+                    mark_truncated(self.paths, job.id)
                 self._event("disk_full", "log truncated: " + core.no_space_message(jd), job.id)
         if not self.reserve_held and (job is None or not job.truncated):
             self._ensure_reserve()

@@ -84,6 +84,14 @@ def test_job_that_fills_the_disk_ends_recorded_and_the_agent_survives(
     queued = full_agent.doc("queue")["jobs"]
     assert queued[0]["log_truncated"] == msg and queued[0]["status"] == "FAILED"
     assert any(e["kind"] == "disk_full" for e in full_agent.events())
+    # Still full: a new submission is refused with a clear error, not a traceback.
+    filler = _fill(small_fs)
+    res = full_agent.run("submit", stdin=json.dumps({"run": "echo x", "num_nodes": 1}),
+                         check=False)
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    assert json.loads(res.stdout) == {"error": f"disk full: no space left on {small_fs}",
+                                      "kind": "disk_full"}
+    filler.unlink()
     # Space comes back: the same daemon runs the next job, whose logs are whole.
     daemon = full_agent.daemon_pid()
     (full_agent.home / "logs" / str(job) / "rank-0.log").unlink()
