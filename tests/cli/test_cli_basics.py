@@ -50,6 +50,9 @@ def test_one_duration_format(seconds: float | None, text: str) -> None:
 
 
 def test_queue_and_jobs_queue_render_durations_alike() -> None:
+    from launcher.cli.cli_index import _import_all
+
+    _import_all()  # register every command in the CLI's own order (other tests compare it)
     from launcher.cli import cluster_cmds, jobs_cmds
 
     for secs in (5, 125, 7380, 90000):

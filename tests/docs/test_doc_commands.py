@@ -139,8 +139,10 @@ def test_files_and_modules_named_exist(cmd: DocCommand, argv: list[str]) -> None
 def parse(argv: list[str]) -> click.Command:
     """Resolve and parse `launcher ARGS` with the real CLI, without running it. Raises
     click.ClickException on bad input. Returns the leaf command."""
+    from launcher.cli.cli_index import _import_all
     from launcher.cli.lazy import root_group
 
+    _import_all()  # commands register in the CLI's own order, whatever the docs' order
     cmd: click.Command = root_group()
     args = list(argv[1:])
     if args in (["--version"], ["-V"], ["--help"], ["-h"]):
