@@ -84,6 +84,9 @@ MAX_NUM_NODES = 4096
 # too long"; so `run` and `setup` are held to MAX_SCRIPT_BYTES, well under that.
 MAX_TASK_FILE_BYTES = 10 * 1024 * 1024
 MAX_SCRIPT_BYTES = 64 * 1024
+# envs + secrets reach `setup` on SSH nodes as `export` lines on the ssh command line
+# (one `bash -c` argument there too), next to the LAUNCHER_* values.
+MAX_ENV_BYTES = 64 * 1024
 
 
 def _human_bytes(n: int) -> str:
@@ -463,6 +466,15 @@ def _build_task(
     if both:
         raise origin.error(
             ("secrets", both[0]), f"'{both[0]}' is both an env and a secret; keep one."
+        )
+    env_bytes = sum(len(k) + len(v.encode("utf-8", "surrogateescape")) + 16
+                    for values in (envs, secrets) for k, v in values.items())
+    if env_bytes > MAX_ENV_BYTES:
+        raise origin.error(
+            ("envs",),
+            f"envs and secrets together are {_human_bytes(env_bytes)}; the limit is "
+            f"{_human_bytes(MAX_ENV_BYTES)} (on SSH nodes they reach setup on its command "
+            "line, one argument of at most 128 KiB). Ship bulk data as a file (file_mounts).",
         )
 
     resources_value = top.get("resources")

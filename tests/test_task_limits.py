@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from launcher.errors import TaskValidationError
-from launcher.task import MAX_SCRIPT_BYTES, MAX_TASK_FILE_BYTES, Task, node_path_problem
+from launcher.task import (
+    MAX_ENV_BYTES,
+    MAX_SCRIPT_BYTES,
+    MAX_TASK_FILE_BYTES,
+    Task,
+    node_path_problem,
+)
 
 
 def test_task_file_over_the_limit_is_refused_before_parsing(tmp_path: Path) -> None:
@@ -61,6 +67,18 @@ def test_script_at_the_limit_is_accepted() -> None:
     body = "#" * (MAX_SCRIPT_BYTES - len("\necho ok")) + "\necho ok"
     assert len(body.encode()) == MAX_SCRIPT_BYTES
     assert Task.from_dict({"run": body}).run == body
+
+
+def test_envs_and_secrets_over_the_limit_are_refused() -> None:
+    big = "v" * (MAX_ENV_BYTES // 2)
+    with pytest.raises(TaskValidationError) as err:
+        Task.from_dict({"run": "true", "envs": {"A": big}, "secrets": {"B": big}})
+    assert err.value.field == "envs" and "the limit is 64.0 KiB" in str(err.value)
+    # the same through a --env override on a task that fits
+    with pytest.raises(TaskValidationError, match="limit is 64.0 KiB"):
+        Task.from_yaml_str("run: true\nenvs:\n  A: small\n", env_overrides={"A": big * 3})
+    ok = Task.from_dict({"run": "true", "envs": {"A": "v" * (MAX_ENV_BYTES // 2)}})
+    assert len(ok.envs["A"]) == MAX_ENV_BYTES // 2
 
 
 # ------------------------------------------------------------------ file_mounts targets
