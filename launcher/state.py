@@ -337,7 +337,11 @@ class StateDB:
             self._conn.execute("PRAGMA foreign_keys = ON")
             self.migrate("core", CORE_MIGRATIONS)
         except (sqlite3.Error, OSError) as exc:
-            raise StateError(f"Cannot open the state DB at {self.path}: {exc}") from exc
+            from launcher.diskspace import describe_storage_error
+
+            raise StateError(
+                f"Cannot open the state DB at {self.path}: {describe_storage_error(self.path, exc)}"
+            ) from exc
 
     def _enable_wal(self, busy_timeout: float) -> None:
         """Put the file in WAL mode (persistent, so only a fresh DB needs the switch).

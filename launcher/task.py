@@ -15,6 +15,7 @@ the YAML line. PyYAML is imported only when YAML text is parsed.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -77,6 +78,32 @@ _LOCATION_FIELDS = ("cloud", "region", "zone", "infra")
 _T = TypeVar("_T")
 # Largest gang: beyond any cloud's cluster placement limits (and a typo guard).
 MAX_NUM_NODES = 4096
+# Input limits (docs/task-format.md, "Limits"). A task file is refused before parsing
+# above MAX_TASK_FILE_BYTES. `run` reaches each node as one argument of `bash -c`, and
+# Linux refuses any single argument over 128 KiB (MAX_ARG_STRLEN) with "Argument list
+# too long"; so `run` and `setup` are held to MAX_SCRIPT_BYTES, well under that.
+MAX_TASK_FILE_BYTES = 10 * 1024 * 1024
+MAX_SCRIPT_BYTES = 64 * 1024
+# envs + secrets reach `setup` on SSH nodes as `export` lines on the ssh command line
+# (one `bash -c` argument there too), next to the LAUNCHER_* values.
+MAX_ENV_BYTES = 64 * 1024
+
+
+def _human_bytes(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MiB"
+    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} bytes"
+
+
+def script_size_problem(text: str, what: str) -> str | None:
+    """Why the script `text` (a task's `run`/`setup`, or an exec command) is too big for
+    a node, or None."""
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if size <= MAX_SCRIPT_BYTES:
+        return None
+    return (f"{what} is {_human_bytes(size)}; the limit is {_human_bytes(MAX_SCRIPT_BYTES)} "
+            "(it is passed to bash on each node as one argument, and Linux refuses arguments "
+            "over 128 KiB). Put a long script in a file under workdir and run that file.")
 
 
 @dataclass(frozen=True)
@@ -128,8 +155,15 @@ class Task:
         raises for them, naming the `--env`/`--secret` flag that gives one."""
         shown = os.fspath(path)
         try:
+            size = os.stat(shown).st_size
+            if size > MAX_TASK_FILE_BYTES:
+                raise TaskValidationError(
+                    f"task file '{shown}' is {_human_bytes(size)}; task files are limited to "
+                    f"{_human_bytes(MAX_TASK_FILE_BYTES)}. Keep data out of the YAML: put it in "
+                    "workdir or file_mounts."
+                )
             with open(shown, encoding="utf-8") as fh:
-                text = fh.read()
+                text = fh.read(MAX_TASK_FILE_BYTES + 1)
         except FileNotFoundError:
             raise TaskValidationError(f"task file '{shown}' does not exist.") from None
         except IsADirectoryError:
@@ -167,6 +201,13 @@ class Task:
         paths; `require_values` as in `from_yaml`."""
         from launcher.task_yaml import load_yaml  # PyYAML costs ~50 ms to import
 
+        if len(text) > MAX_TASK_FILE_BYTES:  # characters: each one is at least a byte
+            raise TaskValidationError(
+                f"the task is over {_human_bytes(MAX_TASK_FILE_BYTES)}; tasks are limited to "
+                f"{_human_bytes(MAX_TASK_FILE_BYTES)}. Keep data out of the YAML: put it in "
+                "workdir or file_mounts.",
+                source=source,
+            )
         loaded = load_yaml(text, source)
         return _build_task(
             loaded.data, loaded.origin, base_dir, env_overrides, secret_overrides, source_path,
@@ -432,6 +473,15 @@ def _build_task(
         raise origin.error(
             ("secrets", both[0]), f"'{both[0]}' is both an env and a secret; keep one."
         )
+    env_bytes = sum(len(k) + len(v.encode("utf-8", "surrogateescape")) + 16
+                    for values in (envs, secrets) for k, v in values.items())
+    if env_bytes > MAX_ENV_BYTES:
+        raise origin.error(
+            ("envs",),
+            f"envs and secrets together are {_human_bytes(env_bytes)}; the limit is "
+            f"{_human_bytes(MAX_ENV_BYTES)} (on SSH nodes they reach setup on its command "
+            "line, one argument of at most 128 KiB). Ship bulk data as a file (file_mounts).",
+        )
 
     resources_value = top.get("resources")
     resources = parse_resources_spec(resources_value, ("resources",), origin)
@@ -481,7 +531,12 @@ def _text_field(value: object, path: Path, origin: Origin) -> str | None:
 
 
 def _script(value: object, key: str, origin: Origin) -> str | None:
-    if value is None or isinstance(value, str):
+    if value is None:
+        return value
+    if isinstance(value, str):
+        problem = script_size_problem(value, f"'{key}'")
+        if problem:
+            raise origin.error((key,), problem)
         return value
     hint = (
         f" (write several commands as a YAML block: '{key}: |')" if isinstance(value, list) else ""
@@ -627,9 +682,33 @@ def _parse_file_mounts(
         target = _substitute(remote.strip(), envs)
         if not target:
             raise origin.error(where, "the remote path is empty.")
+        problem = node_path_problem(target)
+        if problem:
+            raise origin.error(where, problem)
         text = _substitute(expect_str(source, where, origin).strip(), envs)
         out[target] = text if _is_uri(text) else _local_path(text, base)
     return out
+
+
+def node_path_problem(target: str) -> str | None:
+    """Why `target` is not a valid node path (a file_mounts target), or None.
+
+    Node paths are absolute (`/data`) or relative to the node's home (`data`, `~/data`,
+    `~`); a relative one must stay inside the home once `..` parts are resolved.
+    """
+    if "\0" in target:
+        return "the remote path contains a NUL character."
+    if target.startswith("~") and target != "~" and not target.startswith("~/"):
+        return (f"remote path '{target}': '~user' paths are not supported; write an absolute "
+                "path or one relative to the node's home (~/…).")
+    if target.startswith("/"):
+        return None
+    rel = target[2:] if target.startswith("~/") else ("" if target == "~" else target)
+    norm = posixpath.normpath(rel) if rel else "."
+    if norm == ".." or norm.startswith("../"):
+        return (f"remote path '{target}' climbs out of the node's home; write an absolute "
+                "path (/…) or one that stays under the home (~/…).")
+    return None
 
 
 def _substituted_checkpoint(

@@ -1,26 +1,28 @@
-"""A real (small) training loop that checkpoints and resumes: CPU PyTorch when it is
-installed, else numpy. It fits a linear model y = X w + b + noise with minibatch SGD.
+"""A real (small) training loop that checkpoints and resumes, in plain Python (nothing to
+install: it runs on any node with python3). It fits a linear model y = X w + b + noise
+with minibatch SGD.
 
 Resumable-job rules it follows (docs/resumable-jobs.md):
 - durable state lives in $LAUNCHER_CHECKPOINT_DIR (the managed-jobs controller keeps
-  it across clusters) - the step, the weights, the optimizer state, the RNG state;
+  it across clusters) - the step, the weights, the RNG state;
 - a checkpoint is written atomically: to a temp file in the same directory, fsync,
   then os.replace() over the old one - a preemption mid-write leaves the old one;
 - every CKPT_EVERY steps, and on SIGTERM (the interruption notice) before exiting;
 - on start it loads the checkpoint if there is one and continues from its step.
+
+With NumPy or PyTorch the state would be arrays; serialize them into memory first
+(np.savez / torch.save into a BytesIO) and write the bytes the same way.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
+import random
 import signal
 import sys
 import time
 from pathlib import Path
-
-import numpy as np
 
 STEPS = int(os.environ.get("TRAIN_STEPS", "2000"))
 CKPT_EVERY = int(os.environ.get("CKPT_EVERY", "100"))
@@ -29,41 +31,35 @@ STEP_SLEEP_S = float(os.environ.get("STEP_SLEEP_S", "0.002"))
 LR = float(os.environ.get("LR", "0.05"))
 DIM, BATCH = 16, 64
 CKPT_DIR = Path(os.environ.get("LAUNCHER_CHECKPOINT_DIR") or "./checkpoint")
-CKPT = CKPT_DIR / "train.npz"
+CKPT = CKPT_DIR / "train.json"
 
-try:  # CPU PyTorch when available, numpy otherwise
-    import torch
-
-    HAVE_TORCH = True
-except ImportError:
-    HAVE_TORCH = False
-
-rng_true = np.random.default_rng(1234)  # the "dataset": fixed across restarts
-W_TRUE = rng_true.normal(size=DIM)
+_truth = random.Random(1234)  # the "dataset": fixed across restarts
+W_TRUE = [_truth.gauss(0.0, 1.0) for _ in range(DIM)]
 B_TRUE = 0.5
 
 
-def batch(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    x = rng.normal(size=(BATCH, DIM))
-    y = x @ W_TRUE + B_TRUE + 0.01 * rng.normal(size=BATCH)
-    return x, y
+def batch(rng: random.Random) -> tuple[list[list[float]], list[float]]:
+    xs = [[rng.gauss(0.0, 1.0) for _ in range(DIM)] for _ in range(BATCH)]
+    ys = [sum(a * w for a, w in zip(x, W_TRUE, strict=True)) + B_TRUE + 0.01 * rng.gauss(0.0, 1.0)
+          for x in xs]
+    return xs, ys
 
 
 class State:
     def __init__(self) -> None:
         self.step = 0
-        self.w = np.zeros(DIM)
+        self.w = [0.0] * DIM
         self.b = 0.0
-        self.rng = np.random.default_rng(0)
+        self.rng = random.Random(0)
 
     def save(self) -> None:
         CKPT_DIR.mkdir(parents=True, exist_ok=True)
-        buf = io.BytesIO()
-        np.savez(buf, step=self.step, w=self.w, b=self.b,
-                 rng=np.frombuffer(json.dumps(self.rng.bit_generator.state).encode(), np.uint8))
+        version, internal, gauss_next = self.rng.getstate()
+        doc = {"step": self.step, "w": self.w, "b": self.b,
+               "rng": [version, list(internal), gauss_next]}
         tmp = CKPT.with_name(f".{CKPT.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(buf.getvalue())
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, CKPT)
@@ -71,32 +67,23 @@ class State:
     def load(self) -> bool:
         if not CKPT.exists():
             return False
-        with np.load(CKPT) as d:
-            self.step = int(d["step"])
-            self.w = d["w"].copy()
-            self.b = float(d["b"])
-            self.rng.bit_generator.state = json.loads(bytes(d["rng"]).decode())
+        doc = json.loads(CKPT.read_text())
+        self.step = int(doc["step"])
+        self.w = [float(v) for v in doc["w"]]
+        self.b = float(doc["b"])
+        version, internal, gauss_next = doc["rng"]
+        self.rng.setstate((version, tuple(internal), gauss_next))
         return True
 
 
-def sgd_step_numpy(s: State) -> float:
-    x, y = batch(s.rng)
-    err = x @ s.w + s.b - y
-    s.w -= LR * (x.T @ err) / BATCH
-    s.b -= LR * float(err.mean())
-    return float((err**2).mean())
-
-
-def sgd_step_torch(s: State) -> float:
-    x, y = batch(s.rng)
-    w = torch.tensor(s.w, requires_grad=True)
-    b = torch.tensor(s.b, requires_grad=True, dtype=torch.float64)
-    loss = ((torch.from_numpy(x) @ w + b - torch.from_numpy(y)) ** 2).mean()
-    loss.backward()
-    with torch.no_grad():
-        s.w = (w - LR * w.grad).numpy().copy()
-        s.b = float(b - LR * b.grad)
-    return float(loss)
+def sgd_step(s: State) -> float:
+    xs, ys = batch(s.rng)
+    errs = [sum(a * w for a, w in zip(x, s.w, strict=True)) + s.b - y
+            for x, y in zip(xs, ys, strict=True)]
+    for j in range(DIM):
+        s.w[j] -= LR * sum(e * x[j] for e, x in zip(errs, xs, strict=True)) / BATCH
+    s.b -= LR * sum(errs) / BATCH
+    return sum(e * e for e in errs) / BATCH
 
 
 def main() -> int:
@@ -112,11 +99,10 @@ def main() -> int:
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    step_fn = sgd_step_torch if HAVE_TORCH else sgd_step_numpy
-    print(f"training with {'torch' if HAVE_TORCH else 'numpy'} to step {STEPS}", flush=True)
+    print(f"training to step {STEPS}", flush=True)
     loss = float("nan")
     while s.step < STEPS:
-        loss = step_fn(s)
+        loss = sgd_step(s)
         s.step += 1
         if s.step % CKPT_EVERY == 0:
             s.save()
@@ -125,7 +111,7 @@ def main() -> int:
         if STEP_SLEEP_S:
             time.sleep(STEP_SLEEP_S)
     s.save()
-    err = float(np.abs(s.w - W_TRUE).max())
+    err = max(abs(w - t) for w, t in zip(s.w, W_TRUE, strict=True))
     print(f"done: step {s.step} loss {loss:.6f} max|w-w*| {err:.4f}", flush=True)
     return 0 if err < 0.05 else 1
 

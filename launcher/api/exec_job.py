@@ -50,6 +50,14 @@ def exec_(
     """
     from launcher.runtime import execution
 
+    if isinstance(task_or_command, str):
+        from launcher.errors import UsageError
+        from launcher.task import script_size_problem
+
+        problem = script_size_problem(task_or_command, "the command")
+        if problem:
+            raise UsageError(problem)
+
     emit = on_event or noop
     with StateDB() as db:
         rec = db.require_cluster(cluster_name)

@@ -34,6 +34,11 @@ def main(argv: list[str] | None = None) -> None:
             sys.stdout.write(text + "\n")
             sys.stdout.flush()
             sys.exit(0)
+    if args in (["--version"], ["-V"]):  # as fast as --help: no click import
+        from launcher import __version__
+
+        sys.stdout.write(f"launcher {__version__}\n")
+        sys.exit(0)
     import click
 
     from launcher.cli.lazy import root_group
@@ -54,5 +59,16 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write("Interrupted.\n")
         sys.exit(130)
     except BrokenPipeError:
+        sys.exit(1)
+    except Exception as err:  # a full disk is an expected failure, not a bug
+        import sqlite3
+
+        from launcher.diskspace import full_message, is_disk_full_error, is_full
+        from launcher.state import launcher_home
+
+        storage = isinstance(err, OSError | sqlite3.Error)
+        if not (is_disk_full_error(err) or (storage and is_full(launcher_home()))):
+            raise
+        sys.stderr.write(f"Error: {full_message(launcher_home())}\n")
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)

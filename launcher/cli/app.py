@@ -28,6 +28,30 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+
+def _show_version(value: bool) -> None:
+    if value:
+        from launcher import __version__
+
+        sys.stdout.write(f"launcher {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_show_version,
+                                 help="Show the version and exit."),
+) -> None:
+    """Launch GPU jobs on the cheapest cloud that fits, and keep spot jobs alive."""
+
+
+# Help of the repeatable --env / --secret options (their syntax, as parse_assignments reads it)
+ENV_HELP = ("Set an environment variable: --env NAME=VALUE, or --env NAME to pass NAME's "
+            "value from your shell. Repeatable.")
+SECRET_HELP = ("Set a task secret: --secret NAME=VALUE, or --secret NAME to pass NAME's value "
+               "from your shell. Repeatable.")
+
+
 class CliUsageError(LauncherError):
     """Bad command-line input (a malformed option value): exit code 2, like click's."""
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from launcher.cli.app import app, print_json
+from launcher.cli.app import ENV_HELP, SECRET_HELP, app, print_json
 
 if TYPE_CHECKING:
     from launcher.optimizer import Placement
@@ -159,8 +159,8 @@ def launch_cmd(
     detach_run: Annotated[bool, typer.Option("--detach-run", "-d", help="Submit the job and return.")] = False,
     idle_minutes: Annotated[float | None, typer.Option("--idle-minutes-to-autostop", "-i", help="Autostop after this many idle minutes (fractions allowed).")] = None,
     down: Annotated[bool, typer.Option("--down", help="Autostop tears the cluster down (alone: right after the job).")] = False,
-    env: Annotated[list[str] | None, typer.Option("--env", help="NAME=VALUE (or NAME: from your environment); overrides the task's envs.")] = None,
-    secret: Annotated[list[str] | None, typer.Option("--secret", help="NAME=VALUE (or NAME: from your environment); sets a task secret.")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", metavar="NAME[=VALUE]", help=ENV_HELP + " Overrides the task's envs.")] = None,
+    secret: Annotated[list[str] | None, typer.Option("--secret", metavar="NAME[=VALUE]", help=SECRET_HELP)] = None,
     cloud: Annotated[str | None, typer.Option("--cloud", help="Override resources.cloud.")] = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="Override resources.accelerators (e.g. H100:8).")] = None,
     num_nodes: Annotated[int | None, typer.Option("--num-nodes", help="Override num_nodes.")] = None,
@@ -262,8 +262,8 @@ def exec_cmd(
     cluster: Annotated[str, typer.Argument(help="Cluster name.")],
     target: Annotated[list[str], typer.Argument(help="TASK.yaml, or -- COMMAND...", metavar="TASK|-- CMD")],
     detach_run: Annotated[bool, typer.Option("--detach-run", "-d", help="Submit the job and return.")] = False,
-    env: Annotated[list[str] | None, typer.Option("--env", help="NAME=VALUE (or NAME: from your environment) for a task file.")] = None,
-    secret: Annotated[list[str] | None, typer.Option("--secret", help="NAME=VALUE (or NAME: from your environment) for a task file.")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", metavar="NAME[=VALUE]", help=ENV_HELP + " For a task file.")] = None,
+    secret: Annotated[list[str] | None, typer.Option("--secret", metavar="NAME[=VALUE]", help=SECRET_HELP + " For a task file.")] = None,
 ) -> int:
     """Run a task (no setup) or a command (head node) on a cluster, as a new job."""
     import os
@@ -311,14 +311,11 @@ def _fmt_time(ts: float | None) -> str:
 
 
 def _fmt_duration(start: float | None, end: float | None) -> str:
+    from launcher.cli.table import format_duration
+
     if start is None:
         return "-"
-    secs = int((end if end is not None else time.time()) - start)
-    if secs < 60:
-        return f"{secs}s"
-    if secs < 3600:
-        return f"{secs // 60}m {secs % 60}s"
-    return f"{secs // 3600}h {secs % 3600 // 60}m"
+    return format_duration((end if end is not None else time.time()) - start)
 
 
 @app.command("queue")
@@ -345,7 +342,8 @@ def queue_cmd(
         table.add_row(
             str(j.id), j.name or "-", j.status.value, _fmt_time(j.submitted_at),
             _fmt_duration(j.started_at, j.ended_at),
-            "-" if j.exit_code is None else str(j.exit_code), j.reason or "",
+            "-" if j.exit_code is None else str(j.exit_code),
+            "; ".join(x for x in (j.reason, j.log_truncated) if x),
         )
     print_table(table)
     return 0
@@ -417,10 +415,10 @@ def status_cmd(
         rows = [r for r in rows if r.name in names]
         if missing:
             # a typo must not read as "you have no clusters"; exit 4 when nothing matched
-            _say(
-                f"Cluster(s) not found: {', '.join(missing)}."
-                + (f" Known clusters: {', '.join(known)}." if known else " There are no clusters.")
-            )
+            what = (f"Cluster {missing[0]!r} does not exist." if len(missing) == 1 else
+                    f"Clusters not found: {', '.join(missing)}.")
+            _say("Error: " + what
+                 + (f" Known clusters: {', '.join(known)}." if known else " There are no clusters."))
     rc = 4 if missing and not rows else 0
     if json_out:
         for note in notes:  # e.g. orphans found by --refresh: never hidden, never in the JSON

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from launcher.cli.app import app, console, err_console, print_json
+from launcher.cli.app import ENV_HELP, SECRET_HELP, app, console, err_console, print_json
 
 if TYPE_CHECKING:
     from launcher.jobs.accounting import JobSummary
@@ -63,10 +63,10 @@ def launch_cmd(
                            help="Return once submitted; do not follow logs.")
     ] = False,
     env: Annotated[list[str] | None, typer.Option(
-        "--env", help="NAME=VALUE (or NAME: from your environment); overrides the task's envs.")
+        "--env", metavar="NAME[=VALUE]", help=ENV_HELP + " Overrides the task's envs.")
     ] = None,
     secret: Annotated[list[str] | None, typer.Option(
-        "--secret", help="NAME=VALUE (or NAME: from your environment); sets a task secret.")
+        "--secret", metavar="NAME[=VALUE]", help=SECRET_HELP)
     ] = None,
 ) -> int:
     """Submit TASK as a managed job; follow its logs until it ends (unless --detach)."""
@@ -116,10 +116,9 @@ def _ts(t: float | None) -> str:
 
 
 def _dur(s: float | None) -> str:
-    if s is None:
-        return "-"
-    s = int(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+    from launcher.cli.table import format_duration
+
+    return format_duration(s)
 
 
 def _ensure_controller() -> None:
@@ -129,6 +128,14 @@ def _ensure_controller() -> None:
     try:
         started = api.ensure_controller()
     except Exception as exc:  # still show what the DB says, with a warning
+        import sqlite3
+
+        from launcher.diskspace import is_disk_full_error, is_full
+        from launcher.state import launcher_home
+
+        if is_disk_full_error(exc) or (isinstance(exc, OSError | sqlite3.Error)
+                                       and is_full(launcher_home())):
+            raise  # a full disk: main() says so in one line
         err_console().print(f"Warning: managed jobs are live but no controller runs, and "
                             f"starting one failed ({exc}); statuses may be stale.", soft_wrap=True)
         return

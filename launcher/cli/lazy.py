@@ -29,6 +29,9 @@ class LazyGroup(click.Group):
             help=index["help"],
             no_args_is_help=index["no_args_is_help"],
             context_settings=index["context_settings"],
+            params=[click.Option(["--version", "-V"], is_flag=True, expose_value=False,
+                                 is_eager=True, callback=_show_version,
+                                 help="Show the version and exit.")],
         )
         self._entries: dict[str, dict[str, Any]] = {c["name"]: c for c in index["commands"]}
         self._built: dict[str, click.Command] = {}
@@ -73,6 +76,14 @@ class LazyGroup(click.Group):
         rows = [(name, cmd.get_short_help_str(limit)) for name, cmd in shown]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        from launcher import __version__
+
+        click.echo(f"launcher {__version__}")
+        ctx.exit(0)
 
 
 def _build_one(name: str, modules: list[str]) -> click.Command:

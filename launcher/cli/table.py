@@ -104,3 +104,17 @@ def echo(text: str, style: str | None = None, *, err: bool = False) -> None:
     """One plain line on stdout (or stderr), styled only on a terminal."""
     out = sys.stderr if err else sys.stdout
     out.write(styled(text, style, use_color(out)) + "\n")
+
+
+def format_duration(seconds: float | None) -> str:
+    """One duration format for every listing: "45s", "3m05s", "2h03m", "3d04h"; None: "-"."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"

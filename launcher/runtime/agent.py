@@ -10,6 +10,8 @@ Its home directory is the directory it lives in (override: LAUNCHER_AGENT_HOME):
     nodes.json known_hosts jobs.db          config, pinned worker host keys, the queue
     daemon.lock daemon.json wake.fifo daemon.log autostop.log
     logs/JOB/rank-N.log    a rank's output;  logs/JOB/rank-N.ctl: its wrapper's pgid/exit code
+    logs/JOB/.truncated    the job's logs ran out of disk space (see agent_daemon: disk space)
+    disk.reserve           space the daemon frees to record job ends on a full disk
     notice-rank-N.json     interruption notices dropped by the local cloud
 
 `python3 agent.py daemon` is the one long-lived process (a flock on daemon.lock
@@ -117,6 +119,11 @@ class Paths:
 
     def job_dir(self, job_id: int) -> str:
         return self.p("logs", str(job_id))
+
+    @property
+    def reserve(self) -> str:
+        """Space the daemon holds back so it can still record job ends on a full disk."""
+        return self.p("disk.reserve")
 
     @property
     def autodowned(self) -> str:
@@ -328,9 +335,10 @@ def connect(paths: Paths) -> sqlite3.Connection:
     return conn
 
 
-def record_json(row: sqlite3.Row) -> dict:
-    """A jobs row as the JobRecord JSON shape (never env values)."""
-    return {
+def record_json(row: sqlite3.Row, paths: Paths | None = None) -> dict:
+    """A jobs row as the JobRecord JSON shape (never env values). With `paths`, also
+    "log_truncated": why the job's logs were cut short (disk full), or null."""
+    out = {
         "id": row["id"], "name": row["name"], "status": row["status"],
         "num_nodes": row["num_nodes"], "submitted_at": row["submitted_at"],
         "started_at": row["started_at"], "ended_at": row["ended_at"],
@@ -338,6 +346,9 @@ def record_json(row: sqlite3.Row) -> dict:
         "reason": row["reason"],
         "notice": json.loads(row["notice_json"]) if row["notice_json"] else None,
     }
+    if paths is not None:
+        out["log_truncated"] = read_truncated(paths, row["id"])
+    return out
 
 
 def get_job(conn: sqlite3.Connection, job_id: int) -> sqlite3.Row:
@@ -363,11 +374,45 @@ def put_setting(conn: sqlite3.Connection, key: str, value: object) -> None:
 
 
 def mark_done(paths: Paths, job_id: int) -> None:
-    """Drop logs/JOB/.done after a job's terminal status is committed (wakes log followers)."""
+    """Drop logs/JOB/.done after a job's terminal status is committed (wakes log followers).
+    Best effort: on a full disk the followers notice the status on their next poll."""
     d = paths.job_dir(job_id)
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    with open(os.path.join(d, ".done"), "w"):
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        with open(os.path.join(d, ".done"), "w"):
+            pass
+    except OSError:
         pass
+
+
+# --------------------------------------------------------------------------- disk space
+# A full disk must not kill the agent (agent_daemon.py: its reserve file, the truncation
+# marker logs/JOB/.truncated); readers derive the message from the marker.
+
+TRUNCATED_FILE = ".truncated"
+
+
+def mount_point(path: str) -> str:
+    """The mount point of the file system holding `path` (which may not exist yet)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    while not os.path.ismount(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def no_space_message(path: str) -> str:
+    return f"no space left on {mount_point(path)}"
+
+
+def read_truncated(paths: Paths, job_id: int) -> str | None:
+    """"log truncated: no space left on MOUNT" for a job whose logs were cut short by a
+    full disk, or None when they are whole."""
+    d = paths.job_dir(job_id)
+    if not os.path.exists(os.path.join(d, TRUNCATED_FILE)):
+        return None
+    return "log truncated: " + no_space_message(d)
 
 
 # --------------------------------------------------------------------------- rank commands

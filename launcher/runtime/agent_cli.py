@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sqlite3
 import sys
 import time
 
@@ -187,11 +188,11 @@ def cmd_submit(paths: core.Paths, args: Args) -> dict | None:
 def cmd_queue(paths: core.Paths, args: Args) -> dict:
     conn = core.connect(paths)
     rows = conn.execute("SELECT * FROM jobs ORDER BY id").fetchall()
-    return {"jobs": [core.record_json(r) for r in rows]}
+    return {"jobs": [core.record_json(r, paths) for r in rows]}
 
 
 def cmd_job(paths: core.Paths, args: Args) -> dict:
-    return core.record_json(core.get_job(core.connect(paths), args.job_id))
+    return core.record_json(core.get_job(core.connect(paths), args.job_id), paths)
 
 
 class _Tail:
@@ -203,7 +204,9 @@ class _Tail:
 
 
 def cmd_logs(paths: core.Paths, args: Args) -> None:
-    """Stream a job's rank logs; with --follow until the job ends. Then the end marker."""
+    """Stream a job's rank logs; with --follow until the job ends (or the client that
+    started this command is gone). Logs cut short by a full disk end with the line
+    "launcher: log truncated: no space left on MOUNT". Then the end marker."""
     conn = core.connect(paths)
     job_id = args.job_id
     row = core.get_job(conn, job_id)
@@ -217,6 +220,7 @@ def cmd_logs(paths: core.Paths, args: Args) -> None:
     tails = {r: _Tail() for r in ranks}
     next_daemon_check = time.monotonic() + 5.0
     out = sys.stdout.buffer
+    parent = os.getppid()  # sshd or the local runner: when it goes, nobody reads us
 
     def pump(final: bool) -> None:
         wrote = False
@@ -254,12 +258,17 @@ def cmd_logs(paths: core.Paths, args: Args) -> None:
         pump(final=done)
         if done or waiter is None:
             break
+        if os.getppid() != parent:  # our client is gone: no orphan follower stays behind
+            return
         if time.monotonic() >= next_daemon_check:  # nobody would ever end the job otherwise
             next_daemon_check = time.monotonic() + 5.0
             if not core.daemon_running(paths):
                 core.start_daemon(paths)
         waiter.wait(1.0 if dir_watched else 0.25)
-    out.write(f"{core.END_MARKER} {json.dumps(core.record_json(row))}\n".encode())
+    record = core.record_json(row, paths)
+    if record["log_truncated"]:
+        out.write(f"launcher: {record['log_truncated']}\n".encode())
+    out.write(f"{core.END_MARKER} {json.dumps(record)}\n".encode())
     out.flush()
 
 
@@ -432,6 +441,21 @@ def _raise_autodowned(paths: core.Paths) -> None:
                           doc if isinstance(doc, dict) else {})
 
 
+def _out_of_space(paths: core.Paths, exc: BaseException) -> bool:
+    """A write failed for want of space (SQLite may say "disk I/O error" then)."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if "disk is full" in str(exc):
+        return True
+    try:
+        st = os.statvfs(paths.home)
+    except OSError:
+        return False
+    return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize < 4096
+
+
 def main(argv: list[str]) -> int:
     paths = core.Paths.default()
     try:
@@ -447,6 +471,12 @@ def main(argv: list[str]) -> int:
         doc = {"error": str(exc), "kind": exc.kind, **exc.extra}
         sys.stdout.write(json.dumps(doc) + "\n")
         return exc.code
+    except (OSError, sqlite3.Error) as exc:
+        if not _out_of_space(paths, exc):
+            raise
+        doc = {"error": "disk full: " + core.no_space_message(paths.home), "kind": "disk_full"}
+        sys.stdout.write(json.dumps(doc) + "\n")
+        return core.EXIT_ERROR
     except BrokenPipeError:  # the client went away mid-stream: not an error for the job
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

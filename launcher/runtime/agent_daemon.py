@@ -9,6 +9,12 @@ timeout only for deadlines (SIGKILL after grace, autostop, polled notice sources
 Restart-safe: rank processes write their own log and control files, so a new
 daemon adopts the RUNNING job of a dead one (polling its pids, the only polled
 path) and keeps the PENDING queue.
+
+Disk-full-safe: writes of its own that fail for want of space never stop the loop.
+It holds RESERVE_BYTES in disk.reserve and frees them when a DB write fails, so a
+job's end is still recorded; a job whose log file system fills up gets its logs
+marked truncated (logs/JOB/.truncated; `logs` then ends with "log truncated: no
+space left on MOUNT"); the reserve is taken back once there is room again.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -25,6 +32,8 @@ import time
 # runs per cluster, hundreds of them on one machine in the local cloud's scale tests.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from launcher.runtime import agent as core
     from launcher.runtime import agent_notices as notices
 else:
@@ -41,12 +50,57 @@ AUTOSTOP_RETRY_S = 300.0  # the cluster is still up after the action ran: try it
 # Killing a rank group on a node the head cannot reach (network cut) is retried in the
 # background: attempt N waits min(2 N, 15) s, up to KILL_RETRY_MAX attempts (~10 min).
 KILL_RETRY_MAX = 40
+# Disk space: while a job runs its log file system is checked every DISK_CHECK_S; under
+# DISK_FULL_BYTES free, the job's logs are marked truncated. The daemon holds RESERVE_BYTES
+# in disk.reserve, released when a write of its own fails for want of space.
+DISK_CHECK_S = 2.0
+DISK_FULL_BYTES = 4096
+RESERVE_BYTES = 128 * 1024
 
 
 # --------------------------------------------------------------------------- notices
 
 # The sources (local files, AWS/GCP/Azure metadata) live in agent_notices.py.
 NOTICE_SOURCES = notices.NOTICE_SOURCES
+
+
+
+# --------------------------------------------------------------------------- disk space
+
+SQLITE_FULL = 13
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for "no space left" errors: OSError ENOSPC/EDQUOT, SQLite SQLITE_FULL."""
+    import errno
+
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == SQLITE_FULL:
+            return True
+        return "disk is full" in str(exc)
+    return False
+
+
+def space_left(path: str) -> int:
+    """Bytes this process may still write on `path`'s file system (root may use the
+    blocks reserved for root)."""
+    st = os.statvfs(path)
+    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+    return blocks * st.f_frsize
+
+
+def mark_truncated(paths: core.Paths, job_id: int) -> bool:
+    """Mark a job's logs truncated (an empty file: on a full disk it needs no data block;
+    the message is derived when read). True if the marker exists now."""
+    path = os.path.join(paths.job_dir(job_id), core.TRUNCATED_FILE)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- supervision state
@@ -70,7 +124,8 @@ class RankProc:
 
 
 class RunningJob:
-    __slots__ = ("id", "ranks", "failure", "stopping", "kill_at", "killed", "notice")
+    __slots__ = ("id", "ranks", "failure", "stopping", "kill_at", "killed", "notice",
+                 "truncated")
 
     def __init__(self, job_id: int) -> None:
         self.id = job_id
@@ -80,6 +135,7 @@ class RunningJob:
         self.kill_at: float | None = None  # monotonic time of the SIGKILL round
         self.killed = False
         self.notice: dict | None = None
+        self.truncated = False  # its logs ran out of disk space
 
 
 def _pid_alive(pid: int) -> bool:
@@ -124,6 +180,8 @@ class Daemon:
         self.base_env = _base_env()
         self.sources: list[notices.NoticeSource] = []
         self.next_poll: dict[str, float] = {}
+        self.next_disk_check = 0.0  # monotonic
+        self.reserve_held = False
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -138,28 +196,118 @@ class Daemon:
             return 0  # another daemon is alive
         info = {"pid": os.getpid(), "version": core.agent_version(self.paths.home),
                 "started_at": time.time()}
-        tmp = self.paths.daemon_info + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(info, f)
-        os.replace(tmp, self.paths.daemon_info)
+        self._write_daemon_info(info)
         self._setup_wakeups()
+        self._ensure_reserve()
         self._load_sources()
         self._adopt()
-        core.add_event(self.conn, "daemon_started", f"pid {os.getpid()}")
+        self._event("daemon_started", f"pid {os.getpid()}")
         self._signal_ready()
         while not self.stop_requested:
             try:
                 self.step()
-            except Exception:  # keep supervising; the log says what broke
-                import traceback
-
-                traceback.print_exc()
-                sys.stderr.flush()
+            except Exception as exc:  # keep supervising; the log says what broke
+                self._log_exception(exc)
                 time.sleep(1.0)
             if not self.stop_requested:
                 self.wait(self.next_timeout())
-        core.add_event(self.conn, "daemon_stopped", f"pid {os.getpid()}")
+        self._event("daemon_stopped", f"pid {os.getpid()}")
         return 0
+
+    def _write_daemon_info(self, info: dict) -> None:
+        tmp = self.paths.daemon_info + ".tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(info, f)
+            os.replace(tmp, self.paths.daemon_info)
+        except OSError:  # a full disk: the lock still guards uniqueness
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    @staticmethod
+    def _log_exception(exc: BaseException) -> None:
+        """Print a traceback to daemon.log; a log that cannot be written (full disk) is no
+        reason to die."""
+        import traceback
+
+        with contextlib.suppress(Exception):
+            traceback.print_exception(exc)
+            sys.stderr.flush()
+
+    # ----------------------------------------------------------------- disk space
+
+    def _db(self, fn: Callable[..., object], *args: object, required: bool = True) -> object:
+        """Run one DB write. On a full disk: release the reserve and try once more; then
+        raise (required) or give up quietly (best-effort writes such as events)."""
+        for attempt in (0, 1):
+            try:
+                return fn(*args)
+            except (sqlite3.Error, OSError) as exc:
+                if not is_disk_full(exc):
+                    raise
+                if attempt == 0 and self._release_reserve():
+                    continue
+                if required:
+                    raise
+                return None
+        return None
+
+    def _event(self, kind: str, detail: str, job_id: int | None = None) -> None:
+        self._db(core.add_event, self.conn, kind, detail, job_id, required=False)
+
+    def _ensure_reserve(self) -> None:
+        """Hold RESERVE_BYTES in disk.reserve when there is room for it (and then some)."""
+        if self.reserve_held:
+            return
+        path = self.paths.reserve
+        try:
+            if os.path.getsize(path) >= RESERVE_BYTES:
+                self.reserve_held = True
+                return
+        except OSError:
+            pass
+        try:
+            if space_left(self.paths.home) < 4 * RESERVE_BYTES:
+                return
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, bytes(RESERVE_BYTES))
+            finally:
+                os.close(fd)
+            self.reserve_held = True
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def _release_reserve(self) -> bool:
+        """Free the reserve (True if there was one to free)."""
+        held = self.reserve_held or os.path.exists(self.paths.reserve)
+        self.reserve_held = False
+        with contextlib.suppress(OSError):
+            os.unlink(self.paths.reserve)
+        return held
+
+    def _check_disk(self, job: RunningJob | None, force: bool = False) -> None:
+        """Every DISK_CHECK_S (or now, with `force`): a running job whose log file system
+        is full gets its logs marked truncated; the reserve is taken back once there is room."""
+        now = time.monotonic()
+        if not force and now < self.next_disk_check:
+            return
+        self.next_disk_check = now + DISK_CHECK_S
+        if job is not None and not job.truncated:
+            jd = self.paths.job_dir(job.id)
+            try:
+                full = space_left(jd) < DISK_FULL_BYTES
+            except OSError:
+                full = False
+            if full:
+                job.truncated = True
+                if not mark_truncated(self.paths, job.id):
+                    self._release_reserve()
+                    mark_truncated(self.paths, job.id)
+                self._event("disk_full", "log truncated: " + core.no_space_message(jd), job.id)
+        if not self.reserve_held and (job is None or not job.truncated):
+            self._ensure_reserve()
 
     def _signal_ready(self) -> None:
         fd = os.environ.get("LAUNCHER_AGENT_READY_FD")
@@ -205,7 +353,7 @@ class Daemon:
         for name in names:
             factory = NOTICE_SOURCES.get(name)
             if factory is None:
-                core.add_event(self.conn, "notice_source_unknown", name)
+                self._event("notice_source_unknown", name)
                 continue
             self.sources.append(factory(self.paths, self.conn))
 
@@ -229,6 +377,8 @@ class Daemon:
             t = min(t, self.autostop_at - time.time())
         if self.draining_until > now:
             t = min(t, self.draining_until - now)
+        if self.job is not None and not self.job.truncated:
+            t = min(t, self.next_disk_check - now)
         if self.waiter.fd < 0:
             t = min(t, 1.0)  # notice files are only seen by polling then
         for due in self.next_poll.values():
@@ -241,6 +391,7 @@ class Daemon:
 
     def step(self) -> None:
         self._reap_helpers()
+        self._check_disk(self.job)
         if self.job is not None:
             self._supervise(self.job)
         self._poll_notices()
@@ -291,12 +442,13 @@ class Daemon:
             self._end_unstarted(job_id, f"could not start: {exc}")
             return True
         now = time.time()
-        cur = self.conn.execute(
+        cur = self._db(
+            self.conn.execute,
             "UPDATE jobs SET status = 'RUNNING', started_at = ? WHERE id = ? AND status = 'PENDING'",
             (now, job_id))
-        if cur.rowcount == 0:
+        if cur.rowcount == 0:  # type: ignore[attr-defined]
             return True  # cancelled in between
-        os.makedirs(self.paths.job_dir(job_id), mode=0o700, exist_ok=True)
+        self._db(os.makedirs, self.paths.job_dir(job_id), 0o700, True)
         job = RunningJob(job_id)
         for rank in range(spec.num_nodes):
             worker = nodes.workers[rank]
@@ -311,12 +463,12 @@ class Daemon:
                     job.failure = (rank, 127, f"rank {rank}: could not start: {exc}")
                 continue
             job.ranks.append(RankProc(rank, worker, proc.pid, proc, ctl))
-        with self.conn:
-            self.conn.executemany(
-                "INSERT OR REPLACE INTO ranks (job_id, rank, kind, pid) VALUES (?, ?, ?, ?)",
-                [(job_id, r.rank, r.worker.kind, r.pid) for r in job.ranks if not r.ended])
-        core.add_event(self.conn, "job_started", f"{spec.num_nodes} node(s)", job_id)
-        self.job = job
+        self.job = job  # from here on supervised, whatever the disk says
+        self._db(self.conn.executemany,
+                 "INSERT OR REPLACE INTO ranks (job_id, rank, kind, pid) VALUES (?, ?, ?, ?)",
+                 [(job_id, r.rank, r.worker.kind, r.pid) for r in job.ranks if not r.ended],
+                 required=False)
+        self._event("job_started", f"{spec.num_nodes} node(s)", job_id)
         if job.failure is not None:
             self._begin_stop(job, "failure")
         return False
@@ -355,17 +507,19 @@ class Daemon:
             ctl_f.close()
 
     def _end_unstarted(self, job_id: int, reason: str) -> None:
-        self.conn.execute(
-            "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? "
-            "WHERE id = ? AND status = 'PENDING'", (time.time(), reason, job_id))
-        core.add_event(self.conn, "job_failed", reason, job_id)
+        self._db(self.conn.execute,
+                 "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? "
+                 "WHERE id = ? AND status = 'PENDING'", (time.time(), reason, job_id))
+        self._event("job_failed", reason, job_id)
         core.mark_done(self.paths, job_id)
 
     def _record_rank(self, job_id: int, r: RankProc, how: str | None) -> None:
-        self.conn.execute(
-            "INSERT OR REPLACE INTO ranks (job_id, rank, kind, pid, exit_code, ended_at, how) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (job_id, r.rank, r.worker.kind, r.pid, r.exit_code, time.time(), how))
+        """Best effort (the job's record is what counts; this row only helps adoption)."""
+        self._db(self.conn.execute,
+                 "INSERT OR REPLACE INTO ranks (job_id, rank, kind, pid, exit_code, ended_at, how) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                 (job_id, r.rank, r.worker.kind, r.pid, r.exit_code, time.time(), how),
+                 required=False)
 
     # ----------------------------------------------------------------- supervising
 
@@ -393,10 +547,10 @@ class Daemon:
             self._finish(job)
 
     def _rank_ended(self, job: RunningJob, r: RankProc, returncode: int | None) -> None:
+        self._check_disk(job, force=True)  # a rank that died of a full disk: say so first
         ctl = core.read_control(r.ctl_path)
         code, reason = core.explain_rank_end(r.rank, r.worker, returncode, ctl)
         r.ended, r.exit_code = True, code
-        self._record_rank(job.id, r, reason)
         if r.worker.kind == "ssh" and ctl.exit_code is None and ctl.pgid:
             # The connection died, not the run: it may still be running there. Kill it
             # (retried until the node is reachable again, see _reap_helpers).
@@ -405,6 +559,7 @@ class Daemon:
             job.failure = (r.rank, code, reason or f"rank {r.rank} exited with code {code}")
         if code != 0 and job.stopping is None:
             self._begin_stop(job, "failure")
+        self._record_rank(job.id, r, reason)
 
     def _begin_stop(self, job: RunningJob, why: str) -> None:
         job.stopping = why
@@ -464,12 +619,15 @@ class Daemon:
             failed_rank, exit_code, reason = job.failure
         else:
             status, reason, failed_rank, exit_code = "SUCCEEDED", None, None, 0
-        self.conn.execute(
-            "UPDATE jobs SET status = ?, ended_at = ?, exit_code = ?, failed_rank = ?, reason = ? "
-            "WHERE id = ?", (status, time.time(), exit_code, failed_rank, reason, job.id))
-        core.add_event(self.conn, "job_" + status.lower(), reason or "", job.id)
-        core.mark_done(self.paths, job.id)
+        self._check_disk(job, force=True)
+        # required: on failure the job stays ours and the next step tries again
+        self._db(self.conn.execute,
+                 "UPDATE jobs SET status = ?, ended_at = ?, exit_code = ?, failed_rank = ?, "
+                 "reason = ? WHERE id = ?",
+                 (status, time.time(), exit_code, failed_rank, reason, job.id))
         self.job = None
+        self._event("job_" + status.lower(), reason or "", job.id)
+        core.mark_done(self.paths, job.id)
 
     # ----------------------------------------------------------------- adoption
 
@@ -498,7 +656,7 @@ class Daemon:
             if i > 0 or not job.ranks:  # cannot happen normally: one job runs at a time
                 self._finish_orphan(row["id"])
                 continue
-            core.add_event(self.conn, "job_adopted", f"{len(job.ranks)} rank(s)", job.id)
+            self._event("job_adopted", f"{len(job.ranks)} rank(s)", job.id)
             self.job = job
             if job.failure is not None:
                 self._begin_stop(job, "failure")
@@ -512,9 +670,9 @@ class Daemon:
                     pgid = core.read_control(os.path.join(jd, name)).pgid
                     if pgid:
                         _killpg(pgid, signal.SIGKILL)
-        self.conn.execute(
-            "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? WHERE id = ?",
-            (time.time(), "lost while the agent was restarting", job_id))
+        self._db(self.conn.execute,
+                 "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? WHERE id = ?",
+                 (time.time(), "lost while the agent was restarting", job_id))
         core.mark_done(self.paths, job_id)
 
     # ----------------------------------------------------------------- notices
@@ -529,7 +687,7 @@ class Daemon:
             try:
                 notices = src.poll()
             except Exception as exc:  # a flaky metadata endpoint must not stop the daemon
-                core.add_event(self.conn, "notice_source_error", f"{src.name}: {exc}")
+                self._event("notice_source_error", f"{src.name}: {exc}")
                 continue
             for n in notices:
                 self._on_notice(n)
@@ -581,10 +739,10 @@ class Daemon:
             self._autodown(cfg)
             return
         if not action:
-            core.add_event(self.conn, "autostop",
+            self._event("autostop",
                            f"idle for {cfg['idle_minutes']:g} min; {verb} due, no action configured")
             return
-        core.add_event(self.conn, "autostop",
+        self._event("autostop",
                        f"idle for {cfg['idle_minutes']:g} min; {verb}: running {action}")
         # Orphaned on purpose (the outer bash exits at once): the action usually tears down
         # this very node, daemon included, and must not count the daemon as its ancestor.
@@ -605,7 +763,7 @@ class Daemon:
         with open(tmp, "w") as f:
             json.dump(doc, f)
         os.replace(tmp, self.paths.autodowned)
-        core.add_event(self.conn, "autodowned",
+        self._event("autodowned",
                        f"idle for {cfg['idle_minutes']:g} min; cluster down, agent stopped")
         try:
             workers = core.load_nodes(self.paths).workers

@@ -223,6 +223,7 @@ class JobRecord:
     failed_rank: int | None = None
     reason: str | None = None
     notice: Notice | None = None
+    log_truncated: str | None = None  # "log truncated: no space left on MOUNT", or None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -237,6 +238,7 @@ class JobRecord:
             "failed_rank": self.failed_rank,
             "reason": self.reason,
             "notice": self.notice.to_json() if self.notice else None,
+            "log_truncated": self.log_truncated,
         }
 
     @classmethod
@@ -261,6 +263,7 @@ class JobRecord:
             failed_rank=_opt_int(d, "failed_rank"),
             reason=_opt_str(d, "reason"),
             notice=Notice.from_json(notice_raw) if notice_raw is not None else None,
+            log_truncated=_opt_str(d, "log_truncated"),
         )
 
 

@@ -184,13 +184,29 @@ def shell_path(path: str) -> str:
     return shlex.quote(path)
 
 
+class NodePathError(LauncherError):
+    """A node path that would leave the node's home (on the local cloud, its root)."""
+
+    exit_code = 2
+
+
 def local_node_path(home: str, path: str) -> str:
-    """Resolve a node path against a node home on this machine (local cloud)."""
+    """Resolve a node path against a node home on this machine (local cloud).
+
+    Absolute paths are this machine's paths (docs/local-cloud.md). A relative or `~/`
+    path must stay inside the home, also through symlinks: raises NodePathError when
+    `..` parts or a symlink would take it out."""
     if path == "~":
         return home
-    if path.startswith("~/"):
-        path = path[2:]
-    return os.path.normpath(os.path.join(home, path))
+    rel = path[2:] if path.startswith("~/") else path
+    if os.path.isabs(rel):
+        return os.path.normpath(rel)
+    full = os.path.normpath(os.path.join(home, rel))
+    root = os.path.realpath(home)
+    if os.path.commonpath([root, os.path.realpath(full)]) != root:
+        raise NodePathError(f"node path {path!r} leaves the node's home ({home}); use an "
+                            "absolute path or one under the home.")
+    return full
 
 
 class StreamCollector:

@@ -249,7 +249,12 @@ def test_status_of_an_unknown_cluster_names_it(launcher_home: Path) -> None:
     p = run("status", "nosuch")
     no_traceback(p)
     assert p.returncode == 4
-    assert "not found: nosuch" in p.stderr and "No clusters." not in p.stderr
+    assert p.stderr.startswith("Error: Cluster 'nosuch' does not exist.")  # as every command
+    assert "No clusters." not in p.stderr
+    q = run("queue", "nosuch")
+    assert q.stderr.splitlines()[0].startswith("Error: Cluster 'nosuch' does not exist.")
+    two = run("status", "nosuch", "other")
+    assert two.stderr.startswith("Error: Clusters not found: nosuch, other.")
     j = run("status", "nosuch", "--json")
     assert j.returncode == 4 and json.loads(j.stdout) == []
     assert run("status").returncode == 0
