@@ -48,7 +48,6 @@ HOME_MODE = 0o700
 FILE_MODE = 0o600
 BACKUP_COUNT = 3
 BACKUP_INTERVAL_S = 3600.0
-_SQLITE_HEADER = b"SQLite format 3\x00"
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes)
 
 
@@ -191,10 +190,10 @@ def translate(db: Path, exc: BaseException) -> BaseException:
 
 
 def preflight(db: Path) -> None:
-    """Check the file before SQLite sees it (no SQLite call; a stat and a 16-byte read).
+    """Check the file before SQLite sees it (a stat, never an open: see below).
 
-    Raises StateDamagedError for a file that is not SQLite, or an empty file where a
-    DB existed (marker or backups present, and no write-ahead log holding its pages).
+    Raises StateDamagedError for an empty file where a DB existed (marker or backups
+    present, and no write-ahead log holding its pages).
     A missing file is fine (a fresh start); so is an empty one that never held a DB.
     """
     try:
@@ -212,10 +211,9 @@ def preflight(db: Path) -> None:
         if marker_path(db).exists() or existing_backups(db):
             raise damaged_error(db, "empty (0 bytes), but it held launcher's state")
         return
-    with open(db, "rb") as f:
-        head = f.read(len(_SQLITE_HEADER))
-    if head != _SQLITE_HEADER:
-        raise damaged_error(db, "not an SQLite database (its header is wrong)")
+    # No read of the header here: opening and closing the file would drop the POSIX
+    # locks this process's SQLite connections hold on it (see sqlite.org/howtocorrupt);
+    # SQLite itself reports a wrong header (SQLITE_NOTADB), translated below.
 
 
 # ------------------------------------------------------------------ the connection

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -122,6 +123,7 @@ class Daemon:
         self.autostop_at: float | None = None  # wall clock
         self.waiter = core.Waiter()
         self.base_env = _base_env()
+        self.wal_dirty = False  # flush the write-ahead log at the next step
         self.sources: list[notices.NoticeSource] = []
         self.next_poll: dict[str, float] = {}
 
@@ -145,6 +147,7 @@ class Daemon:
         self._setup_wakeups()
         self._load_sources()
         self._adopt()
+        self._forget_ended_secrets()
         core.add_event(self.conn, "daemon_started", f"pid {os.getpid()}")
         self._signal_ready()
         while not self.stop_requested:
@@ -239,7 +242,20 @@ class Daemon:
 
     # ----------------------------------------------------------------- one step
 
+    def _forget_ended_secrets(self) -> None:
+        """Drop the secret values of every ended job still holding them (an agent of an
+        older version, or one killed between a job's end and the scrub)."""
+        ended = self.conn.execute(
+            "SELECT id FROM jobs WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')").fetchall()
+        for (job_id,) in ended:
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                core.forget_secrets(self.conn, job_id)
+        self.wal_dirty = True
+
     def step(self) -> None:
+        if self.wal_dirty:  # a checkpoint a reader blocked: the log may hold old values
+            with contextlib.suppress(sqlite3.Error):
+                self.wal_dirty = not core.flush_wal(self.conn)
         self._reap_helpers()
         if self.job is not None:
             self._supervise(self.job)
@@ -359,7 +375,7 @@ class Daemon:
             "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? "
             "WHERE id = ? AND status = 'PENDING'", (time.time(), reason, job_id))
         core.add_event(self.conn, "job_failed", reason, job_id)
-        core.mark_done(self.paths, job_id)
+        core.mark_done(self.paths, job_id, self.conn)
 
     def _record_rank(self, job_id: int, r: RankProc, how: str | None) -> None:
         self.conn.execute(
@@ -468,7 +484,8 @@ class Daemon:
             "UPDATE jobs SET status = ?, ended_at = ?, exit_code = ?, failed_rank = ?, reason = ? "
             "WHERE id = ?", (status, time.time(), exit_code, failed_rank, reason, job.id))
         core.add_event(self.conn, "job_" + status.lower(), reason or "", job.id)
-        core.mark_done(self.paths, job.id)
+        core.mark_done(self.paths, job.id, self.conn)
+        self.wal_dirty = True
         self.job = None
 
     # ----------------------------------------------------------------- adoption
@@ -515,7 +532,7 @@ class Daemon:
         self.conn.execute(
             "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? WHERE id = ?",
             (time.time(), "lost while the agent was restarting", job_id))
-        core.mark_done(self.paths, job_id)
+        core.mark_done(self.paths, job_id, self.conn)
 
     # ----------------------------------------------------------------- notices
 
