@@ -386,6 +386,7 @@ def jobs_controller_start(wait_s: float = 5.0) -> ControllerInfo:
     info = probe()
     if info.running:
         return info
+    JobStore().close()  # a damaged state DB: say so here, not in a controller that dies
     paths.jobs_dir().mkdir(parents=True, exist_ok=True)
     with open(paths.controller_log_path(), "a") as log:
         proc = subprocess.Popen(
