@@ -133,7 +133,7 @@ def test_writes_back_up_at_most_hourly(launcher_home: Path) -> None:
 
 def test_a_damaged_db_never_pushes_out_a_good_backup(launcher_home: Path) -> None:
     with StateDB() as db:
-        for i in range(300):
+        for _ in range(300):
             db.add_event("c", "note", "y" * 300)
     path = launcher_home / "state.db"
     good = (launcher_home / "state.db.bak.1").read_bytes()
