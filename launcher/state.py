@@ -372,6 +372,11 @@ class StateDB:
     def close(self) -> None:
         self._conn.close()
 
+    def check_integrity(self) -> None:
+        """Run SQLite's `quick_check` over the whole file (O(size)). Raises
+        StateDamagedError naming the file and how to recover."""
+        state_files.verify(self._conn, self.path)
+
     def __enter__(self) -> StateDB:
         return self
 

@@ -22,6 +22,7 @@ def check_state() -> StateHealth:
 
     with StateDB() as db:
         path = db.path
+        db.check_integrity()  # whatever its size
     JobStore(path).close()
     backups = state_files.existing_backups(path)
     newest = backups[0].stat().st_mtime if backups else None
