@@ -33,10 +33,11 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _task(tmp_path: Path, hold_s: float) -> str:
+def _task(tmp_path: Path, hold_s: float, workdir: Path | None = None) -> str:
     path = tmp_path / "secret-task.yaml"
     path.write_text(
         "name: secretive\n"
+        + (f"workdir: {workdir}\n" if workdir else "") +
         "resources:\n  infra: local\n  use_spot: true\n"
         f"envs:\n  HOLD_S: '{hold_s}'\n"
         "secrets:\n  API_TOKEN: null\n"
@@ -107,11 +108,19 @@ def test_cluster_job_secret_is_dropped_by_the_agent(tmp_path: Path, launcher_hom
     """A plain `launch` on a cluster that stays up: the head-node agent (its jobs.db is
     in the node's home, under LAUNCHER_HOME) forgets the value once the job ended."""
     value = f"uniq-{secrets.token_hex(12)}"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data.txt").write_text("shared with nobody")
+    (work / "data.txt").chmod(0o644)  # synced to the node: private there
+    (work / "tool.sh").write_text("true\n")
+    (work / "tool.sh").chmod(0o755)
     out = _cli("launch", "-y", "-c", "keep", "--secret", f"API_TOKEN={value}",
-               _task(tmp_path, hold_s=0))
+               _task(tmp_path, hold_s=0, workdir=work))
     try:
         assert out.returncode == 0, out.stderr
         assert hashlib.sha256(value.encode()).hexdigest() in out.stdout
+        synced = list(launcher_home.rglob("tool.sh"))
+        assert synced and stat.S_IMODE(synced[0].stat().st_mode) == 0o700
         agent_dbs = list(launcher_home.rglob("jobs.db"))
         assert agent_dbs  # the node's agent DB is under the home, and is scanned
         assert files_holding(launcher_home, value.encode()) == []
