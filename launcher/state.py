@@ -14,6 +14,10 @@ own chain by calling `StateDB.migrate("jobs", JOBS_MIGRATIONS)` when they open
 the DB, without editing this file. A DB written by a newer launcher (a version
 above the newest one known here) is refused with `StateError`, never guessed at.
 
+The file at rest (launcher/state_files.py): created 0600 in a 0700 home; an empty
+or damaged file raises `StateDamagedError` (how to recover, never a raw sqlite3
+error); rotating backups `state.db.bak.1..3` after migrations and hourly on writes.
+
 Concurrency rules:
 - Short writes use `transaction()` (BEGIN IMMEDIATE, so a writer never deadlocks
   upgrading a read lock).

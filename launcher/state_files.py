@@ -85,20 +85,26 @@ def secure_home(home: Path | None = None) -> Path:
     key = str(home)
     if key in _secured:
         return home
+    _secured.add(key)
     try:
         st = os.stat(home)
     except FileNotFoundError:
         home.mkdir(parents=True, exist_ok=True, mode=HOME_MODE)
         os.chmod(home, HOME_MODE)
-    else:
-        if stat.S_IMODE(st.st_mode) & 0o077:
-            old = stat.S_IMODE(st.st_mode)
-            _tighten_tree(home)
-            sys.stderr.write(
-                f"launcher: {home} was accessible to other users (mode {old:04o}); "
-                f"made it and its files private ({HOME_MODE:04o}/{FILE_MODE:04o}).\n"
-            )
-    _secured.add(key)
+        return home
+    old = stat.S_IMODE(st.st_mode)
+    if old & 0o077:
+        try:
+            os.chmod(home, HOME_MODE)
+        except OSError as exc:  # not ours to change (e.g. another owner): say so, go on
+            sys.stderr.write(f"launcher: {home} is accessible to other users (mode {old:04o}) "
+                             f"and cannot be made private: {exc.strerror}.\n")
+            return home
+        _tighten_tree(home)
+        sys.stderr.write(
+            f"launcher: {home} was accessible to other users (mode {old:04o}); "
+            f"made it and its files private ({HOME_MODE:04o}/{FILE_MODE:04o}).\n"
+        )
     return home
 
 
