@@ -418,8 +418,8 @@ class StateDB:
         the version inside it). Returns the resulting version. Raises StateError
         when the DB is newer than the newest migration given.
 
-        Every migration of a DB that already had this component is followed by a
-        backup (state_files.backup_now).
+        Every migration of an existing DB (anything but creating the core tables of a
+        new one) is followed by a backup (state_files.backup_now).
         """
         ordered = sorted(migrations, key=lambda m: m.version)
         newest = ordered[-1].version if ordered else 0
@@ -448,7 +448,7 @@ class StateDB:
                     " VALUES (?, ?, ?, ?)",
                     (component, m.version, m.description, time.time()),
                 )
-            upgraded = current > 0
+            upgraded = current > 0 or component != "core"  # an existing DB changed
         if upgraded:
             state_files.backup_now(self._conn, self.path)
         return self.schema_version(component)
