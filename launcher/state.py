@@ -14,6 +14,10 @@ own chain by calling `StateDB.migrate("jobs", JOBS_MIGRATIONS)` when they open
 the DB, without editing this file. A DB written by a newer launcher (a version
 above the newest one known here) is refused with `StateError`, never guessed at.
 
+The file at rest (launcher/state_files.py): created 0600 in a 0700 home; an empty
+or damaged file raises `StateDamagedError` (how to recover, never a raw sqlite3
+error); rotating backups `state.db.bak.1..3` after migrations and hourly on writes.
+
 Concurrency rules:
 - Short writes use `transaction()` (BEGIN IMMEDIATE, so a writer never deadlocks
   upgrading a read lock).
@@ -38,12 +42,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher import state_files
 from launcher.clouds.base import ClusterInfo, NodeInfo
 from launcher.errors import ClusterBusyError, ClusterNotFoundError, LauncherError
+from launcher.state_files import StateDamagedError, StateError
 
-
-class StateError(LauncherError):
-    """The state DB cannot be used (newer schema, corrupt file, unwritable home)."""
+__all__ = ["StateDamagedError", "StateError"]  # re-exported: callers import them from here
 
 
 class InvalidClusterNameError(LauncherError):
@@ -327,21 +331,32 @@ class StateDB:
     def __init__(self, path: Path | str | None = None, *, busy_timeout: float = 30.0) -> None:
         self.path = Path(path) if path is not None else launcher_home() / "state.db"
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                str(self.path), timeout=busy_timeout, isolation_level=None
-            )
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            self._enable_wal(busy_timeout)
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            self.migrate("core", CORE_MIGRATIONS)
+            self._conn = state_files.connect(self.path, timeout=busy_timeout)
+        except StateError:
+            raise
         except (sqlite3.Error, OSError) as exc:
             from launcher.diskspace import describe_storage_error
 
             raise StateError(
                 f"Cannot open the state DB at {self.path}: {describe_storage_error(self.path, exc)}"
             ) from exc
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            self._enable_wal(busy_timeout)
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self.migrate("core", CORE_MIGRATIONS)
+            state_files.mark_created(self.path)
+        except BaseException as exc:
+            self._conn.close()
+            if isinstance(exc, (sqlite3.Error, OSError)):
+                from launcher.diskspace import describe_storage_error
+
+                raise StateError(
+                    f"Cannot open the state DB at {self.path}: "
+                    f"{describe_storage_error(self.path, exc)}"
+                ) from exc
+            raise
 
     def _enable_wal(self, busy_timeout: float) -> None:
         """Put the file in WAL mode (persistent, so only a fresh DB needs the switch).
@@ -370,6 +385,11 @@ class StateDB:
     def close(self) -> None:
         self._conn.close()
 
+    def check_integrity(self) -> None:
+        """Run SQLite's `quick_check` over the whole file (O(size)). Raises
+        StateDamagedError naming the file and how to recover."""
+        state_files.verify(self._conn, self.path)
+
     def __enter__(self) -> StateDB:
         return self
 
@@ -392,6 +412,7 @@ class StateDB:
             raise
         else:
             self._conn.execute("COMMIT")
+        state_files.maybe_backup(self._conn, self.path)
 
     def schema_version(self, component: str) -> int:
         row = self._conn.execute(
@@ -405,6 +426,9 @@ class StateDB:
         Idempotent and safe against concurrent callers (one transaction, re-reads
         the version inside it). Returns the resulting version. Raises StateError
         when the DB is newer than the newest migration given.
+
+        Every migration of an existing DB (anything but creating the core tables of a
+        new one) is followed by a backup (state_files.backup_now).
         """
         ordered = sorted(migrations, key=lambda m: m.version)
         newest = ordered[-1].version if ordered else 0
@@ -433,7 +457,10 @@ class StateDB:
                     " VALUES (?, ?, ?, ?)",
                     (component, m.version, m.description, time.time()),
                 )
-            return self.schema_version(component)
+            upgraded = current > 0 or component != "core"  # an existing DB changed
+        if upgraded:
+            state_files.backup_now(self._conn, self.path)
+        return self.schema_version(component)
 
     # -- clusters
 

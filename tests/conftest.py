@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def launcher_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own LAUNCHER_HOME; the real ~/.launcher is never touched."""
     home = tmp_path / "launcher-home"
-    home.mkdir()
+    home.mkdir(mode=0o700)  # as launcher creates it (a looser one is tightened, with a warning)
     monkeypatch.setenv("LAUNCHER_HOME", str(home))
     return home
 

@@ -42,6 +42,8 @@ _EXPORTS: dict[str, str] = {
     "down": "launcher.api.clusters",
     "autostop": "launcher.api.clusters",
     "local_preempt": "launcher.api.clusters",
+    # the state DB (issue 8)
+    "check_state": "launcher.api.state_check",
 }
 
 

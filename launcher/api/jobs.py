@@ -147,7 +147,8 @@ def jobs_launch(task: Task | str, name: str | None = None, *, start_controller: 
     try:
         row = store.add_job(
             name=job_name,
-            task_yaml=json.dumps(t.to_dict(include_secrets=True)),
+            task_yaml=json.dumps(t.to_dict()),  # secret values: their own file, see below
+            secrets=t.secrets,
             task_source=t.source_path,
             strategy=strategy,
             max_restarts_on_errors=rec.max_restarts_on_errors if rec else 0,
@@ -385,6 +386,7 @@ def jobs_controller_start(wait_s: float = 5.0) -> ControllerInfo:
     info = probe()
     if info.running:
         return info
+    JobStore().close()  # a damaged state DB: say so here, not in a controller that dies
     paths.jobs_dir().mkdir(parents=True, exist_ok=True)
     with open(paths.controller_log_path(), "a") as log:
         proc = subprocess.Popen(

@@ -199,7 +199,7 @@ def _build_lock(path: str) -> Iterator[None]:
     except ImportError:  # not POSIX: temp file + rename still keeps readers safe
         yield
         return
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -214,7 +214,7 @@ def _install(path: str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o600)  # everything under LAUNCHER_HOME is private
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -3,7 +3,8 @@
 `main()` is the console-script entry point. It runs the lazily-resolved root group
 (launcher/cli/lazy.py: only the command being run is imported and converted) and
 turns every `LauncherError` into a one-paragraph message on stderr and a non-zero
-exit, never a traceback. `launcher --help` alone is printed from the index's rendered
+exit, never a traceback. It runs with umask 077 and makes `LAUNCHER_HOME` private
+(launcher/state_files.py). `launcher --help` alone is printed from the index's rendered
 copy (same text click renders; no click import). `launcher.cli.app` (the typer app
 with every command registered) is still available as an attribute, imported on
 first access.
@@ -25,6 +26,9 @@ def __getattr__(name: str) -> Any:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI. Exits the process with the command's status."""
+    import os
+
+    os.umask(0o077)  # = state_files.private_umask(): whatever launcher writes stays private
     args = sys.argv[1:] if argv is None else argv
     if args in (["--help"], ["-h"]):  # the commonest first call: answered from the index
         from launcher.cli.cli_index import cached_help
@@ -45,6 +49,9 @@ def main(argv: list[str] | None = None) -> None:
     from launcher.errors import LauncherError
 
     try:
+        from launcher.state_files import secure_home
+
+        secure_home()  # 0700; an existing readable home is made private, with a warning
         rv = root_group().main(args=argv, standalone_mode=False, prog_name="launcher")
     except LauncherError as err:
         sys.stderr.write(f"Error: {err}\n")

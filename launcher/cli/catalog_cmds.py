@@ -472,6 +472,7 @@ def check_cmd(
     from launcher import api
     from launcher.catalog import query
 
+    state = api.check_state()  # a damaged state DB is the first thing to fix
     catalog_clouds = [c.cloud for c in query.status().clouds]
     names = list(dict.fromkeys([*api.enabled_clouds().keys(), *catalog_clouds]))
     statuses = api.enabled_clouds(names)
@@ -506,3 +507,9 @@ def check_cmd(
         echo("")
         print_table(hosts)
     echo("Cost queries and dry runs rank every cloud; launches use enabled ones.", style="dim")
+    import time
+
+    newest = state.newest_backup_at
+    echo(f"State DB {state.path}: ok, {len(state.backups)} backup(s)"
+         + (f", newest {int((time.time() - newest) // 60)} min old." if newest else "."),
+         style="dim")

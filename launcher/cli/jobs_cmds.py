@@ -124,9 +124,12 @@ def _dur(s: float | None) -> str:
 def _ensure_controller() -> None:
     """Live jobs but no controller: start it (their statuses would stay stale) and say so."""
     from launcher.api import jobs as api
+    from launcher.state_files import StateError
 
     try:
         started = api.ensure_controller()
+    except StateError:
+        raise  # the state DB is unusable: one error, not a warning then the same error
     except Exception as exc:  # still show what the DB says, with a warning
         import sqlite3
 

@@ -60,11 +60,30 @@ def config_from_env() -> ControllerConfig:
     return cfg
 
 
-def load_task(job: JobRow) -> object:
-    """The job's Task, from the JSON (YAML-shaped) stored at submission."""
+def load_task(job: JobRow, store: JobStore | None = None) -> object:
+    """The job's Task, from the JSON (YAML-shaped) stored at submission and its secret
+    values (kept apart, see job_secrets.py). Raises LauncherError when the values of a
+    secret are gone (the job cannot be relaunched as submitted)."""
+    from launcher.errors import LauncherError
     from launcher.task import Task
 
-    return Task.from_dict(json.loads(job.task_yaml), source=f"managed job {job.id}")
+    data = json.loads(job.task_yaml)
+    wanted = [k for k, v in (data.get("secrets") or {}).items() if v is None]
+    values: dict[str, str] = {}
+    if wanted:
+        own = store if store is not None else JobStore()
+        try:
+            values = own.secrets(job.id) or {}
+        finally:
+            if store is None:
+                own.close()
+        missing = [k for k in wanted if k not in values]
+        if missing:
+            raise LauncherError(
+                f"The value of secret {missing[0]!r} of managed job {job.id} is no longer "
+                "stored (its secrets file is gone); cancel the job and submit it again."
+            )
+    return Task.from_dict(data, source=f"managed job {job.id}", secret_overrides=values)
 
 
 @dataclass(frozen=True)
@@ -121,6 +140,10 @@ def hold_lock() -> Iterator[bool]:
 
 
 def main() -> int:
+    from launcher import state_files
+
+    state_files.private_umask()  # its logs and the local nodes' files stay private
+    state_files.secure_home()
     paths.jobs_dir().mkdir(parents=True, exist_ok=True)
     logging.basicConfig(
         level=logging.INFO,
@@ -136,6 +159,12 @@ def main() -> int:
                 log.info("another controller holds the lock: exiting (pid %d)", os.getpid())
                 return 0
             log.info("controller pid %d", os.getpid())
+            store = JobStore()
+            try:
+                for jid in store.forget_ended_secrets():
+                    log.info("job %d: deleted the secrets file it left behind", jid)
+            finally:
+                store.close()
             stopped = _run_once(RealClusterOps())
         if stopped:
             return 0

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher import state_files
 from launcher.errors import LauncherError
-from launcher.jobs import paths
+from launcher.jobs import job_secrets, paths
 from launcher.jobs.state_machine import (
     IllegalTransitionError,
     ManagedJobStatus,
@@ -338,16 +339,22 @@ class JobStore:
 
     def __init__(self, db_path: Path | str | None = None) -> None:
         path = Path(db_path) if db_path is not None else paths.state_db_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._conn = sqlite3.connect(
-            str(path), timeout=30.0, isolation_level=None, check_same_thread=False
-        )
-        self._conn.row_factory = sqlite3.Row
-        self._conn.execute("PRAGMA busy_timeout = 30000")
-        self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("PRAGMA synchronous = NORMAL")
-        self._migrate()
+        try:
+            self._conn = state_files.connect(path, timeout=30.0, check_same_thread=False)
+        except (sqlite3.Error, OSError) as exc:
+            raise state_files.StateError(f"Cannot open the state DB at {path}: {exc}") from exc
+        try:
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA busy_timeout = 30000")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn.execute("PRAGMA secure_delete = ON")  # scrubbed secrets leave no trace
+            self._migrate()
+            state_files.mark_created(path)
+        except BaseException:
+            self._conn.close()
+            raise
 
     def close(self) -> None:
         self._conn.close()
@@ -361,8 +368,12 @@ class JobStore:
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
+        state_files.maybe_backup(self._conn, self.path)
 
     def _migrate(self) -> None:
+        """Apply the managed-jobs migrations, then the secrets scrub (once per DB). Backs
+        the DB up after migrating an existing one."""
+        upgraded = False
         with self._tx() as c:
             c.execute(
                 "CREATE TABLE IF NOT EXISTS managed_jobs_schema_version (version INTEGER NOT NULL)"
@@ -382,6 +393,18 @@ class JobStore:
                 c.execute("INSERT INTO managed_jobs_schema_version VALUES (?)", (SCHEMA_VERSION,))
             elif current != SCHEMA_VERSION:
                 c.execute("UPDATE managed_jobs_schema_version SET version = ?", (SCHEMA_VERSION,))
+                upgraded = True
+        if job_secrets.scrub_needed(self._conn):
+            with self._tx() as c:
+                scrubbed = job_secrets.scrub_task_yaml(c, self.path.parent)
+            if scrubbed:
+                # old pages and older backups held the values: rewrite, start backups anew
+                self._conn.execute("VACUUM")
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                state_files.backup_now(self._conn, self.path, drop_existing=True)
+                upgraded = False
+        if upgraded:
+            state_files.backup_now(self._conn, self.path)
 
     # ---- jobs -------------------------------------------------------------------------
 
@@ -395,8 +418,12 @@ class JobStore:
         max_restarts_on_errors: int,
         recover_on_exit_codes: Sequence[int],
         task_id_prefix: str = "mj",
+        secrets: Mapping[str, str] | None = None,
     ) -> JobRow:
-        """Insert a PENDING job (with its first event). Returns the row."""
+        """Insert a PENDING job (with its first event). Returns the row.
+
+        `task_yaml` must not hold secret values: give them as `secrets`, kept in the
+        job's private file (job_secrets.py) until the job ends, read by `secrets()`."""
         now = time.time()
         codes = ",".join(str(int(c)) for c in recover_on_exit_codes)
         with self._tx() as c:
@@ -420,6 +447,7 @@ class JobStore:
             # Stable across recoveries; unique even if the DB is recreated (time suffix).
             task_id = f"{task_id_prefix}-{job_id}-{int(now * 1000):x}"
             c.execute("UPDATE managed_jobs SET task_id = ? WHERE id = ?", (task_id, job_id))
+            job_secrets.save(self.path.parent, job_id, secrets or {})  # before the commit
             c.execute(
                 "INSERT INTO managed_job_events (job_id, at, from_status, to_status, reason) "
                 "VALUES (?, ?, NULL, ?, ?)",
@@ -510,7 +538,18 @@ class JobStore:
                 "attempt) VALUES (?, ?, ?, ?, ?, ?)",
                 (job_id, now, current.value, new.value, reason, attempt),
             )
+        if new.is_terminal:
+            job_secrets.forget(self.path.parent, job_id)
         return self.job(job_id)
+
+    def secrets(self, job_id: int) -> dict[str, str] | None:
+        """The job's secret values (None: it has none stored; deleted once it ended)."""
+        return job_secrets.load(self.path.parent, job_id)
+
+    def forget_ended_secrets(self) -> list[int]:
+        """Delete the secrets files of jobs that are no longer live (left behind by a
+        crash between a job's end and the file's deletion). Returns their ids."""
+        return job_secrets.forget_all_but(self.path.parent, self.live_job_ids())
 
     def update_job(self, job_id: int, **fields: object) -> None:
         """Set non-status columns (counters, reasons). Not a transition: no event row."""

@@ -28,6 +28,7 @@ by the daemon), so a daemon restart or a vanished client loses no output.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -326,6 +327,7 @@ def connect(paths: Paths) -> sqlite3.Connection:
         os.chmod(paths.db, 0o600)  # job specs hold secret values
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA busy_timeout = 15000")
+    conn.execute("PRAGMA secure_delete = ON")  # forgotten secret values are zeroed on disk
     if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
         conn.execute("PRAGMA journal_mode = WAL")  # persistent; must be set outside a transaction
         # IF NOT EXISTS everywhere: two processes creating the schema at once is harmless.
@@ -373,9 +375,40 @@ def put_setting(conn: sqlite3.Connection, key: str, value: object) -> None:
                  (key, json.dumps(value)))
 
 
-def mark_done(paths: Paths, job_id: int) -> None:
+def forget_secrets(conn: sqlite3.Connection, job_id: int) -> bool:
+    """Drop the values of a job's secrets from its stored spec once the job has ended
+    (nothing reads them again). With `secure_delete` on (see `connect`) the old bytes
+    are zeroed in the DB file, and a TRUNCATE checkpoint empties the write-ahead log
+    that still held them (retried at the daemon's next step when readers block it:
+    see `flush_wal`). True when something was dropped."""
+    row = conn.execute("SELECT spec_json FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    if row is None:
+        return False
+    spec = json.loads(row[0])
+    names = set(spec.get("secret_names") or [])
+    envs = spec.get("envs") or {}
+    if not names & set(envs):
+        return False
+    spec["envs"] = {k: v for k, v in envs.items() if k not in names}
+    conn.execute("UPDATE jobs SET spec_json = ? WHERE id = ?", (json.dumps(spec), job_id))
+    flush_wal(conn)
+    return True
+
+
+def flush_wal(conn: sqlite3.Connection) -> bool:
+    """Checkpoint the write-ahead log into the DB and truncate it. False when a reader
+    kept part of it (try again later)."""
+    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    return not busy
+
+
+def mark_done(paths: Paths, job_id: int, conn: sqlite3.Connection | None = None) -> None:
     """Drop logs/JOB/.done after a job's terminal status is committed (wakes log followers).
-    Best effort: on a full disk the followers notice the status on their next poll."""
+    With `conn`, first forget the job's secret values (`forget_secrets`). Best effort: on
+    a full disk the followers notice the status on their next poll."""
+    if conn is not None:
+        with contextlib.suppress(sqlite3.Error, ValueError):  # the job's end matters more
+            forget_secrets(conn, job_id)
     d = paths.job_dir(job_id)
     try:
         os.makedirs(d, mode=0o700, exist_ok=True)

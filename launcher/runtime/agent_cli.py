@@ -296,7 +296,7 @@ def cancel_jobs(paths: core.Paths, ids: list[int] | None) -> dict:
             "WHERE id = ? AND status = 'PENDING'", (now, "cancelled before it started", job_id))
         if cur.rowcount:
             core.add_event(conn, "job_cancelled", "cancelled before it started", job_id)
-            core.mark_done(paths, job_id)
+            core.mark_done(paths, job_id, conn)
             result["cancelled"].append(job_id)
             continue
         conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))

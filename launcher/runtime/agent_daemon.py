@@ -178,6 +178,7 @@ class Daemon:
         self.autostop_at: float | None = None  # wall clock
         self.waiter = core.Waiter()
         self.base_env = _base_env()
+        self.wal_dirty = False  # flush the write-ahead log at the next step
         self.sources: list[notices.NoticeSource] = []
         self.next_poll: dict[str, float] = {}
         self.next_disk_check = 0.0  # monotonic
@@ -201,6 +202,7 @@ class Daemon:
         self._ensure_reserve()
         self._load_sources()
         self._adopt()
+        self._forget_ended_secrets()
         self._event("daemon_started", f"pid {os.getpid()}")
         self._signal_ready()
         while not self.stop_requested:
@@ -389,7 +391,20 @@ class Daemon:
 
     # ----------------------------------------------------------------- one step
 
+    def _forget_ended_secrets(self) -> None:
+        """Drop the secret values of every ended job still holding them (an agent of an
+        older version, or one killed between a job's end and the scrub)."""
+        ended = self.conn.execute(
+            "SELECT id FROM jobs WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')").fetchall()
+        for (job_id,) in ended:
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                core.forget_secrets(self.conn, job_id)
+        self.wal_dirty = True
+
     def step(self) -> None:
+        if self.wal_dirty:  # a checkpoint a reader blocked: the log may hold old values
+            with contextlib.suppress(sqlite3.Error):
+                self.wal_dirty = not core.flush_wal(self.conn)
         self._reap_helpers()
         self._check_disk(self.job)
         if self.job is not None:
@@ -511,7 +526,7 @@ class Daemon:
                  "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? "
                  "WHERE id = ? AND status = 'PENDING'", (time.time(), reason, job_id))
         self._event("job_failed", reason, job_id)
-        core.mark_done(self.paths, job_id)
+        core.mark_done(self.paths, job_id, self.conn)
 
     def _record_rank(self, job_id: int, r: RankProc, how: str | None) -> None:
         """Best effort (the job's record is what counts; this row only helps adoption)."""
@@ -625,9 +640,10 @@ class Daemon:
                  "UPDATE jobs SET status = ?, ended_at = ?, exit_code = ?, failed_rank = ?, "
                  "reason = ? WHERE id = ?",
                  (status, time.time(), exit_code, failed_rank, reason, job.id))
+        self.wal_dirty = True
         self.job = None
         self._event("job_" + status.lower(), reason or "", job.id)
-        core.mark_done(self.paths, job.id)
+        core.mark_done(self.paths, job.id, self.conn)
 
     # ----------------------------------------------------------------- adoption
 
@@ -673,7 +689,7 @@ class Daemon:
         self._db(self.conn.execute,
                  "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? WHERE id = ?",
                  (time.time(), "lost while the agent was restarting", job_id))
-        core.mark_done(self.paths, job_id)
+        core.mark_done(self.paths, job_id, self.conn)
 
     # ----------------------------------------------------------------- notices
 

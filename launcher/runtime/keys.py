@@ -81,7 +81,7 @@ def generate_keypair(private_path: str | os.PathLike[str], comment: str = "launc
         f.write(private)
     tmp_pub = pub.with_name(f".{pub.name}.{os.getpid()}.tmp")
     tmp_pub.write_bytes(public + f" {comment}\n".encode())
-    os.chmod(tmp_pub, 0o644)
+    os.chmod(tmp_pub, 0o600)  # not secret, but nothing under LAUNCHER_HOME is shared
     # public first: a private key visible on disk always has its public half
     os.replace(tmp_pub, pub)
     os.replace(tmp, priv)

@@ -152,7 +152,8 @@ class LocalRunner:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            os.chmod(tmp, mode if mode is not None else 0o644)
+            # a local node's home is under LAUNCHER_HOME: private, whatever the source mode
+            os.chmod(tmp, (mode if mode is not None else 0o600) & ~0o077)
             os.replace(tmp, dest)
         except BaseException:
             if os.path.exists(tmp):

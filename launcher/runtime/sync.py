@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tarfile
 from dataclasses import dataclass
@@ -251,7 +252,8 @@ def pack_tar_gz(local_dir: str, files: list[str], out: IO[bytes]) -> None:
 
 
 def copy_files(local_dir: str, files: list[str], dest_dir: str) -> None:
-    """Copy `files` from `local_dir` into `dest_dir` on this machine (modes kept)."""
+    """Copy `files` from `local_dir` into `dest_dir` on this machine (a local node's home,
+    under LAUNCHER_HOME): the owner's mode bits are kept, group and other bits dropped."""
     made: set[str] = set()
     for rel in files:
         src = os.path.join(local_dir, rel)
@@ -268,3 +270,6 @@ def copy_files(local_dir: str, files: list[str], dest_dir: str) -> None:
             if os.path.islink(dst):
                 os.unlink(dst)
             shutil.copy2(src, dst)
+            mode = stat.S_IMODE(os.stat(dst).st_mode)
+            if mode & 0o077:
+                os.chmod(dst, mode & ~0o077)

@@ -652,3 +652,37 @@ def test_a_preempted_local_worker_runs_nothing(agent: Agent) -> None:
     lines, _ = agent.logs(job)
     assert not any(ln.startswith("(rank 2) ran-here") for ln in lines)
     assert any("this node was preempted" in ln for ln in lines)
+
+
+def _files_holding(root: Path, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_ended_jobs_forget_their_secret_values(agent: Agent) -> None:
+    """Succeeded, cancelled while pending, and left by an older agent (the daemon's
+    start sweeps them): no file of the agent's home keeps the values afterwards."""
+    gate = agent.root / "gate"
+    first = agent.submit(f'[ -n "$TOKEN" ] && echo has-token; {_gate(gate)}', num_nodes=1,
+                         envs={"TOKEN": "tok-first-4711", "PLAIN": "kept"},
+                         secret_names=["TOKEN"])
+    pending = agent.submit("echo never", num_nodes=1, envs={"TOKEN": "tok-pending-4711"},
+                           secret_names=["TOKEN"])
+    _wait_log(agent, first, "has-token", 1)
+    assert agent.doc("cancel", str(pending))["cancelled"] == [pending]
+    gate.touch()
+    assert agent.wait_status(first)["status"] == "SUCCEEDED"
+    conn = core.connect(core.Paths(str(agent.home)))
+    try:
+        spec = json.loads(conn.execute("SELECT spec_json FROM jobs WHERE id = ?",
+                                       (first,)).fetchone()[0])
+        assert spec["envs"] == {"PLAIN": "kept"} and spec["secret_names"] == ["TOKEN"]
+        # an ended job still holding its values (as an older agent left it)
+        stale = dict(spec, envs={"TOKEN": "tok-stale-4711"})
+        conn.execute("UPDATE jobs SET spec_json = ? WHERE id = ?", (json.dumps(stale), first))
+    finally:
+        conn.close()
+    agent.run("shutdown")
+    agent.submit("true", num_nodes=1)  # starts a new daemon, which sweeps
+    _wait_for(lambda: not _files_holding(agent.home, b"tok-stale-4711"), what="sweep")
+    for value in (b"tok-first-4711", b"tok-pending-4711", b"tok-stale-4711"):
+        assert _files_holding(agent.home, value) == []
