@@ -17,6 +17,7 @@ what a killed launch left behind.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -224,6 +225,8 @@ def provision_with_failover(
 
             public_key = ensure_user_key().public_key()
         req = provision_request(cluster_name, placement, public_key)
+        # billed from the provision call on (the cloud bills booting nodes too)
+        provision_started = time.time()
         try:
             info = cloud.provision(req)
         except CloudError as err:
@@ -256,7 +259,7 @@ def provision_with_failover(
         db.set_ssh_key(cluster_name, info.ssh_key_path)
         db.add_event(cluster_name, "provisioned", _where(placement), placement.cloud)
         rec = db.require_cluster(cluster_name)
-        db.open_usage(rec)
+        db.open_usage(rec, started_at=provision_started)
         return Provisioned(cluster=info, placement=placement, attempts=attempts, blocked=blocked)
 
 
