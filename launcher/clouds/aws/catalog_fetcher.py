@@ -16,7 +16,7 @@ Per region, four sources, all read before anything is returned:
 One row per (region, zone id, type) where the type is offered and has an on-demand or a
 spot price. `fetch_catalog` is blocking (minutes for every region on real AWS),
 idempotent, writes nothing, and raises `CatalogFetchError` on any failure (no partial
-result). boto3 is imported here lazily, so importing this module costs nothing.
+result). Up to `REGION_WORKERS` regions are fetched at once. boto3 is imported here lazily, so importing this module costs nothing.
 Credentials: the standard boto3 chain (env, profile, SSO, instance role);
 `AWS_ENDPOINT_URL` is honoured by botocore.
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ from launcher.clouds.aws.catalog_price_list import (
 )
 
 CLOUD = "aws"
+REGION_WORKERS = 4  # regions fetched at once
 SOURCE = "AWS EC2 API + price list (refreshed)"
 # GPU names as the API reports them -> the catalog's names where they differ
 # (SkyPilot's names, which tasks use): the 80 GB A100 and the 32 GB V100 are separate
@@ -309,9 +311,8 @@ def fetch_catalog(
     fetched_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     progress = _Progress()
     say = on_progress or (lambda _msg: None)
-    rows: list[Offer] = []
-    dates: set[str] = set()
-    for region in settings.regions:
+
+    def one(region: str) -> tuple[list[Offer], str | None]:
         say(f"aws {region}: price list")
         try:
             prices = price_fetcher(settings.price_list_url, region, settings.price_list_format)
@@ -328,10 +329,21 @@ def fetch_catalog(
             ) from None
         except BotoCoreError as e:
             raise CatalogFetchError(f"AWS {region}: {type(e).__name__}: {e}") from None
-        if prices.publication_date:
-            dates.add(prices.publication_date)
         say(f"aws {region}: {len(got)} rows")
-        rows.extend(got)
+        return got, prices.publication_date
+
+    # regions in parallel (downloads overlap); rows keep the regions' order
+    workers = max(1, min(REGION_WORKERS, len(settings.regions)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aws-catalog") as pool:
+        futures = [pool.submit(one, r) for r in settings.regions]
+        try:
+            done = [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    rows = [o for got, _ in done for o in got]
+    dates = {d for _, d in done if d}
     upstream = f"price list {settings.price_list_url} ({settings.price_list_format})"
     if dates:
         upstream += f", published {min(dates)}" + (f"..{max(dates)}" if len(dates) > 1 else "")

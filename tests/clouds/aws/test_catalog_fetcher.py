@@ -205,3 +205,33 @@ def test_fetch_without_credentials_is_a_typed_error(
     with pytest.raises(CatalogFetchError, match="NoCredentialsError"):
         cf.fetch_catalog(settings, now=ec2_pages.NOW)
     assert os.environ.get("AWS_ENDPOINT_URL") is None
+
+
+def test_regions_are_fetched_together_and_kept_in_order(price_list: PriceListServer) -> None:
+    """Two regions (fetched in parallel), each from recorded EC2 pages; rows come out
+    region by region in the configured order. us-west-2's offer file is the JSON one."""
+
+    def prices(base: str, region: str, fmt: str) -> Any:
+        return fetch_region(base, region, "csv" if region == "us-east-1" else "json")
+
+    settings = cf.FetchSettings(regions=("us-west-2", "us-east-1"), price_list_url=price_list.base_url)
+    got = cf.fetch_catalog(
+        settings, clients=ec2_pages.stubbed_ec2, price_fetcher=prices, now=ec2_pages.NOW
+    )
+    regions = [o.region for o in got.offers]
+    assert regions == sorted(regions, reverse=True) and set(regions) == {"us-west-2", "us-east-1"}
+    west = [(o.instance_type, o.zone, o.price, o.spot_price) for o in got.offers
+            if o.region == "us-west-2"]  # fmt: skip
+    assert west == [
+        ("g5.xlarge", "usw2-az1", 1.006, 0.42),
+        ("g5.xlarge", "usw2-az2", 1.006, None),
+        ("g5.xlarge", "usw2-az3", 1.006, None),
+        ("p5.48xlarge", "usw2-az1", 98.32, None),
+        ("p5.48xlarge", "usw2-az2", 98.32, 33.0),
+        ("p5.48xlarge", "usw2-az3", 98.32, None),
+        ("p5.48xlarge", "usw2-az4", 98.32, None),
+    ]
+    east = [o for o in got.offers if o.region == "us-east-1"]
+    assert east == [
+        o for o in _expected_us_east_1() if o.instance_type != "c7i.metal-48xl"
+    ]  # the recorded pages hold five types; c7i.metal-48xl is not among them
