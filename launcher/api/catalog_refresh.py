@@ -24,7 +24,8 @@ from typing import Any
 
 from launcher.errors import LauncherError
 
-# cloud -> module with `fetch(regions, *, price_list_url, price_list_format, on_progress)`
+# cloud -> module with `fetch(regions, *, price_list_url, price_list_format,
+# regions_are_defaults, on_progress) -> FetchedCatalog`
 FETCHERS: dict[str, str] = {"aws": "launcher.clouds.aws.catalog_fetcher"}
 
 
@@ -53,16 +54,17 @@ def refreshable_clouds() -> list[str]:
     return sorted(FETCHERS)
 
 
-def _regions_for(cloud: str, regions: Sequence[str] | None) -> tuple[str, ...]:
+def _regions_for(cloud: str, regions: Sequence[str] | None) -> tuple[tuple[str, ...], bool]:
+    """(regions, whether they are the defaults rather than named by the user)."""
     from launcher.catalog import query
     from launcher.config import load_config
 
     if regions:
-        return tuple(dict.fromkeys(regions))
+        return tuple(dict.fromkeys(regions)), False
     configured = load_config().catalog.get(cloud)
     if configured is not None and configured.regions:
-        return configured.regions
-    return tuple(query.snapshot_regions(cloud))
+        return configured.regions, False
+    return tuple(query.snapshot_regions(cloud)), True
 
 
 def _enricher(cloud: str) -> Callable[[Any], Any]:
@@ -108,7 +110,7 @@ def catalog_refresh(
     results = []
     for name in clouds:
         started = time.monotonic()
-        chosen = _regions_for(name, regions)
+        chosen, defaults = _regions_for(name, regions)
         source = load_config().catalog.get(name)
         fetcher = importlib.import_module(FETCHERS[name])
         try:
@@ -116,6 +118,7 @@ def catalog_refresh(
                 chosen,
                 price_list_url=source.price_list_url if source else None,
                 price_list_format=source.price_list_format if source else None,
+                regions_are_defaults=defaults,
                 on_progress=on_progress,
             )
         except refreshed.CatalogFetchError as e:

@@ -23,6 +23,7 @@ Credentials: the standard boto3 chain (env, profile, SSO, instance role);
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -60,6 +61,9 @@ class FetchSettings:
     regions: tuple[str, ...]
     price_list_url: str = DEFAULT_PRICE_LIST_URL
     price_list_format: str = "csv"
+    # default regions (not named by the user): skip those the account has not enabled
+    # (opt-in regions answer every EC2 call with an auth error) instead of failing
+    skip_disabled_regions: bool = False
 
 
 @dataclass(frozen=True)
@@ -289,6 +293,22 @@ def region_offers(
     return rows
 
 
+def enabled_regions(clients: EC2ClientFactory, region: str) -> set[str]:
+    """Regions enabled for the account (DescribeRegions without AllRegions)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        resp = clients(region).describe_regions()
+    except ClientError as e:
+        err = e.response.get("Error", {})
+        raise CatalogFetchError(
+            f"AWS DescribeRegions failed: {err.get('Code')}: {err.get('Message')}"
+        ) from None
+    except BotoCoreError as e:
+        raise CatalogFetchError(f"AWS DescribeRegions: {type(e).__name__}: {e}") from None
+    return {str(r["RegionName"]) for r in resp.get("Regions") or []}
+
+
 def fetch_catalog(
     settings: FetchSettings,
     *,
@@ -311,6 +331,16 @@ def fetch_catalog(
     fetched_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     progress = _Progress()
     say = on_progress or (lambda _msg: None)
+    if settings.skip_disabled_regions:
+        enabled = enabled_regions(clients, settings.regions[0])
+        skipped = [r for r in settings.regions if r not in enabled]
+        if skipped:
+            progress.notes.append(f"not enabled for this account, skipped: {', '.join(skipped)}")
+        settings = dataclasses.replace(
+            settings, regions=tuple(r for r in settings.regions if r in enabled)
+        )
+        if not settings.regions:
+            raise CatalogFetchError("none of the catalog's AWS regions is enabled for this account")
 
     def one(region: str) -> tuple[list[Offer], str | None]:
         say(f"aws {region}: price list")
@@ -364,13 +394,17 @@ def fetch(
     *,
     price_list_url: str | None = None,
     price_list_format: str | None = None,
+    regions_are_defaults: bool = False,
     on_progress: Callable[[str], None] | None = None,
 ) -> FetchedCatalog:
     """The entry point the API layer calls (the same shape for every cloud's fetcher):
-    the rows of `regions`, from the price list at `price_list_url` (default AWS's)."""
+    the rows of `regions`, from the price list at `price_list_url` (default AWS's).
+    `regions_are_defaults`: the user named no region, so regions the account has not
+    enabled are skipped (noted) rather than failing the refresh."""
     settings = FetchSettings(
         regions=tuple(regions),
         price_list_url=price_list_url or DEFAULT_PRICE_LIST_URL,
         price_list_format=price_list_format or "csv",
+        skip_disabled_regions=regions_are_defaults,
     )
     return fetch_catalog(settings, on_progress=on_progress)

@@ -235,3 +235,34 @@ def test_regions_are_fetched_together_and_kept_in_order(price_list: PriceListSer
     assert east == [
         o for o in _expected_us_east_1() if o.instance_type != "c7i.metal-48xl"
     ]  # the recorded pages hold five types; c7i.metal-48xl is not among them
+
+
+def test_default_regions_the_account_has_not_enabled_are_skipped(price_list: PriceListServer) -> None:
+    """Opt-in regions answer every EC2 call with an auth error: with the default region
+    list they are skipped (and noted), found through DescribeRegions (recorded page)."""
+    import boto3
+    from botocore.stub import Stubber
+
+    lookup = boto3.client("ec2", region_name="af-south-1")
+    stub = Stubber(lookup)
+    stub.add_response("describe_regions", {"Regions": [
+        {"RegionName": "us-east-1", "Endpoint": "ec2.us-east-1.amazonaws.com",
+         "OptInStatus": "opt-in-not-required"},
+    ]}, {})  # fmt: skip
+    stub.activate()
+    made: list[str] = []
+
+    def clients(region: str) -> Any:
+        made.append(region)
+        return lookup if len(made) == 1 else ec2_pages.stubbed_ec2(region)
+
+    settings = cf.FetchSettings(
+        regions=("af-south-1", "us-east-1"),
+        price_list_url=price_list.base_url,
+        skip_disabled_regions=True,
+    )
+    got = cf.fetch_catalog(settings, clients=clients, now=ec2_pages.NOW)
+    assert made == ["af-south-1", "us-east-1"] and got.regions == ("us-east-1",)
+    assert {o.region for o in got.offers} == {"us-east-1"}
+    assert got.notes == ("not enabled for this account, skipped: af-south-1",)
+    assert price_list.requests == ["/offers/v1.0/aws/AmazonEC2/current/us-east-1/index.csv"]
