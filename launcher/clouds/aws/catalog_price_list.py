@@ -7,7 +7,8 @@ credentials needed) and is set by `catalog.aws.price_list_url` in config.yaml.
 The rows kept are the plain on-demand price of an instance type: `TermType` OnDemand,
 `Operating System` Linux, `Tenancy` Shared, `Pre Installed S/W` NA, `CapacityStatus`
 Used, unit `Hrs`, currency USD, product family "Compute Instance" (or its bare-metal
-variant), price > 0. Anything else (Windows, dedicated hosts, reservations, SQL Server
+variant), `Location Type` "AWS Region" (not a Local Zone), price > 0. Two different
+such prices for one type make the file unusable (PriceListError), never a guess. Anything else (Windows, dedicated hosts, reservations, SQL Server
 images, capacity reservations) is skipped.
 
 File shapes (as AWS publishes them):
@@ -120,9 +121,13 @@ def parse_csv(stream: Iterable[str], where: str) -> tuple[str | None, dict[str, 
         raise PriceListError(f"{where}: columns missing: {', '.join(missing)}")
     i = {c: header.index(c) for c in need}
     width = max(i.values()) + 1
+    # Local Zones / Wavelength rows (their own prices) never count as the region's
+    loc = header.index("Location Type") if "Location Type" in header else None
     prices: dict[str, float] = {}
     for row in reader:
         if len(row) < width or row[i["TermType"]] != "OnDemand" or row[i["Currency"]] != "USD":
+            continue
+        if loc is not None and len(row) > loc and row[loc] not in ("AWS Region", ""):
             continue
         if _keep(
             row[i["Product Family"]],
@@ -144,6 +149,8 @@ def parse_json(doc: Any, where: str) -> tuple[str | None, dict[str, float]]:
     prices: dict[str, float] = {}
     for sku, product in doc["products"].items():
         attrs = product.get("attributes") or {}
+        if attrs.get("locationType", "AWS Region") != "AWS Region":
+            continue
         if not _keep(
             str(product.get("productFamily", "")),
             str(attrs.get("operatingSystem", "")),

@@ -63,7 +63,8 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
 def test_csv_offer_file_keeps_only_plain_on_demand_linux(price_list: PriceListServer) -> None:
     got = fetch_region(price_list.base_url, "us-east-1", "csv")
     # Windows, dedicated tenancy, a reservation term, an unused capacity reservation,
-    # SQL Web pre-installed, an allocated reservation at $0 and EBS storage are all skipped
+    # SQL Web pre-installed, an allocated reservation at $0, a Local Zone (Boston) price
+    # and EBS storage are all skipped
     assert got.prices == {
         "p5.48xlarge": 98.32,
         "g5.xlarge": 1.006,
