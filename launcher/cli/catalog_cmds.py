@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 catalog_app = typer.Typer(
     rich_markup_mode=None,
-    help="Inspect the price catalog: where it came from and how fresh it is.",
+    help="The price catalog: where it came from, how fresh it is, and refreshing it from the clouds.",
     no_args_is_help=True,
 )
 app.add_typer(catalog_app, name="catalog")
