@@ -69,9 +69,11 @@ class CostReport:
     clusters_cost: float  # clusters you launched
     managed_jobs_cost: float  # managed jobs' attempts
     by_cloud: dict[str, float]
+    by_job: dict[int, float]  # managed job id -> cost of its attempts in the window
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        out["by_job"] = {str(k): v for k, v in self.by_job.items()}
         out["lines"] = [line.to_json() for line in self.lines]
         return out
 
@@ -169,8 +171,11 @@ def build_report(
     since = now - days * DAY_S
     lines = summarize(entries, since=since, until=now, attempts=attempts)
     by_cloud: dict[str, float] = {}
+    by_job: dict[int, float] = {}
     for ln in lines:
         by_cloud[ln.cloud] = round(by_cloud.get(ln.cloud, 0.0) + ln.cost, 6)
+        if ln.job_id is not None:
+            by_job[ln.job_id] = round(by_job.get(ln.job_id, 0.0) + ln.cost, 6)
     return CostReport(
         since=since,
         until=now,
@@ -181,6 +186,7 @@ def build_report(
         clusters_cost=float(round(sum(ln.cost for ln in lines if ln.job_id is None), 6)),
         managed_jobs_cost=float(round(sum(ln.cost for ln in lines if ln.job_id is not None), 6)),
         by_cloud=dict(sorted(by_cloud.items())),
+        by_job=dict(sorted(by_job.items())),
     )
 
 

@@ -61,7 +61,7 @@ def ledger(launcher_home: Path) -> Path:
         _interval(db, _rec("stop-start", 2.0), NOW - 5 * H, NOW - 4 * H)
         _interval(db, _rec("stop-start", 2.0), NOW - 2 * H, NOW - H)
         # a managed job's second attempt: 2 h, 2 nodes at $5/h
-        _interval(db, _rec("mj-7-2", 5.0, nodes=2, owner="managed-job:7"), NOW - 3 * H, NOW - H)
+        _interval(db, _rec("mj-1-2", 5.0, nodes=2, owner="managed-job:1"), NOW - 3 * H, NOW - H)
     finally:
         db.close()
     store = JobStore()
@@ -69,9 +69,9 @@ def ledger(launcher_home: Path) -> Path:
         job = store.add_job(name="train", task_yaml="run: x", task_source=None,
                             strategy="failover", max_restarts_on_errors=0,
                             recover_on_exit_codes=())  # fmt: skip
-        store.add_attempt(job.id, 1, "mj-7-1", "initial")
-        store.add_attempt(job.id, 2, "mj-7-2", "preemption")
-        assert job.id == 1  # the ledger's owner says job 7: the attempt table decides
+        store.add_attempt(job.id, 1, "mj-1-1", "initial")
+        store.add_attempt(job.id, 2, "mj-1-2", "preemption")
+        assert job.id == 1  # the first job of this fresh DB, as the ledger's owner says
     finally:
         store.close()
     return launcher_home
@@ -87,14 +87,14 @@ def test_report_clips_to_the_window_and_uses_launch_prices(ledger: Path) -> None
         "running": (2.0, 8.0, 16.0, 1, True),
         "spanning": (24.0, 24.0, 24.0, 1, True),
         "stop-start": (2.0, 2.0, 4.0, 2, False),
-        "mj-7-2": (2.0, 4.0, 10.0, 1, False),
+        "mj-1-2": (2.0, 4.0, 10.0, 1, False),
     }
     assert [ln.cluster for ln in r.lines][:2] == ["spanning", "inside"]  # most expensive first
     assert r.total_cost == 82.0 and r.total_node_hours == 46.0
     assert r.managed_jobs_cost == 10.0 and r.clusters_cost == 72.0
-    assert r.by_cloud == {"aws": 82.0}
-    mj = next(ln for ln in r.lines if ln.cluster == "mj-7-2")
-    assert (mj.owner, mj.job_id, mj.attempt) == ("managed-job:7", 1, 2)
+    assert r.by_cloud == {"aws": 82.0} and r.by_job == {1: 10.0}
+    mj = next(ln for ln in r.lines if ln.cluster == "mj-1-2")
+    assert (mj.owner, mj.job_id, mj.attempt) == ("managed-job:1", 1, 2)
     assert r.since == NOW - D and r.until == NOW
 
 
@@ -137,7 +137,7 @@ def test_cli_json_and_table(ledger: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     by = {ln["cluster"]: ln for ln in doc["lines"]}
-    assert by["old"]["cost"] == 2400.0 and by["mj-7-2"]["attempt"] == 2
+    assert by["old"]["cost"] == 2400.0 and by["mj-1-2"]["attempt"] == 2
     table = run("--days", "36500")
     assert table.returncode == 0 and "job 1 #2" in table.stdout and "total $" in table.stdout
     bad = run("--days", "soon")
