@@ -364,14 +364,16 @@ def fetch_catalog(
 
     # regions in parallel (downloads overlap); rows keep the regions' order
     workers = max(1, min(REGION_WORKERS, len(settings.regions)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aws-catalog") as pool:
-        futures = [pool.submit(one, r) for r in settings.regions]
-        try:
-            done = [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aws-catalog")
+    futures = [pool.submit(one, r) for r in settings.regions]
+    try:
+        done = [f.result() for f in futures]
+    except BaseException:
+        # the first failure decides; regions not started are dropped, those in flight
+        # finish in the background (their results are discarded)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     rows = [o for got, _ in done for o in got]
     dates = {d for _, d in done if d}
     upstream = f"price list {settings.price_list_url} ({settings.price_list_format})"
