@@ -1,4 +1,6 @@
-"""Catalog query timings from fresh processes: cold (first use builds the cache) and warm.
+"""Catalog query timings from fresh processes: cold (first use builds the cache), warm,
+and warm with AWS refreshed (`launcher catalog refresh`: ~50k AWS rows in the
+refreshed-rows store, replacing the snapshot's, as a refresh of every region gives).
 
     python benchmarks/catalog_query.py [-n RUNS] [--json]
 
@@ -63,6 +65,30 @@ def _child(home: str, want_all: bool) -> tuple[dict[str, float | None], list[int
     return {str(k): (None if v is None else float(v)) for k, v in doc.items()}, rows, wall
 
 
+_PREPARE_REFRESHED = r"""
+import dataclasses
+from launcher.catalog import query, refreshed
+bundled = query.offers(clouds=["aws"])
+rows = [dataclasses.replace(o, zone=f"{o.zone or o.region}-{k}", source="bench refresh",
+                            fetched_at="2026-11-24T00:00:00Z")
+        for o in bundled for k in range(8)]
+refreshed.replace_cloud(refreshed.FetchedCatalog(
+    cloud="aws", offers=tuple(rows), source="bench refresh", upstream="synthetic",
+    fetched_at="2026-11-24T00:00:00Z", regions=("us-east-1",)))
+print(len(rows))
+"""
+
+
+def _prepare_refreshed(home: str) -> int:
+    env = {**os.environ, "LAUNCHER_HOME": home}
+    env.pop("LAUNCHER_CATALOG_DIR", None)
+    out = subprocess.run(
+        [sys.executable, "-c", _PREPARE_REFRESHED], env=env, capture_output=True, text=True,
+        check=True,
+    )
+    return int(out.stdout.strip())
+
+
 def _python_startup_ms() -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
@@ -77,15 +103,22 @@ def main() -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
 
-    results: dict[str, dict[str, list[float]]] = {"cold": {}, "warm": {}}
-    walls: dict[str, list[float]] = {"cold": [], "warm": [], "python -c pass": []}
+    results: dict[str, dict[str, list[float]]] = {"cold": {}, "warm": {}, "refreshed": {}}
+    walls: dict[str, list[float]] = {"cold": [], "warm": [], "refreshed": [], "python -c pass": []}
     rows: list[int] = []
     with tempfile.TemporaryDirectory(prefix="launcher-bench-") as tmp:
         warm_home = os.path.join(tmp, "warm")
         _child(warm_home, want_all=False)  # prepare the warm cache
+        fresh_home = os.path.join(tmp, "refreshed")
+        _child(fresh_home, want_all=False)
+        refreshed_rows = _prepare_refreshed(fresh_home)
         for i in range(args.runs):
             walls["python -c pass"].append(_python_startup_ms())
-            for kind, home in (("cold", os.path.join(tmp, f"cold-{i}")), ("warm", warm_home)):
+            for kind, home in (
+                ("cold", os.path.join(tmp, f"cold-{i}")),
+                ("warm", warm_home),
+                ("refreshed", fresh_home),
+            ):
                 figures, rows, wall = _child(home, want_all=kind == "warm")
                 walls[kind].append(wall)
                 for k, v in figures.items():
@@ -105,6 +138,7 @@ def main() -> int:
                     "in_process_ms": med,
                     "process_wall_ms": med_walls,
                     "rows": rows,
+                    "refreshed_aws_rows": refreshed_rows,
                 }
             )
         )
@@ -113,10 +147,13 @@ def main() -> int:
     print(
         f"rows: H100 {rows[0]}, H100 on gcp {rows[1]}, accelerator names {rows[2]}, all {rows[3]}"
     )
-    for kind in ("cold", "warm"):
-        print(
-            f"\n{kind} ({'cache built by this process' if kind == 'cold' else 'cache already built'}):"
-        )
+    what = {
+        "cold": "cache built by this process",
+        "warm": "cache already built",
+        "refreshed": f"warm, AWS refreshed: {refreshed_rows} rows in the refreshed store",
+    }
+    for kind in ("cold", "warm", "refreshed"):
+        print(f"\n{kind} ({what[kind]}):")
         for k, v in med[kind].items():
             print(f"  {k:<36} {v:>8.1f}")
         print(f"  {'whole process (wall)':<36} {med_walls[kind]:>8.1f}")

@@ -17,6 +17,12 @@ A missing file is an empty config. Sections:
         hosts: [10.0.0.11, {host: 10.0.0.12, port: 2222, user: ubuntu, host_key: "ssh-ed25519 AAAA..."}]
 
 One pool = one region of the `ssh` cloud. All hosts of a pool share one identity file.
+
+    catalog:                 # how `launcher catalog refresh` reads each cloud's prices
+      aws:
+        regions: [us-east-1, us-west-2]   # default: the regions of the bundled catalog
+        price_list_url: https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2/current
+        price_list_format: csv            # csv (streamed, the default) or json
 """
 
 from __future__ import annotations
@@ -71,11 +77,22 @@ class SSHNodePool:
 
 
 @dataclass(frozen=True)
+class CatalogSource:
+    """Where `launcher catalog refresh` reads one cloud's prices (None = the default)."""
+
+    regions: tuple[str, ...] | None = None
+    price_list_url: str | None = None
+    price_list_format: str | None = None
+
+
+@dataclass(frozen=True)
 class LauncherConfig:
     ssh_node_pools: dict[str, SSHNodePool] = field(default_factory=dict)
+    catalog: dict[str, CatalogSource] = field(default_factory=dict)
 
 
-_SECTIONS = ("ssh_node_pools",)
+_SECTIONS = ("ssh_node_pools", "catalog")
+_CATALOG_KEYS = ("regions", "price_list_url", "price_list_format")
 _POOL_KEYS = (
     "user",
     "identity_file",
@@ -127,7 +144,35 @@ def parse_config(text: str, source: str = "config.yaml") -> LauncherConfig:
     pools = {}
     for name, body in pools_raw.items():
         pools[str(name)] = _parse_pool(str(name), body, source)
-    return LauncherConfig(ssh_node_pools=pools)
+    return LauncherConfig(ssh_node_pools=pools, catalog=_parse_catalog(data.get("catalog"), source))
+
+
+def _parse_catalog(body: Any, source: str) -> dict[str, CatalogSource]:
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise _err(source, "catalog", "expected a mapping of cloud names.")
+    out: dict[str, CatalogSource] = {}
+    for cloud, entry in body.items():
+        where = f"catalog.{cloud}"
+        if not isinstance(entry, dict):
+            raise _err(source, where, "expected a mapping (regions, price_list_url, ...).")
+        _no_unknown(entry, _CATALOG_KEYS, where, source)
+        regions = entry.get("regions")
+        if regions is not None:
+            if not isinstance(regions, list) or not regions:
+                raise _err(source, f"{where}.regions", "expected a non-empty list of regions.")
+            regions = tuple(_str(r, f"{where}.regions", source) for r in regions)
+        url = entry.get("price_list_url")
+        if url is not None:
+            url = _str(url, f"{where}.price_list_url", source)
+            if not url.startswith(("http://", "https://")):
+                raise _err(source, f"{where}.price_list_url", f"expected an http(s) URL, got {url!r}.")
+        fmt = entry.get("price_list_format")
+        if fmt is not None and fmt not in ("csv", "json"):
+            raise _err(source, f"{where}.price_list_format", f"expected csv or json, got {fmt!r}.")
+        out[str(cloud)] = CatalogSource(regions=regions, price_list_url=url, price_list_format=fmt)
+    return out
 
 
 def _err(source: str, field_path: str, message: str) -> ConfigError:

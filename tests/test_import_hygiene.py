@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-FORBIDDEN = ("boto3", "botocore", "google.cloud", "azure", "paramiko")
+FORBIDDEN = ("boto3", "botocore", "google.cloud", "azure", "paramiko", "requests")
 
 PROBE = """
 import importlib, json, os, sys
@@ -48,7 +48,8 @@ def probe(args: list[str], home: Path, preimport: str = "") -> dict[str, object]
 
 @pytest.mark.parametrize(
     "args",
-    [["--help"], ["gpus"], ["gpus", "H100:8"], ["gpus", "H100:8", "--json"], ["gpus", "--json"]],
+    [["--help"], ["gpus"], ["gpus", "H100:8"], ["gpus", "H100:8", "--json"], ["gpus", "--json"],
+     ["catalog", "status"], ["cost-report", "--json"], ["catalog", "refresh", "--help"]],  # fmt: skip
 )
 def test_no_cloud_sdk_or_paramiko(args: list[str], tmp_path: Path) -> None:
     result = probe(args, tmp_path)

@@ -18,6 +18,10 @@ _EXPORTS: dict[str, str] = {
     "plan": "launcher.api.planning",
     "catalog_status": "launcher.api.planning",
     "enabled_clouds": "launcher.api.planning",
+    # catalog refresh and cost report (issue 9)
+    "catalog_refresh": "launcher.api.catalog_refresh",
+    "catalog_forget": "launcher.api.catalog_refresh",
+    "cost_report": "launcher.api.cost_report",
     # managed jobs (issue 4)
     "jobs_launch": "launcher.api.jobs",
     "jobs_queue": "launcher.api.jobs",

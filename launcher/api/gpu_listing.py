@@ -101,6 +101,7 @@ def price_dates(stamps: Iterable[str] | None = None) -> PriceDates:
 
     metas = query.cloud_metas()
     copied = {m.fetched_at for m in metas if not m.fetched_at_exact}
+    copied.update(d for m in metas for d in m.copied_dates)
     shown = {m.fetched_at for m in metas} if stamps is None else {s for s in stamps if s}
     exact = sorted(shown - copied)
     inexact = sorted(shown & copied)

@@ -121,49 +121,44 @@ def build_snapshot(
     clouds: list[CloudMeta] = []
     matched: set[tuple[str, str]] = set()
     names: set[str] = set()
+    # A cloud may be built from several files (aws: vms.csv + vms-extra.csv): rows of a
+    # later file never replace a row an earlier file already gave (first file wins).
+    by_cloud: dict[str, list[Provenance]] = {}
     for prov in load_provenance():
-        raw, sha = read_csv(os.path.join(reference_dir, prov.file))
+        by_cloud.setdefault(prov.cloud, []).append(prov)
+    for cloud, provs in by_cloud.items():
         dropped: Counter[str] = Counter()
-        if prov.cloud == "gcp":
-            rows = gcp_join.join_gcp(raw, gpu_machines, n1_rules, aliases, dropped)
-        else:
-            rows = normalise_rows(prov.cloud, raw, aliases, dropped)
         seen: set[tuple[object, ...]] = set()
+        shas: list[str] = []
         kept = 0
-        for row in rows:
-            ident = (
-                row.region,
-                row.zone,
-                row.instance_type,
-                row.accelerator,
-                row.accelerator_count,
-            )
-            if ident in seen:
-                dropped["duplicate row"] += 1
-                continue
-            seen.add(ident)
-            if prov.completeness == PLACEHOLDER_PRICES:
-                # Keep the hardware facts; never rank on a price nobody published.
-                row.price = row.spot_price = None
-                dropped["placeholder price blanked"] += 1
-            all_rows.append(_offer_values(row, prov, facts, rules, matched))
-            if row.accelerator:
-                names.add(row.accelerator)
-            kept += 1
-        clouds.append(
-            CloudMeta(
-                cloud=prov.cloud,
-                rows=kept,
-                source=prov.source,
-                upstream=prov.upstream,
-                fetched_at=prov.fetched_at,
-                fetched_at_exact=prov.fetched_at_exact,
-                completeness=prov.completeness,
-                input_sha256=sha,
-                note=prov.note,
-                dropped=dict(sorted(dropped.items())),
-            )
-        )
+        for prov in provs:
+            raw, sha = read_csv(os.path.join(reference_dir, prov.file))
+            shas.append(sha)
+            if prov.cloud == "gcp":
+                rows = gcp_join.join_gcp(raw, gpu_machines, n1_rules, aliases, dropped)
+            else:
+                rows = normalise_rows(prov.cloud, raw, aliases, dropped)
+            for row in rows:
+                ident = (
+                    row.region,
+                    row.zone,
+                    row.instance_type,
+                    row.accelerator,
+                    row.accelerator_count,
+                )
+                if ident in seen:
+                    dropped["duplicate row"] += 1
+                    continue
+                seen.add(ident)
+                if prov.completeness == PLACEHOLDER_PRICES:
+                    # Keep the hardware facts; never rank on a price nobody published.
+                    row.price = row.spot_price = None
+                    dropped["placeholder price blanked"] += 1
+                all_rows.append(_offer_values(row, prov, facts, rules, matched))
+                if row.accelerator:
+                    names.add(row.accelerator)
+                kept += 1
+        clouds.append(_cloud_meta(cloud, provs, kept, shas, dropped))
 
     common, _ = read_csv(os.path.join(reference_dir, "common", "accelerators.csv"))
     names.update(aliases.get(r["AcceleratorName"], r["AcceleratorName"]) for r in common)
@@ -175,6 +170,35 @@ def build_snapshot(
         interconnect_extra_sha256=extra_sha,
         unmatched_interconnect=[f"{c}/{it}" for (c, it) in facts if (c, it) not in matched],
         pack=pack,
+    )
+
+
+def _cloud_meta(
+    cloud: str, provs: Sequence[Provenance], rows: int, shas: Sequence[str], dropped: Counter[str]
+) -> CloudMeta:
+    """One cloud's provenance; several input files are listed together (" + "), the
+    oldest fetch date is the cloud's, exact only if every file's date is, and the input
+    hash is that of the one file or of the files' hashes joined by commas."""
+    def joined(attr: str) -> str:
+        return " + ".join(dict.fromkeys(str(getattr(p, attr)) for p in provs if getattr(p, attr)))
+
+    oldest = min(provs, key=lambda p: p.fetched_at)
+    return CloudMeta(
+        cloud=cloud,
+        rows=rows,
+        source=joined("source"),
+        upstream=joined("upstream"),
+        fetched_at=oldest.fetched_at,
+        fetched_at_exact=all(p.fetched_at_exact for p in provs),
+        completeness=provs[0].completeness
+        if len({p.completeness for p in provs}) == 1
+        else "subset",
+        input_sha256=shas[0]
+        if len(shas) == 1
+        else hashlib.sha256(",".join(shas).encode()).hexdigest(),
+        note=" ".join(dict.fromkeys(p.note for p in provs if p.note)),
+        dropped=dict(sorted(dropped.items())),
+        copied_dates=tuple(sorted({p.fetched_at for p in provs if not p.fetched_at_exact})),
     )
 
 

@@ -20,9 +20,10 @@ import os
 import sqlite3
 import threading
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from launcher.catalog import cache, local
+from launcher.catalog import cache, local, refreshed
 from launcher.catalog.offer import LOCAL_CLOUD, Offer
 from launcher.catalog.snapshot import (
     CloudMeta,
@@ -34,7 +35,8 @@ from launcher.catalog.snapshot import (
 )
 
 if TYPE_CHECKING:
-    from launcher.catalog.status import CatalogStatus
+    from launcher.catalog.refreshed import RefreshInfo
+    from launcher.catalog.status import CatalogStatus, CloudStatus
 
 __all__ = [
     "SnapshotError",
@@ -44,6 +46,8 @@ __all__ = [
     "cpu_only_clouds",
     "locations",
     "offers",
+    "snapshot_nvlink",
+    "snapshot_regions",
     "status",
 ]
 
@@ -55,11 +59,27 @@ _conns: dict[str, tuple[sqlite3.Connection, dict[int, tuple[str, str]]]] = {}
 # cloud -> {region: zones}, of the snapshot `_conns` holds (cleared with it)
 _locations: dict[str, dict[str, tuple[str | None, ...]]] = {}
 
+
+@dataclass
+class _Refreshed:
+    """This process's view of the refreshed-rows store (refreshed.py), reopened when
+    the file changes (a refresh in another process commits into it)."""
+
+    signature: tuple[int, int, int] | None = None
+    conn: sqlite3.Connection | None = None
+    infos: dict[str, RefreshInfo] = field(default_factory=dict)
+    provenance: dict[int, tuple[str, str]] = field(default_factory=dict)
+
+
+_store = _Refreshed()
+
 _SELECT = (
     "SELECT cloud, region, zone, instance_type, accelerator, accelerator_count, "
     "accelerator_memory_gib, vcpus, memory_gib, price, spot_price, fabric, fabric_gbps, "
     "nvlink, max_nodes, arch, provenance_id FROM offers"
 )
+# the refreshed store's provenance ids are negated, so one id -> provenance map fits both
+_SELECT_REFRESHED = _SELECT.replace("provenance_id FROM", "-provenance_id FROM")
 
 
 def _meta(directory: str) -> SnapshotMeta:
@@ -106,15 +126,56 @@ def clear_process_cache() -> None:
         _conns.clear()
         _metas.clear()
         _locations.clear()
+        _drop_store()
+
+
+def _drop_store() -> None:
+    global _store
+    if _store.conn is not None:
+        _store.conn.close()
+    _store = _Refreshed()
+
+
+def _refreshed() -> _Refreshed:
+    """The refreshed store as of now (one stat() per call; reopened when it changed).
+    Call with `_lock` held."""
+    path = refreshed.store_path()
+    try:
+        st = os.stat(path)
+        sig: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        sig = None
+    if sig == _store.signature:
+        return _store
+    _drop_store()
+    _locations.clear()
+    conn = refreshed.open_reader(path) if sig is not None else None
+    if conn is not None:
+        try:
+            _store.infos = refreshed.read_infos(conn)
+            _store.provenance = {
+                -int(i): (str(src), str(f))
+                for i, src, f in conn.execute("SELECT id, source, fetched_at FROM provenance")
+            }
+        except sqlite3.Error:
+            conn.close()
+            conn = None
+            _store.infos, _store.provenance = {}, {}
+    _store.conn = conn if _store.infos else None
+    if conn is not None and _store.conn is None:
+        conn.close()
+    _store.signature = sig
+    return _store
 
 
 def locations(cloud: str) -> dict[str, tuple[str | None, ...]]:
     """{region: zones (None = a region without zones)} of `cloud`'s catalog rows, sorted.
     One query through the cloud index (~0-30 ms); memoized per process."""
     with _lock:
+        store = _refreshed()
         hit = _locations.get(cloud)
         if hit is None:
-            conn, _ = _connection()
+            conn = store.conn if cloud in store.infos and store.conn else _connection()[0]
             rows = conn.execute(
                 "SELECT DISTINCT region, zone FROM offers WHERE cloud = ?", (cloud,)
             ).fetchall()
@@ -157,32 +218,19 @@ def offers(
         if cls is not None:
             where.append(f"cloud IN ({','.join('?' * len(cls))})")
             params.extend(cls)
-        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         with _lock:
+            store = _refreshed()
             conn, prov = _connection()
-            rows = conn.execute(sql, params).fetchall()
-        result = [
-            Offer(
-                c,
-                r,
-                z,
-                it,
-                a,
-                ac,
-                am,
-                v,
-                m,
-                p,
-                sp,
-                f,
-                fg,
-                None if nv is None else nv == 1,
-                mn,
-                ar,
-                *prov[pid],
-            )
-            for (c, r, z, it, a, ac, am, v, m, p, sp, f, fg, nv, mn, ar, pid) in rows
-        ]
+            # a refreshed cloud's rows come from the store, never from the snapshot
+            skip = [c for c in store.infos if cls is None or c in cls]
+            bundled_where = where + ([f"cloud NOT IN ({','.join('?' * len(skip))})"] if skip else [])
+            rows = conn.execute(_sql(_SELECT, bundled_where), [*params, *skip]).fetchall()
+            result = _rows_to_offers(rows, prov)
+            if skip and store.conn is not None:
+                fresh = store.conn.execute(_sql(_SELECT_REFRESHED, where), params).fetchall()
+                if fresh:
+                    result.extend(_rows_to_offers(fresh, store.provenance))
+                    result.sort(key=lambda o: o.cloud)  # stable: keeps each cloud's order
     wanted = None if accs is None else {a.lower() for a in accs}
 
     def matching(live: list[Offer]) -> list[Offer]:
@@ -198,14 +246,32 @@ def offers(
     return result
 
 
+def _sql(select: str, where: list[str]) -> str:
+    return select + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+
+
+def _rows_to_offers(
+    rows: list[tuple[object, ...]], prov: dict[int, tuple[str, str]]
+) -> list[Offer]:
+    return [
+        Offer(
+            c, r, z, it, a, ac, am, v, m, p, sp, f, fg,  # type: ignore[arg-type]
+            None if nv is None else nv == 1, mn, ar, *prov[pid],  # type: ignore[arg-type,index]
+        )  # fmt: skip
+        for (c, r, z, it, a, ac, am, v, m, p, sp, f, fg, nv, mn, ar, pid) in rows
+    ]
+
+
 def cpu_only_clouds() -> list[str]:
     """Clouds with CPU-only rows in the snapshot, sorted (one index-only query)."""
+    sql = "SELECT DISTINCT cloud FROM offers WHERE accelerator IS NULL ORDER BY cloud"
     with _lock:
+        store = _refreshed()
         conn, _ = _connection()
-        rows = conn.execute(
-            "SELECT DISTINCT cloud FROM offers WHERE accelerator IS NULL ORDER BY cloud"
-        ).fetchall()
-    return [str(r[0]) for r in rows]
+        out = {str(r[0]) for r in conn.execute(sql).fetchall()} - set(store.infos)
+        if store.conn is not None:
+            out.update(str(r[0]) for r in store.conn.execute(sql).fetchall())
+    return sorted(out)
 
 
 def cloud_metas() -> tuple[CloudMeta, ...]:
@@ -218,7 +284,36 @@ def accelerator_names() -> list[str]:
     SkyPilot's accelerator table (some have no offer here, e.g. K80), and local GPUs."""
     names = set(_meta(snapshot_dir()).accelerator_names)
     names.update(g.name for g in local.local_gpus())
+    with _lock:
+        store = _refreshed()
+        if store.conn is not None:
+            names.update(
+                str(r[0])
+                for r in store.conn.execute(
+                    "SELECT DISTINCT accelerator FROM offers WHERE accelerator IS NOT NULL"
+                )
+            )
     return sorted(names)
+
+
+def snapshot_regions(cloud: str) -> list[str]:
+    """Regions of `cloud` in the snapshot itself (refreshed rows ignored), sorted: what
+    a refresh fetches by default."""
+    with _lock:
+        conn, _ = _connection()
+        rows = conn.execute("SELECT DISTINCT region FROM offers WHERE cloud = ?", (cloud,))
+        return sorted(str(r[0]) for r in rows.fetchall())
+
+
+def snapshot_nvlink(cloud: str) -> dict[str, bool]:
+    """instance type -> NVLink, where the snapshot's sources say (for refreshed rows)."""
+    with _lock:
+        conn, _ = _connection()
+        rows = conn.execute(
+            "SELECT DISTINCT instance_type, nvlink FROM offers WHERE cloud = ? AND nvlink IS NOT NULL",
+            (cloud,),
+        ).fetchall()
+    return {str(it): bool(nv) for it, nv in rows}
 
 
 def status(now: datetime.datetime | None = None) -> CatalogStatus:
@@ -230,8 +325,16 @@ def status(now: datetime.datetime | None = None) -> CatalogStatus:
     now = now or datetime.datetime.now(datetime.UTC)
     directory = snapshot_dir()
     meta = _meta(directory)
+    with _lock:
+        fresh = dict(_refreshed().infos)
     clouds = []
+    total = meta.total_rows
     for c in meta.clouds:
+        info = fresh.pop(c.cloud, None)
+        if info is not None:
+            total += info.rows - c.rows
+            clouds.append(_refreshed_status(info, now, replaced=c))
+            continue
         age = age_days(c.fetched_at, now)
         clouds.append(
             CloudStatus(
@@ -247,6 +350,9 @@ def status(now: datetime.datetime | None = None) -> CatalogStatus:
                 note=c.note,
             )
         )
+    for info in fresh.values():
+        total += info.rows
+        clouds.append(_refreshed_status(info, now, replaced=None))
     local_rows = local.local_offers()
     clouds.append(
         CloudStatus(
@@ -260,6 +366,7 @@ def status(now: datetime.datetime | None = None) -> CatalogStatus:
             stale=False,
             completeness="live",
             note="computed at query time",
+            origin="live",
         )
     )
     ages = [c.age_days for c in clouds if c.age_days is not None]
@@ -267,9 +374,36 @@ def status(now: datetime.datetime | None = None) -> CatalogStatus:
         snapshot_hash=meta.snapshot_hash,
         snapshot_dir=directory,
         bundled=os.path.abspath(directory) == os.path.abspath(bundled_dir()),
-        total_rows=meta.total_rows,
+        total_rows=total,
         clouds=tuple(clouds),
         stale_after_days=STALE_AFTER_DAYS,
         max_age_days=max(ages) if ages else None,
         any_stale=any(c.stale for c in clouds),
+    )
+
+
+def _refreshed_status(
+    info: RefreshInfo, now: datetime.datetime, replaced: CloudMeta | None
+) -> CloudStatus:
+    from launcher.catalog.status import STALE_AFTER_DAYS, CloudStatus, age_days
+
+    age = age_days(info.fetched_at, now)
+    note = f"refreshed from the cloud's API ({len(info.regions)} regions)"
+    if replaced is not None:
+        note += f"; replaces the snapshot's {replaced.rows} rows ({replaced.source})"
+    if info.note:
+        note += f"; {info.note}"
+    return CloudStatus(
+        cloud=info.cloud,
+        rows=info.rows,
+        source=info.source,
+        upstream=info.upstream,
+        fetched_at=info.fetched_at,
+        fetched_at_exact=True,
+        age_days=age,
+        stale=age is None or age > STALE_AFTER_DAYS,
+        completeness="refreshed",
+        note=note,
+        origin="refreshed",
+        regions=info.regions,
     )

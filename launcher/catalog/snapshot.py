@@ -78,6 +78,9 @@ class CloudMeta:
     input_sha256: str  # of the input vms.csv
     note: str = ""
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> input rows not used
+    # every row `fetched_at` of this cloud that is a copy date, not an upstream date (a
+    # cloud built from several files has one per file)
+    copied_dates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class SnapshotMeta:
                     input_sha256=str(c["input_sha256"]),
                     note=str(c.get("note", "")),
                     dropped={str(k): int(v) for k, v in c.get("dropped", {}).items()},
+                    copied_dates=tuple(str(d) for d in c.get("copied_dates", ())),
                 )
                 for c in doc["clouds"]
             ),

@@ -25,8 +25,12 @@ class CloudStatus:
     fetched_at_exact: bool
     age_days: float | None  # None when fetched_at cannot be parsed
     stale: bool
-    completeness: str  # "complete", "subset" or "live" (the local cloud)
+    completeness: str  # "complete", "subset", "refreshed" or "live" (the local cloud)
     note: str
+    # where the rows in use come from: "snapshot" (bundled or $LAUNCHER_CATALOG_DIR),
+    # "refreshed" (`launcher catalog refresh`, from the cloud's own API) or "live"
+    origin: str = "snapshot"
+    regions: tuple[str, ...] = ()  # a refreshed cloud's regions (empty for snapshot rows)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 catalog_app = typer.Typer(
     rich_markup_mode=None,
-    help="Inspect the price catalog: where it came from and how fresh it is.",
+    help="The price catalog: where it came from, how fresh it is, and refreshing it from the clouds.",
     no_args_is_help=True,
 )
 app.add_typer(catalog_app, name="catalog")
@@ -282,12 +282,55 @@ def catalog_status_cmd(
     _render_status(status)
 
 
+@catalog_app.command("refresh")
+def catalog_refresh_cmd(
+    cloud: Annotated[
+        str | None, typer.Option("--cloud", help="Only this cloud (default: every cloud with a fetcher).")
+    ] = None,
+    region: Annotated[
+        list[str] | None,
+        typer.Option("--region", help="Only this region (repeatable; default: config, else the bundled catalog's)."),
+    ] = None,
+    forget: Annotated[
+        bool, typer.Option("--forget", help="Drop the cloud's refreshed rows (back to the bundled snapshot).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Rebuild a cloud's rows from its own pricing API (AWS: EC2 price list, spot price
+    history, instance types and zone offerings). A failed refresh keeps the previous rows."""
+    from launcher.api import catalog_refresh as refresh_api
+
+    if forget:
+        if cloud is None:
+            from launcher.cli.app import CliUsageError
+
+            raise CliUsageError("--forget needs --cloud.")
+        done = refresh_api.catalog_forget(cloud)
+        if as_json:
+            print_json({"cloud": cloud, "forgotten": done})
+        else:
+            echo(f"{cloud}: " + ("refreshed rows dropped; using the bundled snapshot."
+                                 if done else "nothing refreshed; using the bundled snapshot."))
+        return
+    progress = None if as_json else (lambda msg: echo(msg, style="dim"))
+    results = refresh_api.catalog_refresh(cloud, region, on_progress=progress)
+    if as_json:
+        print_json([r.to_json() for r in results])
+        return
+    for r in results:
+        echo(f"{r.cloud}: {r.rows} rows from {len(r.regions)} regions in {r.seconds:.1f} s "
+             f"(fetched {r.fetched_at})")
+        for note in r.notes:
+            echo(f"  {note}", style="dim")
+
+
 def _render_status(status: CatalogStatus) -> None:
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col, justify in (
         ("CLOUD", "left"),
         ("ROWS", "right"),
+        ("FROM", "left"),
         ("FETCHED", "left"),
         ("AGE", "right"),
         ("DATA", "left"),
@@ -300,6 +343,9 @@ def _render_status(status: CatalogStatus) -> None:
         table.add_row(
             c.cloud,
             str(c.rows),
+            {"snapshot": "bundled snapshot" if status.bundled else "snapshot"}.get(
+                c.origin, c.origin
+            ),
             fetched,
             age,
             c.completeness,

@@ -27,7 +27,12 @@ __all__ = ["COMMAND_MODULES", "build_index", "cached_help", "full_group", "load_
 
 # Modules that register commands on `launcher.cli.app.app` when imported (which
 # commands they hold is discovered from them, see build_index).
-COMMAND_MODULES = ("launcher.cli.catalog_cmds", "launcher.cli.cluster_cmds", "launcher.cli.jobs_cmds")
+COMMAND_MODULES = (
+    "launcher.cli.catalog_cmds",
+    "launcher.cli.cluster_cmds",
+    "launcher.cli.jobs_cmds",
+    "launcher.cli.cost_report_cmds",
+)
 _CLI_DIR = os.path.dirname(os.path.abspath(__file__))
 _INDEX_SCHEMA = 1
 

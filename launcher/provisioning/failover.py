@@ -312,6 +312,8 @@ def _one_round(
                                 not_before=db.require_cluster(cluster_name).launched_at)
         req = replace(provision_request(cluster_name, placement, public_key),
                       idempotency_token=row.token)
+        # billed from the provision call on (the cloud bills booting nodes too)
+        provision_started = time.time()
         try:
             info = cloud.provision(req)
         except CloudError as err:
@@ -348,7 +350,7 @@ def _one_round(
         db.set_ssh_key(cluster_name, info.ssh_key_path)
         db.add_event(cluster_name, "provisioned", _where(placement), placement.cloud)
         rec = db.require_cluster(cluster_name)
-        db.open_usage(rec)
+        db.open_usage(rec, started_at=provision_started)
         return Provisioned(cluster=info, placement=placement, attempts=attempts, blocked=blocked)
 
 

@@ -587,3 +587,24 @@ def test_real_gpus_and_status(real_home: None) -> None:
     assert {"aws", "gcp", "azure", "local"} <= {c.cloud for c in status.clouds}
     assert planning.enabled_clouds(["local", "aws"])["local"].enabled is True
     assert planning.enabled_clouds(["aws"])["aws"].enabled is False
+
+
+@pytest.mark.parametrize(
+    ("acc", "instance_prefix"),
+    [("T4", ("g4dn.",)), ("A10G", ("g5.",)), ("L4", ("g6.", "g6f.", "gr6.", "gr6f.")),
+     ("L40S", ("g6e.",)), ("Inferentia2", ("inf2.",)), ("Trainium", ("trn1.", "trn1n."))],  # fmt: skip
+)
+def test_real_aws_has_g_inf_trn_rows(
+    real_home: None, acc: str, instance_prefix: tuple[str, ...]
+) -> None:
+    rows = planning.gpus(acc, None, cloud="aws").rows
+    assert rows and all(r.offer.instance_type.startswith(instance_prefix) for r in rows)
+
+
+def test_real_cpu_only_task_on_aws_finds_rows(real_home: None) -> None:
+    p = planning.cost(task("resources:\n  cloud: aws\n  cpus: 8+\n  memory: 32+\n"), hours=None)
+    assert p.placements and {x.cloud for x in p.placements} == {"aws"}
+    assert all(x.accelerator is None for x in p.placements[:20])
+    first = p.placements[0]
+    assert first.offer.vcpus is not None and first.offer.vcpus >= 8
+    assert first.offer.memory_gib is not None and first.offer.memory_gib >= 32

@@ -186,8 +186,30 @@ def test_every_row_says_where_and_when(catalog: list[Offer]) -> None:
         assert o.arch in ("x86_64", "arm64")
         assert o.region
     by_cloud = {o.cloud: o.source for o in catalog}
-    assert by_cloud["aws"] == "skypilot-catalog v8 aws/vms.csv"
     assert set(by_cloud) == {m.cloud for m in read_meta(bundled_dir()).clouds}
+    aws_source = {o.instance_type.split(".")[0]: o.source for o in catalog if o.cloud == "aws"}
+    assert aws_source["p5"] == "skypilot-catalog v8 aws/vms.csv"
+    assert aws_source["g5"] == "anycloud-sh/catalog (SkyPilot v8 layout) aws/vms-extra.csv"
+
+
+def test_aws_is_built_from_both_reference_files(catalog: list[Offer]) -> None:
+    """vms.csv has only the p family; vms-extra.csv adds g/inf/trn/dl and CPU families:
+    a task asking for T4, A10G, L4, Inferentia, Trainium or only CPUs on AWS finds rows."""
+    aws = [o for o in catalog if o.cloud == "aws"]
+    accs = {o.accelerator for o in aws}
+    assert {"H100", "T4", "A10G", "L4", "L40S", "Inferentia", "Inferentia2", "Trainium",
+            "Trainium2"} <= accs
+    cpu = [o for o in aws if o.accelerator is None]
+    assert {o.instance_type.split(".")[0] for o in cpu} >= {"m6i", "c6i", "r6i", "m7i", "c7i", "t3"}
+    by_type = {o.instance_type: o for o in aws}
+    # fabric only where a source says: EFA types from the interconnect facts, others unknown
+    assert (by_type["g5.48xlarge"].fabric, by_type["g5.48xlarge"].fabric_gbps) == ("efa", 100)
+    assert (by_type["trn1.32xlarge"].fabric, by_type["trn1.32xlarge"].fabric_gbps) == ("efa", 800)
+    assert by_type["g5.xlarge"].fabric is None and by_type["t3.micro"].fabric is None
+    assert by_type["g6f.large"].accelerator_count == 0.125  # a fractional L4
+    meta = {m.cloud: m for m in read_meta(bundled_dir()).clouds}["aws"]
+    assert meta.rows == len(aws) and "vms-extra.csv" in meta.source
+    assert len(meta.copied_dates) == 2  # both files' copy dates are marked as copies
 
 
 def test_arch_rules(catalog: list[Offer]) -> None:

@@ -169,6 +169,14 @@ def test_preempted_twice_resumes_from_checkpoint(tmp_path: Path, launcher_home: 
     assert _checkpoint(launcher_home, job.id) == 40
     assert any("done: counted to 40" in ln for ln in lines)
     _no_clusters_left(launcher_home)
+    # the cost ledger has every attempt, closed, at its launch price (local: $0/h)
+    from launcher.api.cost_report import cost_report
+
+    mine = [ln for ln in cost_report(days=1).lines if ln.job_id == job.id]
+    assert sorted(ln.attempt for ln in mine if ln.attempt is not None) == [1, 2, 3]
+    assert {ln.owner for ln in mine} == {f"managed-job:{job.id}"}
+    assert not any(ln.running for ln in mine) and all(ln.hours > 0 for ln in mine)
+    assert [ln.cost for ln in mine] == [0.0, 0.0, 0.0]
 
 
 def test_notice_sigterm_checkpoint_loses_no_step(tmp_path: Path, launcher_home: Path) -> None:

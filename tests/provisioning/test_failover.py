@@ -235,3 +235,25 @@ def test_only_region_restricts_placements() -> None:
             only_region=("gcp", "us-central1"),
         )
     assert got.placement.cloud == "gcp"
+
+
+def test_ledger_bills_from_the_provision_call_at_the_launched_price() -> None:
+    """The cost ledger row opens when the winning placement's provision call starts (the
+    cloud bills booting nodes) at that placement's price, and keeps it."""
+    import time
+
+    class SlowCloud(FakeCloud):
+        def provision(self, req: ProvisionRequest) -> ClusterInfo:
+            self.called_at = time.time()
+            time.sleep(0.2)  # a boot that takes a while
+            return super().provision(req)
+
+    clouds: dict[str, FakeCloud] = {n: SlowCloud(n) for n in ("aws", "gcp", "azure", "lambda")}
+    with StateDB() as db:
+        got = provision_with_failover(FakeTask(), "c5", db, plan_fn=fake_plan, cloud_fn=clouds.__getitem__)
+        done = time.time()
+        [entry] = db.usage("c5")
+        assert entry.hourly_cost == got.placement.hourly_cost == 20.0  # 2 nodes x $10
+        assert entry.num_nodes == 2 and entry.ended_at is None
+        called = clouds["aws"].called_at  # type: ignore[attr-defined]
+        assert entry.started_at <= called and done - entry.started_at >= 0.2
