@@ -334,6 +334,14 @@ def _attempt(r: sqlite3.Row) -> AttemptRow:
     )
 
 
+def _open_error(path: Path, exc: BaseException) -> state_files.StateError:
+    from launcher.diskspace import describe_storage_error  # says "disk full" when it is
+
+    return state_files.StateError(
+        f"Cannot open the state DB at {path}: {describe_storage_error(path, exc)}"
+    )
+
+
 class JobStore:
     """Typed access to the managed-job tables. Creates/migrates them on open (idempotent)."""
 
@@ -342,8 +350,10 @@ class JobStore:
         self.path = path
         try:
             self._conn = state_files.connect(path, timeout=30.0, check_same_thread=False)
+        except state_files.StateError:
+            raise
         except (sqlite3.Error, OSError) as exc:
-            raise state_files.StateError(f"Cannot open the state DB at {path}: {exc}") from exc
+            raise _open_error(path, exc) from exc
         try:
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("PRAGMA busy_timeout = 30000")
@@ -352,8 +362,10 @@ class JobStore:
             self._conn.execute("PRAGMA secure_delete = ON")  # scrubbed secrets leave no trace
             self._migrate()
             state_files.mark_created(path)
-        except BaseException:
+        except BaseException as exc:
             self._conn.close()
+            if isinstance(exc, (sqlite3.Error, OSError)):
+                raise _open_error(path, exc) from exc
             raise
 
     def close(self) -> None:
