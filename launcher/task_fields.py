@@ -374,9 +374,12 @@ def unknown_accelerator_message(name: str, known_names: Collection[str]) -> str:
     """"unknown accelerator 'X' — did you mean ...? (`launcher gpus` lists the known names).
     SkyPilot's TPU names ('tpu-v4-8', 'tpu-v5litepod-8') get a plain "not supported yet"."""
     if name.strip().lower().startswith("tpu-"):
+        tpus = sorted(k for k in known_names if k.lower().startswith("tpu-"))
+        close = accelerator_suggestions(name, tpus)
+        hint = f" — did you mean {', '.join(close)}?" if close else ""
         return (
-            f"unknown accelerator '{name}': TPUs are a SkyPilot feature launcher doesn't"
-            " support yet (the catalog has no TPU offers; `launcher gpus` lists the known names)."
+            f"unknown TPU '{name}'{hint}: the GCP catalog rows have no such TPU VM "
+            "(TPU VMs are planned and priced, not launched; `launcher gpus` lists them)."
         )
     close = accelerator_suggestions(name, known_names)
     hint = f" — did you mean {', '.join(close)}?" if close else ""

@@ -13,7 +13,10 @@ market's price None; a zone missing either part gives no offer).
   cheapest N1 host (n1-standard/highmem/highcpu) in that zone with at least the
   default vCPUs for that GPU count (SkyPilot's defaults), memory >= 4 GiB per such
   vCPU, and within GCP's per-count vCPU/memory limits (`data/gcp_n1_gpu_hosts.csv`).
-- TPU add-ons are not offered (no TPU support).
+- TPU rows (`tpu-v2-8`, `tpu-v6e-8`, ...: no InstanceType, count 1, the whole TPU VM's
+  price) are offers of their own, instance type `TPU-VM` as in SkyPilot, with unknown
+  host vCPUs/memory. They are for planning and cost queries: launch refuses TPU VMs
+  (launcher.provisioning.planning.TPU_NOT_LAUNCHABLE).
 """
 
 from __future__ import annotations
@@ -107,6 +110,7 @@ def join_gcp(
     """GCP vms.csv rows -> Rows (CPU machines, GPU machines, N1 + GPU). Counts drops."""
     addons: dict[tuple[str, str, int], _AddOn] = {}
     hosts: list[_Host] = []
+    tpus: list[Row | None] = []
     for r in raw:
         it = r["InstanceType"]
         zone = r["AvailabilityZone"]
@@ -138,7 +142,7 @@ def join_gcp(
             dropped["neither instance type nor accelerator"] += 1
             continue
         if acc.startswith("tpu-"):
-            dropped["TPU add-on (TPUs not offered)"] += 1
+            tpus.append(_tpu_row(acc, region, zone, price, spot, r["AcceleratorCount"], dropped))
             continue
         count_f = parse_float(r["AcceleratorCount"], f"gcp/{acc} AcceleratorCount")
         if count_f is None or count_f <= 0 or count_f != int(count_f):
@@ -150,7 +154,7 @@ def join_gcp(
             raise BuildError(f"gcp: two add-on rows for {key[1]} x{key[2]} in {zone}")
         addons[key] = _AddOn(region, price, spot, gpu_memory_gib("gcp", r["GpuInfo"]))
 
-    out: list[Row] = []
+    out: list[Row] = [t for t in tpus if t is not None]
     used_addons: set[tuple[str, str, int]] = set()
     n1_by_zone: dict[str, list[_Host]] = {}
     for h in hosts:
@@ -196,6 +200,35 @@ def join_gcp(
             continue
         out.append(_row(host, acc, count, addon.memory_gib, price, spot))
     return out
+
+
+TPU_INSTANCE_TYPE = "TPU-VM"
+
+
+def _tpu_row(
+    acc: str,
+    region: str,
+    zone: str,
+    price: float | None,
+    spot: float | None,
+    count_text: str,
+    dropped: Counter[str],
+) -> Row | None:
+    """One TPU VM offer (None, counted in `dropped`, when it has no price or its count
+    is not 1: a TPU name already says its size)."""
+    count = parse_float(count_text, f"gcp/{acc} AcceleratorCount")
+    if count != 1:
+        dropped["TPU row with a count other than 1"] += 1
+        return None
+    price, spot = _positive(price), _positive(spot)
+    if price is None and spot is None:
+        dropped["no price"] += 1
+        return None
+    return Row(
+        cloud="gcp", region=region, zone=zone, instance_type=TPU_INSTANCE_TYPE, accelerator=acc,
+        accelerator_count=1.0, accelerator_memory_gib=None, vcpus=None, memory_gib=None,
+        price=price, spot_price=spot, arch="x86_64",
+    )  # fmt: skip
 
 
 def _cheapest_n1_host(candidates: Iterable[_Host], rule: N1HostRule) -> _Host | None:

@@ -167,11 +167,17 @@ def _first_enabled(plan: PlanLike, only_region: tuple[str, str] | None) -> Place
 
 def _nothing_enabled_message(plan: PlanLike) -> str:
     clouds = sorted({p.cloud for p in plan.placements})
+    reasons: dict[str, str] = getattr(plan, "disabled_reasons", None) or {}
+    why = "; ".join(f"{c}: {reasons[c]}" for c in clouds if c in reasons)
+    tpu = [p for p in plan.placements if (p.accelerator or "").lower().startswith("tpu-")]
+    from launcher.provisioning.planning import TPU_NOT_LAUNCHABLE
+
     return (
         "No enabled cloud can run this task. Placements exist on "
         f"{', '.join(clouds)}, but none of those clouds is enabled on this machine "
-        "(no credentials, or no provisioner for it in this version). "
-        "`launcher launch TASK --dryrun` shows every placement and whether it is enabled."
+        + (f"({why}). " if why else "(no credentials, or no provisioner for it in this version). ")
+        + (TPU_NOT_LAUNCHABLE + " " if tpu else "")
+        + "`launcher launch TASK --dryrun` shows every placement and whether it is enabled."
     )
 
 

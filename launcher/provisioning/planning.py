@@ -55,6 +55,17 @@ __all__ = [
 
 # Why a catalog cloud without an implementation is not enabled.
 NO_PROVISIONER = "no provisioner in this version (cost queries only)"
+# TPU VMs (GCP `tpu-v2-8`, `tpu-v6e-8`, ...) are in the catalog for planning and cost
+# queries; no provisioner creates TPU VMs yet, so they are never an enabled placement.
+TPU_NOT_LAUNCHABLE = (
+    "TPU VMs are planned and priced only: launcher cannot create TPU VMs yet, so a "
+    "launch never picks them (use a GPU alternative to launch)."
+)
+
+
+def is_tpu(accelerator: str | None) -> bool:
+    """Whether `accelerator` is a TPU name (SkyPilot's `tpu-v2-8`, `tpu-v6e-8`, ...)."""
+    return accelerator is not None and accelerator.lower().startswith("tpu-")
 
 
 # `--json` shows the best this many placement rows (and rejections); `--all` shows all.
@@ -256,9 +267,11 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
     notes.extend(
         _unplaceable_alternatives(task.num_nodes, cands, offers, ranking, blocked, include_local)
     )
-    enabled = [status(p.cloud).enabled for p in ranking.placements]
+    enabled = [status(p.cloud).enabled and not is_tpu(p.accelerator) for p in ranking.placements]
     chosen = next((i for i, e in enumerate(enabled) if e), None)
     disabled = {c: s.reason for c, s in sorted(status_cache.items()) if not s.enabled}
+    if any(is_tpu(p.accelerator) for p in ranking.placements):
+        notes.append(TPU_NOT_LAUNCHABLE)
     if chosen is None:
         by_reason: dict[str, list[str]] = {}
         for c in sorted({p.cloud for p in ranking.placements}):

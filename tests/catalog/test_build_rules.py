@@ -67,14 +67,18 @@ def test_n1_gets_cheapest_fitting_host_per_gpu_count() -> None:
     gpu = {
         (r.accelerator_count, r.instance_type): (r.price, r.spot_price)
         for r in rows
-        if r.accelerator
+        if r.accelerator and not r.accelerator.startswith("tpu-")
     }
     assert gpu == {
         (1.0, "n1-highmem-4"): (pytest.approx(0.59), pytest.approx(0.2)),
         (4.0, "n1-standard-64"): (pytest.approx(4.4), pytest.approx(1.44)),
     }
     assert dropped["N1 GPU add-on without a fitting N1 host in the zone"] == 1
-    assert dropped["TPU add-on (TPUs not offered)"] == 1
+    # a TPU row is its own offer (a whole TPU VM), never joined to a host
+    tpu = [r for r in rows if r.accelerator == "tpu-v4-8"]
+    assert [(r.instance_type, r.accelerator_count, r.price, r.spot_price, r.vcpus) for r in tpu] == [
+        ("TPU-VM", 1.0, 5.0, 2.0, None)
+    ]
     assert len([r for r in rows if not r.accelerator]) == 6  # hosts are also CPU offers
 
 

@@ -103,7 +103,22 @@ def test_no_gcp_gpu_row_without_both_parts(catalog: list[Offer]) -> None:
         for o in gcp
         if o.instance_type.startswith(("a2-", "a3-", "a4-", "g2-")) and not o.accelerator
     ]
-    assert not [o for o in gcp if (o.accelerator or "").startswith("tpu")]
+    # TPU VMs are whole offers of their own (instance type TPU-VM), never a host + add-on
+    tpus = [o for o in gcp if (o.accelerator or "").startswith("tpu")]
+    assert tpus and all(o.instance_type == "TPU-VM" and o.accelerator_count == 1 for o in tpus)
+
+
+def test_tpu_vm_and_oci_rows(catalog: list[Offer]) -> None:
+    """Issue 12: SkyPilot's TPU names and OCI tasks are plannable from the bundled rows."""
+    v2 = _one(catalog, cloud="gcp", accelerator="tpu-v2-8", zone="us-central1-b")
+    assert (v2.price, v2.spot_price, v2.vcpus) == (4.5, 1.35, None)
+    assert {o.accelerator for o in catalog if o.cloud == "gcp"} >= {"tpu-v6e-8", "tpu-v5p-8"}
+    a10 = _one(catalog, cloud="oci", instance_type="VM.GPU.A10.1", zone="AP-SEOUL-1-AD-1")
+    assert (a10.region, a10.accelerator, a10.accelerator_count, a10.price) == (
+        "ap-seoul-1", "A10", 1, 2.0)
+    assert a10.accelerator_memory_gib == 24
+    oci = [o for o in catalog if o.cloud == "oci"]
+    assert len(oci) == 3726 and len({o.region for o in oci}) == 44
 
 
 @pytest.mark.parametrize(
@@ -227,7 +242,7 @@ def test_meta_matches_the_offers_file() -> None:
     assert hashlib.sha256(data).hexdigest() == meta.offers_file_sha256
     assert len(data) < 5_000_000  # the committed data stays small
     assert meta.total_rows == sum(c.rows for c in meta.clouds)
-    assert len(meta.clouds) == 12
+    assert len(meta.clouds) == 13  # 12 + oci (issue 12)
 
 
 SHARED = build.default_shared_dir()
