@@ -23,6 +23,11 @@ One pool = one region of the `ssh` cloud. All hosts of a pool share one identity
         regions: [us-east-1, us-west-2]   # default: the regions of the bundled catalog
         price_list_url: https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2/current
         price_list_format: csv            # csv (streamed, the default) or json
+
+    jobs:                    # managed jobs
+      checkpoint_store: s3://my-bucket/checkpoints   # default store for AWS tasks that
+                                # ask for a checkpoint without one (docs/storage.md)
+      checkpoint_save_interval: 5m   # how often nodes upload LAUNCHER_CHECKPOINT_DIR
 """
 
 from __future__ import annotations
@@ -86,12 +91,22 @@ class CatalogSource:
 
 
 @dataclass(frozen=True)
+class JobsSettings:
+    """The `jobs:` section: `checkpoint_store` (an s3:// URI, or None) and
+    `checkpoint_save_interval` in seconds (None = the agent's default, 300)."""
+
+    checkpoint_store: str | None = None
+    checkpoint_save_interval: float | None = None
+
+
+@dataclass(frozen=True)
 class LauncherConfig:
     ssh_node_pools: dict[str, SSHNodePool] = field(default_factory=dict)
     catalog: dict[str, CatalogSource] = field(default_factory=dict)
+    jobs: JobsSettings = field(default_factory=JobsSettings)
 
 
-_SECTIONS = ("ssh_node_pools", "catalog")
+_SECTIONS = ("ssh_node_pools", "catalog", "jobs")
 _CATALOG_KEYS = ("regions", "price_list_url", "price_list_format")
 _POOL_KEYS = (
     "user",
@@ -138,13 +153,14 @@ def parse_config(text: str, source: str = "config.yaml") -> LauncherConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of sections at the top level.")
     _no_unknown(data, _SECTIONS, "", source)
+    jobs = _parse_jobs(data.get("jobs"), source)
     pools_raw = data.get("ssh_node_pools") or {}
     if not isinstance(pools_raw, dict):
         raise ConfigError(f"{source}: field 'ssh_node_pools' must be a mapping of pool names.")
     pools = {}
     for name, body in pools_raw.items():
         pools[str(name)] = _parse_pool(str(name), body, source)
-    return LauncherConfig(ssh_node_pools=pools, catalog=_parse_catalog(data.get("catalog"), source))
+    return LauncherConfig(jobs=jobs, ssh_node_pools=pools, catalog=_parse_catalog(data.get("catalog"), source))
 
 
 def _parse_catalog(body: Any, source: str) -> dict[str, CatalogSource]:
@@ -292,3 +308,29 @@ def _fabric(value: Any, where: str, source: str) -> str | None:
     if value not in FABRICS:
         raise _err(source, where, f"expected one of {', '.join(FABRICS)}, got {value!r}.")
     return str(value)
+
+
+_JOBS_KEYS = ("checkpoint_store", "checkpoint_save_interval")
+
+
+def _parse_jobs(body: Any, source: str) -> JobsSettings:
+    if body is None:
+        return JobsSettings()
+    if not isinstance(body, dict):
+        raise _err(source, "jobs", "expected a mapping (checkpoint_store, checkpoint_save_interval).")
+    _no_unknown(body, _JOBS_KEYS, "jobs", source)
+    store = body.get("checkpoint_store")
+    if store is not None:
+        store = _str(store, "jobs.checkpoint_store", source).strip()
+        if not re.match(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?\Z", store):
+            raise _err(source, "jobs.checkpoint_store",
+                       f"expected an S3 URI (s3://bucket/prefix), got {store!r}.")
+    interval = body.get("checkpoint_save_interval")
+    seconds = None
+    if interval is not None:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(interval))
+        if isinstance(interval, bool) or m is None or float(m.group(1)) <= 0:
+            raise _err(source, "jobs.checkpoint_save_interval",
+                       f"expected a duration like 300, 90s, 5m or 1h, got {interval!r}.")
+        seconds = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    return JobsSettings(checkpoint_store=store, checkpoint_save_interval=seconds)

@@ -52,6 +52,7 @@ from launcher.task_policies import (
     parse_checkpoint,
     parse_job_recovery,
 )
+from launcher.task_storage import StorageMount, parse_storage_mount
 
 __all__ = [
     "AutostopSpec",
@@ -121,6 +122,8 @@ class Task:
     envs: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
     file_mounts: dict[str, str] = field(default_factory=dict)  # remote path -> local path or URI
+    # remote path -> SkyPilot storage mount ({name, source, store, mode}; task_storage.py)
+    storage_mounts: dict[str, StorageMount] = field(default_factory=dict)
     setup: str | None = None
     run: str | None = None
     checkpoint: CheckpointSpec | None = None
@@ -269,6 +272,10 @@ class Task:
         for remote, local in self.file_mounts.items():
             if not _is_uri(local) and not os.path.exists(local):
                 raise self.error(f"file_mounts.{remote}", f"local path '{local}' does not exist.")
+        for remote, mount in self.storage_mounts.items():
+            if mount.source_is_local and not os.path.isdir(mount.source or ""):
+                raise self.error(f"file_mounts.{remote}.source",
+                                 f"local directory '{mount.source}' does not exist.")
 
     def check_values(self) -> None:
         """Raise TaskValidationError if an env or secret still has no value (see
@@ -389,8 +396,10 @@ class Task:
         secrets.update(dict.fromkeys(self.unset_secrets))
         if secrets:
             out["secrets"] = secrets
-        if self.file_mounts:
-            out["file_mounts"] = dict(self.file_mounts)
+        if self.file_mounts or self.storage_mounts:
+            mounts: dict[str, object] = dict(self.file_mounts)
+            mounts.update({k: m.to_yaml_value() for k, m in self.storage_mounts.items()})
+            out["file_mounts"] = mounts
         if self.checkpoint is not None:
             out["checkpoint"] = self.checkpoint.to_yaml_value()
         if self.setup is not None:
@@ -493,6 +502,7 @@ def _build_task(
             top["num_nodes"], ("num_nodes",), origin, minimum=1, maximum=MAX_NUM_NODES
         )
 
+    file_mounts, storage_mounts = _parse_file_mounts(top.get("file_mounts"), origin, base, envs)
     return Task(
         name=_text_field(top.get("name"), ("name",), origin),
         workdir=_parse_workdir(top.get("workdir"), origin, base, envs),
@@ -500,7 +510,8 @@ def _build_task(
         resources=resources,
         envs=envs,
         secrets=secrets,
-        file_mounts=_parse_file_mounts(top.get("file_mounts"), origin, base, envs),
+        file_mounts=file_mounts,
+        storage_mounts=storage_mounts,
         setup=_script(top.get("setup"), "setup", origin),
         run=_script(top.get("run"), "run", origin),
         checkpoint=_substituted_checkpoint(top.get("checkpoint"), origin, envs),
@@ -664,30 +675,30 @@ def _parse_workdir(value: object, origin: Origin, base: str, envs: Mapping[str, 
 
 def _parse_file_mounts(
     value: object, origin: Origin, base: str, envs: Mapping[str, str]
-) -> dict[str, str]:
+) -> tuple[dict[str, str], dict[str, StorageMount]]:
+    """(remote -> local path or URI, remote -> storage mount) of `file_mounts`."""
     if value is None:
-        return {}
+        return {}, {}
     mounts = expect_mapping(
         value, ("file_mounts",), origin, "a mapping of remote path -> local path or URI"
     )
     out: dict[str, str] = {}
+    storage: dict[str, StorageMount] = {}
     for remote, source in mounts.items():
         where: Path = ("file_mounts", remote)
-        if isinstance(source, Mapping):
-            raise origin.error(
-                where,
-                "storage mounts (a mapping with name/source/store/mode) are a SkyPilot feature "
-                "launcher doesn't support yet; give a local path or a bucket URI.",
-            )
         target = _substitute(remote.strip(), envs)
         if not target:
             raise origin.error(where, "the remote path is empty.")
         problem = node_path_problem(target)
         if problem:
             raise origin.error(where, problem)
+        if isinstance(source, Mapping):
+            storage[target] = parse_storage_mount(
+                source, where, origin, base, lambda text: _substitute(text, envs))
+            continue
         text = _substitute(expect_str(source, where, origin).strip(), envs)
         out[target] = text if _is_uri(text) else _local_path(text, base)
-    return out
+    return out, storage
 
 
 def node_path_problem(target: str) -> str | None:

@@ -135,10 +135,10 @@ CASES: list[tuple[str, str | None, int | None, tuple[str, ...]]] = [
         ("git workdir", "SkyPilot feature"),
     ),
     (
-        "file_mounts:\n  /data:\n    source: s3://b\n    mode: MOUNT\n",
-        "file_mounts./data",
-        2,
-        ("storage mounts", "SkyPilot feature"),
+        "file_mounts:\n  /data:\n    source: s3://b\n    mode: MOUNTED\n",
+        "file_mounts./data.mode",
+        4,
+        ("unknown mode 'MOUNTED'", "MOUNT_CACHED"),
     ),
     ("secrets: [my-secret]\n", "secrets", 1, ("list form", "SkyPilot feature")),
     # ---- accelerators

@@ -89,10 +89,10 @@ def exec_(
 
     try:
         with autodown_guard(cluster_name):
-            if task is not None and (task.workdir or task.file_mounts):
+            if task is not None and (task.workdir or task.file_mounts or task.storage_mounts):
                 runners = execution.open_runners(cluster)
                 try:
-                    execution.sync_task_files(runners, task, on_event=emit)
+                    execution.sync_task_files(runners, task, on_event=emit, cloud=cluster.cloud)
                 finally:
                     execution.close_runners(runners)
             client = execution.agent_client(cluster)

@@ -99,6 +99,9 @@ class ManagedJobDetail:
 
 def _validate(task: Task) -> None:
     task.check_values()  # every env/secret needs a value before the job is queued
+    from launcher.runtime.storage_nodes import plan_bucket_copies
+
+    plan_bucket_copies(task)  # bucket mounts a launch cannot do (MOUNT mode...) fail now
     if not task.run:
         raise TaskValidationError("a managed job needs a `run` command.", field="run",
                                   source=task.source_path)

@@ -254,6 +254,44 @@ def checkpoint_dir_for(cloud: str, region: str | None, job_id: int, task: Task |
     return None
 
 
+def checkpoint_store_for(cloud: str, task: Task | None, task_id: str,
+                         warn: Callable[[str], None] | None = None
+                         ) -> tuple[str | None, float | None]:
+    """(the s3:// prefix the nodes sync LAUNCHER_CHECKPOINT_DIR with, save interval s).
+
+    The prefix is `<store>/<task id>` (the task id is stable across recoveries, so
+    every attempt of a job reads and writes the same objects). The store is the
+    task's `checkpoint.store` when it is s3://; else, for a task on AWS that asks for
+    a checkpoint without a store, the config's `jobs.checkpoint_store`; else None
+    (node-local only: `warn` says it will not survive the loss of a node). Stores of
+    other schemes are not synced yet (`warn` says so). The interval is the config's
+    `jobs.checkpoint_save_interval` (None = the agent's default, 300 s).
+    """
+    if task is None or task.checkpoint is None:
+        return None, None
+    jobs_cfg = None
+    try:
+        from launcher.config import load_config
+
+        jobs_cfg = getattr(load_config(), "jobs", None)
+    except Exception:  # a broken config is reported by the launch itself
+        pass
+    interval = getattr(jobs_cfg, "checkpoint_save_interval", None)
+    store = task.checkpoint.store
+    if store is None and cloud == "aws":
+        store = getattr(jobs_cfg, "checkpoint_store", None)
+        if store is None and warn is not None:
+            warn("checkpoint: no store given and no `jobs.checkpoint_store` in the config: "
+                 "LAUNCHER_CHECKPOINT_DIR stays on the nodes and is lost with them.")
+    if store is None:
+        return None, None
+    if not store.startswith("s3://"):
+        if warn is not None and cloud not in ("local", "ssh"):
+            warn(f"checkpoint: store {store} is not synced by the nodes yet (only s3:// is).")
+        return None, None
+    return f"{store.rstrip('/')}/{task_id}", interval
+
+
 class RealClusterOps:
     """`ClusterOps` over launcher.provisioning / launcher.state / the head-node agent.
 
@@ -358,10 +396,14 @@ class RealClusterOps:
                     req.on_provisioned(Placed(
                         cluster.cloud, cluster.region, cluster.zone, cluster.instance_type,
                         len(cluster.nodes), cluster.use_spot, prov.placement.node_price))
+                store, interval = checkpoint_store_for(cluster.cloud, task, req.task_id, emit)
                 try:
-                    client = prepare_cluster(db, cluster, task, on_event=emit, on_setup_line=emit)
+                    client = prepare_cluster(db, cluster, task, on_event=emit, on_setup_line=emit,
+                                             checkpoint_store=store)
                 except execution.SetupFailedError as exc:
                     raise SetupFailedError(str(exc), rank=getattr(exc, "rank", None)) from None
+                except execution.FileMountError as exc:  # e.g. a MOUNT-mode bucket: never runs
+                    raise PermanentLaunchError(str(exc)) from None
                 rec = db.require_cluster(req.cluster_name)
                 ckpt = checkpoint_dir_for(cluster.cloud, cluster.region, req.job_id, task)
                 if ckpt and cluster.cloud == "local":
@@ -371,7 +413,8 @@ class RealClusterOps:
                 if req.before_run is not None and not req.before_run():
                     raise LaunchAbortedError("the managed job was cancelled during its launch")
                 spec = job_spec_for(task, cluster, rec, task_id=req.task_id, checkpoint_dir=ckpt,
-                                    extra_envs=dict(req.env_extra))
+                                    extra_envs=dict(req.env_extra), checkpoint_store=store,
+                                    checkpoint_save_seconds=interval)
                 job_id = int(client.submit(spec))
                 db.add_event(req.cluster_name, "job-submitted", f"managed job {req.job_id}")
             finally:
@@ -579,18 +622,24 @@ class RealClusterOps:
                         accelerator_count=rec.accelerator_count,
                     ))
                 db.set_nodes(cluster_name, info.nodes)
+                store, interval = checkpoint_store_for(info.cloud, req.task, req.task_id,
+                                                       req.on_output)
                 try:
                     client = prepare_cluster(db, info, req.task, on_event=req.on_output or
-                                             (lambda _m: None), on_setup_line=req.on_output)
+                                             (lambda _m: None), on_setup_line=req.on_output,
+                                             checkpoint_store=store)
                 except execution.SetupFailedError as exc:
                     raise SetupFailedError(str(exc), rank=getattr(exc, "rank", None)) from None
+                except execution.FileMountError as exc:  # e.g. a MOUNT-mode bucket: never runs
+                    raise PermanentLaunchError(str(exc)) from None
                 rec = db.require_cluster(cluster_name)
                 ckpt = checkpoint_dir_for(info.cloud, info.region, req.job_id, req.task)
                 if req.before_run is not None and not req.before_run():
                     raise LaunchAbortedError(
                         "the managed job was cancelled during its node replacement")
                 spec = job_spec_for(req.task, info, rec, task_id=req.task_id, checkpoint_dir=ckpt,
-                                    extra_envs=dict(req.env_extra))
+                                    extra_envs=dict(req.env_extra), checkpoint_store=store,
+                                    checkpoint_save_seconds=interval)
                 job_id = int(client.submit(spec))
             finally:
                 lock.release()

@@ -42,10 +42,13 @@ def prepare_cluster(
     on_setup_line: LineCallback | None = None,
     task_id: str | None = None,
     checkpoint_dir: str | None = None,
+    checkpoint_store: str | None = None,
 ) -> AgentClient:
     """Install the agent (in parallel with the file sync), sync files, run setup.
 
-    Blocking. Marks the cluster UP as soon as the agent is running (so a setup
+    The sync includes the task's S3 mounts, copied by the nodes from S3 before setup;
+    an s3:// `checkpoint_store` (a managed job's) installs the node-side bucket tool
+    and the nodes' credentials too (launcher.runtime.storage_nodes). Blocking. Marks the cluster UP as soon as the agent is running (so a setup
     failure leaves a usable cluster). Raises SetupFailedError, runner errors.
     """
     from launcher.runtime import execution
@@ -66,7 +69,8 @@ def prepare_cluster(
         sync_error: BaseException | None = None
         if task is not None:
             try:
-                execution.sync_task_files(runners, task, on_event=on_event)
+                execution.sync_task_files(runners, task, on_event=on_event, cloud=cluster.cloud,
+                                          checkpoint_store=checkpoint_store)
             except BaseException as exc:  # raised once the agent is in (the cluster stays usable)
                 sync_error = exc
         installer.join()
@@ -121,10 +125,13 @@ def job_spec_for(
     task_id: str | None = None,
     checkpoint_dir: str | None = None,
     extra_envs: dict[str, str] | None = None,
+    checkpoint_store: str | None = None,
+    checkpoint_save_seconds: float | None = None,
 ) -> JobSpec:
     """The agent JobSpec that runs `task.run` on `task.num_nodes` nodes of the cluster.
 
     Secrets travel in `envs` and are listed in `secret_names`, which the agent never shows.
+    `checkpoint_store` (an s3:// prefix) is synced with `checkpoint_dir` on every node.
     """
     from launcher.runtime.execution import REMOTE_WORKDIR, cluster_info_json
     from launcher.runtime.jobspec import JobSpec
@@ -142,4 +149,6 @@ def job_spec_for(
         task_id=task_id,
         checkpoint_dir=checkpoint_dir,
         cluster_info_json=cluster_info_json(cluster),
+        checkpoint_store=checkpoint_store,
+        checkpoint_save_seconds=checkpoint_save_seconds,
     )

@@ -141,12 +141,15 @@ class Paths:
 
 class JobSpec:
     __slots__ = ("name", "run", "envs", "secret_names", "num_nodes", "gpus_per_node",
-                 "workdir", "task_id", "checkpoint_dir", "cluster_info_json")
+                 "workdir", "task_id", "checkpoint_dir", "cluster_info_json", "checkpoint_store",
+                 "checkpoint_save_seconds")
 
     def __init__(self, run: str, name: str | None = None, envs: dict[str, str] | None = None,
                  secret_names: list[str] | None = None, num_nodes: int = 1,
                  gpus_per_node: float = 0, workdir: str | None = None, task_id: str | None = None,
-                 checkpoint_dir: str | None = None, cluster_info_json: str | None = None) -> None:
+                 checkpoint_dir: str | None = None, cluster_info_json: str | None = None,
+                 checkpoint_store: str | None = None,
+                 checkpoint_save_seconds: float | None = None) -> None:
         self.run = run
         self.name = name
         self.envs = envs or {}
@@ -157,6 +160,8 @@ class JobSpec:
         self.task_id = task_id
         self.checkpoint_dir = checkpoint_dir
         self.cluster_info_json = cluster_info_json
+        self.checkpoint_store = checkpoint_store  # s3:// prefix: see agent_storage.py
+        self.checkpoint_save_seconds = checkpoint_save_seconds
 
 
 class WorkerAccess:
@@ -215,7 +220,16 @@ def parse_job_spec(d: object) -> JobSpec:
         num_nodes=int(num_nodes), gpus_per_node=float(gpus), workdir=_opt_str(d, "workdir"),
         task_id=_opt_str(d, "task_id"), checkpoint_dir=_opt_str(d, "checkpoint_dir"),
         cluster_info_json=_opt_str(d, "cluster_info_json"),
+        checkpoint_store=_opt_str(d, "checkpoint_store"),
+        checkpoint_save_seconds=_opt_positive(d, "checkpoint_save_seconds"),
     )
+
+
+def _opt_positive(d: dict, key: str) -> float | None:
+    v = d.get(key)
+    _check(v is None or (isinstance(v, int | float) and not isinstance(v, bool) and v > 0),
+           f"job spec: {key!r} must be a number > 0 or null")
+    return None if v is None else float(v)
 
 
 def parse_worker(d: object) -> WorkerAccess:
@@ -523,7 +537,8 @@ def stale_kill_command() -> str:
 
 
 def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
-                job_id: int = 0, rank: int = 0) -> str:
+                job_id: int = 0, rank: int = 0,
+                hooks: tuple[list[str], list[str], list[str]] = ([], [], [])) -> str:
     """The bash program one rank runs (fed to `bash -s` on stdin, locally or over ssh).
 
     Its stdout is the rank's log; the user's run gets stdout+stderr merged there
@@ -536,6 +551,8 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
     still alive (their head lost the node) are killed; this rank's group is recorded
     under RANKS_DIR while it runs; when the run ends (success too) whatever it left
     in its group (`cmd &`) gets SIGTERM, then SIGKILL after up to 2 s, as SkyPilot does.
+    `hooks` (before the run, right after it started, after it ended): the checkpoint
+    store's lines from agent_storage.rank_hooks.
     """
     import shlex
 
@@ -545,6 +562,7 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
     lines += stale_kill_lines(keep_job=job_id)
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env]
     wd = _workdir_expr(workdir)
+    lines += hooks[0]
     lines += [
         f"cd {wd} || {{ echo \"launcher: cannot enter workdir {workdir or '~'}\";"
         ' echo "LAUNCHER_EXIT=1" >&2; exit 1; }',
@@ -553,6 +571,7 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
         "__launcher_p=$!",
         f'echo "$__launcher_p $__launcher_boot" > {rec} 2>/dev/null',
         'echo "LAUNCHER_PGID=$__launcher_p" >&2',
+        *hooks[1],
         "__launcher_s=",
         "trap '__launcher_s=1; kill -TERM -- -$__launcher_p 2>/dev/null' TERM HUP INT",
         'while :; do __launcher_s=; wait "$__launcher_p"; __launcher_rc=$?;'
@@ -562,6 +581,7 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
         ' kill -0 -- "-$__launcher_p" 2>/dev/null || break; sleep 0.2; done;'
         ' kill -KILL -- "-$__launcher_p" 2>/dev/null; fi',
         f"rm -f {rec}",
+        *hooks[2],
         'echo "LAUNCHER_EXIT=$__launcher_rc" >&2',
         'exit "$__launcher_rc"',
         "}",
@@ -794,7 +814,8 @@ def stop_daemon(paths: Paths, timeout: float = 10.0) -> bool:
     return False
 
 
-AGENT_FILES = ("agent.py", "agent_daemon.py", "agent_cli.py", "agent_notices.py")
+AGENT_FILES = ("agent.py", "agent_daemon.py", "agent_cli.py", "agent_notices.py",
+               "agent_storage.py")
 
 
 def agent_version(home: str) -> str:

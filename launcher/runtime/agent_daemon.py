@@ -36,13 +36,16 @@ if TYPE_CHECKING:
 
     from launcher.runtime import agent as core
     from launcher.runtime import agent_notices as notices
+    from launcher.runtime import agent_storage as storage
 else:
     try:
         from . import agent as core
         from . import agent_notices as notices
+        from . import agent_storage as storage
     except ImportError:  # on the node: a sibling of agent.py
         import agent as core
         import agent_notices as notices
+        import agent_storage as storage
 
 ADOPTED_POLL_S = 0.25
 SAFETY_WAKE_S = 30.0  # everything is event-driven; this only bounds a missed wake-up
@@ -493,7 +496,8 @@ class Daemon:
         worker = nodes.workers[rank]
         jd = self.paths.job_dir(job_id)
         env_list = core.rank_env(spec, nodes, job_id, rank, submitted_at)
-        script = core.rank_script(env_list, spec.workdir, spec.run, job_id, rank)
+        script = core.rank_script(env_list, spec.workdir, spec.run, job_id, rank,
+                                  storage.rank_hooks(spec))
         spath = os.path.join(jd, f".rank-{rank}.sh")
         fd = os.open(spath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -724,6 +728,9 @@ class Daemon:
             self.conn.execute("UPDATE jobs SET notice_json = ? WHERE id = ?",
                               (json.dumps(n), job.id))
             self._signal_ranks(job, "TERM")
+            with contextlib.suppress(Exception):  # best effort: the ranks save at exit too
+                self.helpers += [(p, "checkpoint-save") for p in storage.save_on_notice(
+                    self.paths, self.conn, job.id, [r.rank for r in job.ranks], self.base_env)]
 
     # ----------------------------------------------------------------- autostop
 

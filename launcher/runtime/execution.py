@@ -6,7 +6,7 @@ block until done; work on several nodes runs in parallel threads.
 
 - `sync_task_files`: the task's workdir to `~/sky_workdir` (the path SkyPilot
   uses, so scripts written for it keep working) and its `file_mounts` of local
-  paths, on every node at once.
+  paths, on every node at once; S3 mounts are copied by the nodes from S3.
 - `run_setup`: the task's `setup` on every node at once, each node's output in
   `$LAUNCHER_HOME/logs/<cluster>/<launch>/setup-node-<rank>.log`. The first
   node to fail stops the others (their setup's process group is killed) and
@@ -172,21 +172,20 @@ def gpu_devices(cluster: ClusterInfo) -> dict[int, str]:
 
 
 def resolve_file_mounts(task: Task) -> list[tuple[str, str]]:
-    """(remote path, absolute local path) for every file mount of `task`. No I/O but stat.
+    """(remote path, absolute local path) for every local file mount of `task`. No I/O but stat.
 
-    Raises FileMountError for a bucket URI (not supported on these nodes yet) or a
-    local path that does not exist. `launch` calls it before provisioning anything.
+    Bucket mounts (s3:// URIs and storage mounts) are checked too
+    (`storage_nodes.plan_bucket_copies`): FileMountError, naming the field, for what a
+    launch cannot do yet (MOUNT modes, stores other than s3); also for a local path that
+    does not exist. `launch` calls it before provisioning anything.
     """
+    from launcher.runtime.storage_nodes import plan_bucket_copies
+
+    plan_bucket_copies(task)
     mounts: list[tuple[str, str]] = []
     for remote, source in task.file_mounts.items():
         if "://" in source:
-            # str(task.error(...)) names the file, line and field like any task error
-            where = str(task.error(
-                f"file_mounts.{remote}",
-                f"copying bucket URIs ({source}) to nodes is not supported yet (`launcher cost`"
-                " and `launch --dryrun` accept them); mount a local path instead.",
-            ))
-            raise FileMountError(where)
+            continue  # a bucket: copied node-side (storage_nodes)
         local = os.path.expanduser(source)
         if not os.path.isabs(local) and task.source_path:
             local = os.path.join(os.path.dirname(os.path.abspath(task.source_path)), local)
@@ -197,31 +196,37 @@ def resolve_file_mounts(task: Task) -> list[tuple[str, str]]:
 
 
 def sync_task_files(
-    runners: Sequence[CommandRunner], task: Task, *, on_event: LineCallback | None = None
+    runners: Sequence[CommandRunner], task: Task, *, on_event: LineCallback | None = None,
+    cloud: str | None = None, checkpoint_store: str | None = None,
 ) -> None:
-    """Copy the task's workdir and local file_mounts to every node. Blocking, parallel.
+    """Copy the task's workdir and local file_mounts to every node, then let every node
+    copy the task's S3 mounts from S3 itself (and install the node-side bucket tool when
+    the task or its `checkpoint_store` uses S3; see storage_nodes). Blocking, parallel.
 
-    Raises FileMountError (see resolve_file_mounts); runner errors
-    (NodeUnreachableError...) propagate.
+    `cloud` decides the nodes' S3 credentials (an AWS instance role, else the client's).
+    Raises FileMountError (see resolve_file_mounts), storage_nodes.StorageError; runner
+    errors (NodeUnreachableError...) propagate.
     """
+    from launcher.runtime.storage_nodes import sync_storage
+
     mounts = resolve_file_mounts(task)
-    if not task.workdir and not mounts:
-        return
-    if on_event:
-        what = [f"workdir {task.workdir}"] if task.workdir else []
-        what += [f"{len(mounts)} file mount(s)"] if mounts else []
-        on_event(f"Syncing {' and '.join(what)} to {len(runners)} node(s)")
+    if task.workdir or mounts:
+        if on_event:
+            what = [f"workdir {task.workdir}"] if task.workdir else []
+            what += [f"{len(mounts)} file mount(s)"] if mounts else []
+            on_event(f"Syncing {' and '.join(what)} to {len(runners)} node(s)")
 
-    def sync_one(runner: CommandRunner) -> None:
-        if task.workdir:
-            runner.sync_dir(task.workdir, REMOTE_WORKDIR)
-        for remote, local in mounts:
-            if os.path.isdir(local):
-                runner.sync_dir(local, remote, respect_gitignore=False)
-            else:
-                runner.put_file(local, remote)
+        def sync_one(runner: CommandRunner) -> None:
+            if task.workdir:
+                runner.sync_dir(task.workdir, REMOTE_WORKDIR)
+            for remote, local in mounts:
+                if os.path.isdir(local):
+                    runner.sync_dir(local, remote, respect_gitignore=False)
+                else:
+                    runner.put_file(local, remote)
 
-    parallel(sync_one, list(runners))
+        parallel(sync_one, list(runners))
+    sync_storage(runners, task, cloud=cloud, checkpoint_store=checkpoint_store, on_event=on_event)
 
 
 # ------------------------------------------------------------------ setup

@@ -12,7 +12,8 @@ JSON shapes (times are float seconds since the epoch, UTC):
 JobSpec      {"name": str|null, "run": str, "envs": {str: str}, "secret_names": [str],
               "num_nodes": int, "gpus_per_node": number, "workdir": str|null,
               "task_id": str|null, "checkpoint_dir": str|null,
-              "cluster_info_json": str|null}
+              "cluster_info_json": str|null, "checkpoint_store": str|null,
+              "checkpoint_save_seconds": number|null}
 JobRecord    {"id": int, "name": str|null, "status": "PENDING"|"RUNNING"|"SUCCEEDED"|
               "FAILED"|"CANCELLED", "num_nodes": int, "submitted_at": float,
               "started_at": float|null, "ended_at": float|null, "exit_code": int|null,
@@ -109,7 +110,10 @@ class JobSpec:
     `secret_names` are never shown by the agent (queue, status, log headers).
     `workdir` is a path on the nodes ("~/..." or relative = under the node's
     home; None = the home itself). `task_id` defaults on the agent to
-    "launcher-<cluster>-<job id>".
+    "launcher-<cluster>-<job id>". `checkpoint_store` (an s3:// prefix) makes every
+    rank restore `checkpoint_dir` from it before the run and save it back every
+    `checkpoint_save_seconds` (default 300), on an interruption notice and at exit
+    (agent_storage.py).
     """
 
     run: str
@@ -122,6 +126,8 @@ class JobSpec:
     task_id: str | None = None
     checkpoint_dir: str | None = None
     cluster_info_json: str | None = None
+    checkpoint_store: str | None = None
+    checkpoint_save_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if not self.run.strip():
@@ -130,6 +136,8 @@ class JobSpec:
             raise JobShapeError(f"job spec: num_nodes must be >= 1, got {self.num_nodes}")
         if self.gpus_per_node < 0:
             raise JobShapeError(f"job spec: gpus_per_node must be >= 0, got {self.gpus_per_node}")
+        if self.checkpoint_save_seconds is not None and self.checkpoint_save_seconds <= 0:
+            raise JobShapeError("job spec: checkpoint_save_seconds must be > 0")
         for name in self.envs:
             if not _ENV_NAME.match(name):
                 raise JobShapeError(f"job spec: '{name}' is not a valid environment variable name")
@@ -146,6 +154,8 @@ class JobSpec:
             "task_id": self.task_id,
             "checkpoint_dir": self.checkpoint_dir,
             "cluster_info_json": self.cluster_info_json,
+            "checkpoint_store": self.checkpoint_store,
+            "checkpoint_save_seconds": self.checkpoint_save_seconds,
         }
 
     @classmethod
@@ -169,6 +179,8 @@ class JobSpec:
             task_id=_opt_str(d, "task_id"),
             checkpoint_dir=_opt_str(d, "checkpoint_dir"),
             cluster_info_json=_opt_str(d, "cluster_info_json"),
+            checkpoint_store=_opt_str(d, "checkpoint_store"),
+            checkpoint_save_seconds=_opt_float(d, "checkpoint_save_seconds"),
         )
 
 

@@ -1,0 +1,256 @@
+"""Node-side S3 transfers for file mounts and checkpoints. STDLIB ONLY (+ boto3 if present).
+
+Shipped by the client to `~/.launcher-storage/bucket_sync.py` on every node of a
+cluster whose task uses S3, and run there with `python3`: the bulk data moves
+between the node and S3 directly, never through the client.
+
+    python3 bucket_sync.py download s3://bucket/prefix DEST   # a COPY file mount
+    python3 bucket_sync.py restore  s3://bucket/prefix DIR    # checkpoint: bucket -> node
+    python3 bucket_sync.py save     DIR s3://bucket/prefix    # checkpoint: node -> bucket
+
+Contract:
+- `download`/`restore` copy every object under the prefix to the same relative path
+  under DEST (a prefix that is exactly one object's key, for `download`, is copied
+  to DEST itself). Files are written to a temporary name and renamed, so a reader
+  (or another node restoring into the same shared directory) never sees half a
+  file. Unchanged files (same size and modification time as the object) are skipped.
+- `save` uploads every file under DIR whose key is missing, whose size differs, or
+  that is newer than the object. It never deletes objects ("sync without delete":
+  every node of a gang uploads its own directory to one prefix).
+- Exit code 0 on success, 1 on a transfer failure (one line on stderr says why),
+  2 on bad usage. One summary line on stdout.
+
+Backend: boto3 when it imports (credentials from the standard chain: instance role,
+`~/.aws/credentials`, env), else the `aws` CLI (`aws s3 sync` / `aws s3 cp`, which
+the Deep Learning AMI has). The endpoint comes from the standard `AWS_ENDPOINT_URL`
+/ `AWS_ENDPOINT_URL_S3` variables, which the client writes into `config.json` next to
+this script when it has them set (the variables on the node win).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIG_NAME = "config.json"
+ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+
+
+class SyncError(Exception):
+    """A transfer failed; the message is shown to the user."""
+
+
+def load_config(path: str | None = None) -> dict:
+    """The client-written settings next to this script ({} when absent), and the
+    endpoint variables exported from them unless the node already has them."""
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), CONFIG_NAME)
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    for name in ENDPOINT_VARS:
+        value = doc.get(name)
+        if isinstance(value, str) and value and not os.environ.get(name):
+            os.environ[name] = value
+    return doc
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/a/b` -> ("bucket", "a/b"). Raises SyncError for another scheme."""
+    if not uri.startswith("s3://"):
+        raise SyncError(f"{uri}: only s3:// URIs are supported on the nodes")
+    bucket, _, prefix = uri[5:].partition("/")
+    if not bucket:
+        raise SyncError(f"{uri}: no bucket name")
+    return bucket, prefix
+
+
+def _node_path(path: str) -> str:
+    """`~/x` and relative paths are under the node's home."""
+    path = os.path.expanduser(path)
+    return path if os.path.isabs(path) else os.path.join(os.path.expanduser("~"), path)
+
+
+def _dir_prefix(prefix: str) -> str:
+    return prefix if not prefix or prefix.endswith("/") else prefix + "/"
+
+
+# --------------------------------------------------------------------------- boto3
+
+
+def _boto3_client():  # type: ignore[no-untyped-def]
+    try:
+        import boto3  # noqa: PLC0415 - optional on nodes
+    except ImportError:
+        return None
+    from botocore.config import Config  # noqa: PLC0415
+
+    return boto3.client("s3", config=Config(retries={"max_attempts": 8, "mode": "standard"}))
+
+
+def _list(client, bucket: str, prefix: str) -> dict[str, tuple[int, float]]:  # type: ignore[no-untyped-def]
+    """key -> (size, last-modified epoch) of every object under `prefix`."""
+    out: dict[str, tuple[int, float]] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            out[obj["Key"]] = (int(obj["Size"]), obj["LastModified"].timestamp())
+    return out
+
+
+def _fetch(client, bucket: str, key: str, dest: str, size: int, mtime: float) -> bool:  # type: ignore[no-untyped-def]
+    """Download one object atomically; False when `dest` is already the same."""
+    try:
+        st = os.stat(dest)
+        if st.st_size == size and int(st.st_mtime) == int(mtime):
+            return False
+    except OSError:
+        pass
+    parent = os.path.dirname(dest) or "."
+    os.makedirs(parent, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".bucket-sync-", dir=parent)
+    os.close(fd)
+    try:
+        client.download_file(bucket, key, tmp)
+        os.utime(tmp, (mtime, mtime))
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return True
+
+
+def _boto3_download(client, uri: str, dest: str, single_ok: bool) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    bucket, prefix = split_uri(uri)
+    if single_ok and prefix and not prefix.endswith("/"):
+        objects = _list(client, bucket, prefix)
+        if prefix in objects and not any(k.startswith(prefix + "/") for k in objects):
+            size, mtime = objects[prefix]
+            return int(_fetch(client, bucket, prefix, dest, size, mtime)), size
+    base = _dir_prefix(prefix)
+    objects = _list(client, bucket, base)
+    os.makedirs(dest, exist_ok=True)
+    count = total = 0
+    for key, (size, mtime) in objects.items():
+        rel = key[len(base):]
+        if not rel or rel.endswith("/"):
+            continue  # "directory" marker objects
+        parts = rel.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            continue  # never write outside DEST
+        if _fetch(client, bucket, key, os.path.join(dest, *parts), size, mtime):
+            count += 1
+            total += size
+    return count, total
+
+
+def _boto3_save(client, src: str, uri: str) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    bucket, prefix = split_uri(uri)
+    base = _dir_prefix(prefix)
+    remote = _list(client, bucket, base)
+    count = total = 0
+    for root, dirs, files in os.walk(src):
+        dirs.sort()
+        for name in sorted(files):
+            if name.startswith(".bucket-sync-"):
+                continue  # another node's download in progress
+            path = os.path.join(root, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue  # removed while we walked
+            key = base + os.path.relpath(path, src).replace(os.sep, "/")
+            have = remote.get(key)
+            if have is not None and have[0] == st.st_size and st.st_mtime <= have[1]:
+                continue
+            client.upload_file(path, bucket, key)
+            count += 1
+            total += st.st_size
+    return count, total
+
+
+# --------------------------------------------------------------------------- aws CLI
+
+
+def _cli(args: list[str]) -> None:
+    exe = shutil.which("aws")
+    if exe is None:
+        raise SyncError("neither boto3 nor the aws CLI is installed on this node "
+                        "(pip install boto3, or install the AWS CLI)")
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    argv = [exe, "s3", *args, "--only-show-errors"]
+    if endpoint:
+        argv += ["--endpoint-url", endpoint]
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SyncError(f"aws s3 {args[0]} failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
+
+
+def _cli_download(uri: str, dest: str, single_ok: bool) -> None:
+    _, prefix = split_uri(uri)
+    if single_ok and prefix and not prefix.endswith("/"):
+        try:
+            _cli(["cp", uri, dest])
+            return
+        except SyncError:
+            pass  # not one object: a prefix
+    os.makedirs(dest, exist_ok=True)
+    _cli(["sync", uri.rstrip("/") + "/", dest])
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def run(command: str, a: str, b: str) -> str:
+    """Run one command; returns the summary line. Raises SyncError."""
+    load_config()
+    client = _boto3_client()
+    started = time.monotonic()
+    try:
+        if command in ("download", "restore"):
+            dest = _node_path(b)
+            if client is None:
+                _cli_download(a, dest, single_ok=command == "download")
+                return f"{command}: {a} -> {dest} (aws CLI)"
+            count, total = _boto3_download(client, a, dest, single_ok=command == "download")
+            what = "restored" if command == "restore" else "downloaded"
+            return (f"{what} {count} file(s), {total} bytes, from {a} to {dest} in "
+                    f"{time.monotonic() - started:.1f}s")
+        if command == "save":
+            src = _node_path(a)
+            if not os.path.isdir(src):
+                return f"save: {src} does not exist yet; nothing to save"
+            if client is None:
+                _cli(["sync", src, b.rstrip("/") + "/"])
+                return f"save: {src} -> {b} (aws CLI)"
+            count, total = _boto3_save(client, src, b)
+            return (f"saved {count} file(s), {total} bytes, from {src} to {b} in "
+                    f"{time.monotonic() - started:.1f}s")
+    except SyncError:
+        raise
+    except Exception as exc:  # botocore errors, OSError: one readable line
+        raise SyncError(f"{command} failed: {type(exc).__name__}: {exc}") from None
+    raise SyncError(f"unknown command {command!r}")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[0] not in ("download", "restore", "save"):
+        print("usage: bucket_sync.py download|restore URI DEST | save DIR URI", file=sys.stderr)
+        return 2
+    try:
+        print(f"launcher: {run(*argv)}", flush=True)
+    except SyncError as exc:
+        print(f"launcher: bucket sync error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

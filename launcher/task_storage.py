@@ -1,0 +1,184 @@
+"""SkyPilot storage mounts in `file_mounts`: `{name, source, store, mode, persistent}`.
+
+    file_mounts:
+      /data:   {source: s3://my-bucket/train, mode: COPY}   # an existing bucket
+      ~/ckpt:  {name: my-out-bucket, mode: COPY}             # a bucket, created if missing
+      /code:   {name: my-code, source: ./src, mode: COPY}    # local dir uploaded to `name`
+
+Semantics follow SkyPilot's "Cloud Buckets" page: `source` is an existing bucket URI
+or a local directory (uploaded to the bucket `name`); `name` alone is a bucket
+created empty when missing; `store` (s3, gcs, azure, r2, ibm, oci) is inferred from
+a URI source and defaults to s3; `mode` is MOUNT (the default), COPY or
+MOUNT_CACHED; `persistent` (default true) keeps the bucket after the task.
+
+Parsing only (stdlib, no I/O): what a launch can really do with a mount is decided
+by `launcher.runtime.storage_nodes`. Errors are TaskValidationError with the
+field path (`file_mounts./data.mode`) and line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from launcher.task_fields import (
+    Origin,
+    Path,
+    check_keys,
+    did_you_mean,
+    expect_bool,
+    expect_mapping,
+    expect_str,
+)
+
+STORE_TYPES = ("s3", "gcs", "azure", "r2", "ibm", "oci")
+MODES = ("MOUNT", "COPY", "MOUNT_CACHED")
+DEFAULT_MODE = "MOUNT"  # SkyPilot's default
+STORAGE_KEYS = ("name", "source", "store", "mode", "persistent")
+
+# URI scheme -> store type (Azure is https://<account>.blob.core.windows.net/<container>)
+_SCHEME_STORE = {"s3": "s3", "gs": "gcs", "r2": "r2", "cos": "ibm", "oci": "oci"}
+_URI_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://([^/]*)(/.*)?\Z", re.DOTALL)
+# S3's bucket naming rules (the strictest of the stores; GCS/R2 names fit them too)
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class StorageMount:
+    """One storage mount, validated.
+
+    `name`: the bucket to create/reuse (None when `source` is a bucket URI).
+    `source`: a bucket URI as written, or an absolute local directory, or None.
+    `store`: one of STORE_TYPES. `mode`: one of MODES. `persistent`: keep the bucket.
+    """
+
+    name: str | None
+    source: str | None
+    store: str
+    mode: str
+    persistent: bool = True
+
+    @property
+    def source_is_local(self) -> bool:
+        return self.source is not None and "://" not in self.source
+
+    @property
+    def bucket_uri(self) -> str:
+        """The URI the nodes read: `source` when it is a URI, else `<store>://<name>`."""
+        if self.source is not None and not self.source_is_local:
+            return self.source
+        scheme = {"gcs": "gs", "ibm": "cos"}.get(self.store, self.store)
+        return f"{scheme}://{self.name}"
+
+    def to_yaml_value(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.source is not None:
+            out["source"] = self.source
+        out["store"] = self.store
+        out["mode"] = self.mode
+        out["persistent"] = self.persistent
+        return out
+
+
+def store_of_uri(uri: str) -> str | None:
+    """The store type a bucket URI belongs to, or None for an unknown scheme."""
+    m = _URI_RE.match(uri)
+    if m is None:
+        return None
+    scheme, host = m.group(1).lower(), m.group(2).lower()
+    if scheme == "https" and host.endswith(".blob.core.windows.net"):
+        return "azure"
+    return _SCHEME_STORE.get(scheme)
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/a/b/` -> ("bucket", "a/b/"). The caller checked the scheme."""
+    rest = uri.split("://", 1)[1]
+    bucket, _, prefix = rest.partition("/")
+    return bucket, prefix
+
+
+def parse_storage_mount(
+    value: object, path: Path, origin: Origin, base: str,
+    substitute: Callable[[str], str] | None = None,
+) -> StorageMount:
+    """Validate one storage-mount mapping at `path` (e.g. ("file_mounts", "/data")).
+
+    `base` anchors a relative local `source`; `substitute` (str -> str) expands task
+    envs in string fields. Raises TaskValidationError naming the field.
+    """
+    def sub(text: str) -> str:
+        return substitute(text) if substitute is not None else text
+
+    mapping = expect_mapping(value, path, origin, "a storage mount {name, source, store, mode}")
+    check_keys(mapping, path, origin, STORAGE_KEYS)
+
+    name = None
+    if mapping.get("name") is not None:
+        name = sub(expect_str(mapping["name"], path + ("name",), origin).strip())
+        if "://" in name:
+            raise origin.error(path + ("name",), f"'{name}' is a URI; 'name' is a bare bucket "
+                               "name (put an existing bucket's URI in 'source').")
+        if not _BUCKET_RE.match(name) or ".." in name:
+            raise origin.error(path + ("name",), f"'{name}' is not a valid bucket name (3-63 "
+                               "characters: lowercase letters, digits, '-' and '.').")
+
+    source = None
+    source_store = None
+    if mapping.get("source") is not None:
+        where = path + ("source",)
+        if isinstance(mapping["source"], list):
+            raise origin.error(where, "a list of local sources is a SkyPilot feature launcher "
+                               "doesn't support yet; give one directory.")
+        text = sub(expect_str(mapping["source"], where, origin).strip())
+        if "://" in text:
+            source_store = store_of_uri(text)
+            if source_store is None:
+                raise origin.error(where, f"'{text}' is not a bucket URI launcher knows (s3://, "
+                                   "gs://, r2://, cos://, oci://, https://<account>.blob.core."
+                                   "windows.net/<container>).")
+            bucket = _URI_RE.match(text)
+            if bucket is None or not bucket.group(2):
+                raise origin.error(where, f"'{text}' names no bucket.")
+            if name is not None:
+                raise origin.error(path + ("name",), "give either 'name' (a bucket to create, "
+                                   "optionally filled from a local 'source') or a bucket URI "
+                                   "in 'source', not both.")
+            source = text
+        else:
+            source = os.path.normpath(os.path.join(base, os.path.expanduser(text)))
+            if name is None:
+                raise origin.error(path + ("name",), "a local 'source' is uploaded to a bucket: "
+                                   "give that bucket's 'name'.")
+    if name is None and source is None:
+        raise origin.error(path, "a storage mount needs 'name' (a bucket to create or reuse) "
+                           "or 'source' (an existing bucket URI).")
+
+    store = source_store or "s3"
+    if mapping.get("store") is not None:
+        where = path + ("store",)
+        given = sub(expect_str(mapping["store"], where, origin).strip()).lower()
+        if given not in STORE_TYPES:
+            raise origin.error(where, f"unknown store '{given}'{did_you_mean(given, STORE_TYPES)}"
+                               f" (allowed: {', '.join(STORE_TYPES)}).")
+        if source_store is not None and given != source_store:
+            raise origin.error(where, f"store '{given}' does not match the source {source} "
+                               f"(a {source_store} bucket).")
+        store = given
+
+    mode = DEFAULT_MODE
+    if mapping.get("mode") is not None:
+        where = path + ("mode",)
+        mode = expect_str(mapping["mode"], where, origin).strip().upper()
+        if mode not in MODES:
+            raise origin.error(where, f"unknown mode '{mapping['mode']}'"
+                               f"{did_you_mean(mode, MODES)} (allowed: {', '.join(MODES)}).")
+
+    persistent = True
+    if mapping.get("persistent") is not None:
+        persistent = expect_bool(mapping["persistent"], path + ("persistent",), origin)
+    return StorageMount(name=name, source=source, store=store, mode=mode, persistent=persistent)
