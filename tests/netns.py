@@ -7,9 +7,15 @@
     nodes[2].cut_network()                 # network cut: eth0 down inside the namespace
     nodes.close(); lab.close()             # kill by pidfile, ip netns del, bridge del
 
+    # a node at a caller-chosen address with a caller-given key (cloud bodies):
+    lab.subnet, lab.gateway                # "10.123.X.0/24", "10.123.X.1"
+    lab.reserve("10.123.X.128/25")         # automatic nodes never take these addresses
+    node = lab.start_node("10.123.X.132", authorized_key="ssh-ed25519 AAAA...")
+    node.destroy()                         # kill, ip netns del, address free again
+
 Each node: namespace `lt<pid>-<k>` with `eth0` (a veth into bridge `lb<pid>`),
-address 10.123.<X>.<10+k>/24 (X = the first /24 of 10.123.0.0/16 not used on
-this machine), its own hostname (`unshare --uts`), its own /root
+address 10.123.<X>.<10..>/24 (X = the first /24 of 10.123.0.0/16 not used on
+this machine; the lowest address from .10 up that is neither live nor reserved), its own hostname (`unshare --uts`), its own /root
 (`unshare --mount` + a bind mount of a per-node directory), its own host key,
 `UsePAM no`, `StrictModes no`, a PidFile, and the lab's client key in
 /root/.ssh/authorized_keys. Leftovers of a crashed run (names carry the pid
@@ -27,12 +33,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -45,6 +53,7 @@ _LOCK_PATH = "/run/lock/launcher-test-netns.lock"
 _NS_RE = re.compile(r"^lt(\d+)-(\d+)$")
 _BR_RE = re.compile(r"^lb(\d+)$")
 _LOOPBACK_PORT = 2222
+_FIRST_AUTO_HOST = 10  # automatic nodes: .10 upwards (.1 is the bridge)
 
 SSHD_CONFIG = """\
 ListenAddress {listen}
@@ -184,6 +193,9 @@ class SSHNode:
     log: Path
     netns: str | None  # None in loopback fallback mode
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    lab: NetnsLab | None = field(default=None, repr=False)
+    authorized_key: str | None = None  # set for nodes started at a chosen address
+    destroyed: bool = False
 
     def node_info(self, rank: int, *, user: str = "root", pin_host_key: bool = True) -> NodeInfo:
         return NodeInfo(
@@ -212,6 +224,20 @@ class SSHNode:
         if self.process is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(5)
+
+    def destroy(self) -> None:
+        """Kill the node, delete its namespace and free its address. Idempotent.
+
+        Its directory (/root, host key) stays: a node started again with the same
+        `node_dir` finds its disk, as a stopped VM does."""
+        if self.destroyed:
+            return
+        self.destroyed = True
+        self.kill()
+        if self.netns:
+            _ip("netns", "del", self.netns, check=False)
+        if self.lab is not None:
+            self.lab._release(self.host)
 
     def cut_network(self) -> None:
         """Pull the cable: eth0 down inside the namespace (packets vanish, no RST)."""
@@ -269,10 +295,29 @@ class SSHNodeSet:
         if self.closed:
             return
         self.closed = True
-        for node in self.nodes:
+        live = [n for n in self.nodes if not n.destroyed]
+        for node in live:
+            node.destroyed = True
             node.kill()
         if self.lab.netns_mode:
-            _ip_batch([f"netns del {n.netns}" for n in self.nodes if n.netns], check=False)
+            _ip_batch([f"netns del {n.netns}" for n in live if n.netns], check=False)
+        for node in live:
+            self.lab._release(node.host)
+
+
+@dataclass
+class NodeSpec:
+    """A node at a caller-chosen address (what a cloud fake's instance needs).
+
+    `authorized_key` is the only key /root/.ssh/authorized_keys holds (cloud-init
+    writes the key pair's public key); login user root. `node_dir` keeps the node's
+    /root and host key across destroy/start (a stopped and started VM); default: a
+    fresh directory per node."""
+
+    ip: str
+    authorized_key: str
+    hostname: str | None = None  # default: EC2's style, ip-10-123-X-Y
+    node_dir: Path | None = None
 
 
 class NetnsLab:
@@ -289,6 +334,10 @@ class NetnsLab:
         self.pid = os.getpid()
         self.bridge = f"lb{self.pid}"
         self._next = 0
+        self._lock = threading.RLock()  # node starts may come from a watcher thread
+        self._live_ips: set[str] = set()
+        self._next_auto = _FIRST_AUTO_HOST
+        self._reserved: list[ipaddress.IPv4Network] = []
         self.sets: list[SSHNodeSet] = []
         self.client_key_path = str(self.workdir / "client_key")
         self.client_public_key = generate_keypair(
@@ -315,52 +364,144 @@ class NetnsLab:
             except RuntimeError:
                 self.netns_mode = False
                 _ip("link", "del", self.bridge, check=False)
+        self.subnet = f"{self.prefix}.0/24" if self.netns_mode else "127.0.0.0/24"
+        self.gateway = f"{self.prefix}.1" if self.netns_mode else "127.0.0.1"
+        self.network = ipaddress.ip_network(self.subnet)
+
+    # ---- addresses ---------------------------------------------------------------
+
+    def reserve(self, cidr: str) -> None:
+        """Keep automatic nodes (`start_nodes`) out of `cidr` (inside the lab's
+        subnet), for nodes started at chosen addresses there (a cloud fake's subnets)."""
+        net = ipaddress.ip_network(cidr)
+        if not net.subnet_of(self.network):  # type: ignore[arg-type]
+            raise ValueError(f"{cidr} is not inside the lab's subnet {self.subnet}")
+        with self._lock:
+            taken = [
+                n.host
+                for node_set in self.sets
+                for n in node_set
+                if n.authorized_key is None
+                and not n.destroyed
+                and ipaddress.ip_address(n.host) in net
+            ]
+            if taken:
+                raise RuntimeError(f"automatic nodes already live in {cidr}: {sorted(taken)}")
+            self._reserved.append(net)  # type: ignore[arg-type]
+
+    def _auto_ip(self) -> str:
+        # addresses never used before first, then freed ones (fewer stale ARP entries)
+        order = list(range(self._next_auto, 255)) + list(range(_FIRST_AUTO_HOST, self._next_auto))
+        for host in order:
+            ip = f"{self.prefix}.{host}"
+            addr = ipaddress.ip_address(ip)
+            if ip not in self._live_ips and not any(addr in r for r in self._reserved):
+                self._next_auto = host + 1
+                return ip
+        raise RuntimeError(f"no free address for an automatic test node in {self.subnet}")
+
+    def _release(self, ip: str) -> None:
+        with self._lock:
+            self._live_ips.discard(ip)
+
+    # ---- starting nodes -----------------------------------------------------------
 
     def start_nodes(self, count: int, *, timeout: float = 10.0) -> SSHNodeSet:
         """Start `count` sshd nodes and wait until each accepts TCP connections."""
-        from launcher.runtime.keys import generate_keypair
+        return self._start([None] * count, timeout)
 
-        ks = list(range(self._next, self._next + count))
-        self._next += count
-        if self.netns_mode and ks[-1] + 10 > 254:
-            raise RuntimeError("too many test nodes for one /24")
+    def start_nodes_at(self, specs: list[NodeSpec], *, timeout: float = 10.0) -> SSHNodeSet:
+        """Start one node per spec, at the spec's address with only its key authorized."""
+        if not self.netns_mode:
+            raise RuntimeError("nodes at chosen addresses need network namespaces")
+        for spec in specs:
+            addr = ipaddress.ip_address(spec.ip)
+            if (
+                addr not in self.network
+                or addr in (self.network.network_address, self.network.broadcast_address)
+                or spec.ip == self.gateway
+            ):
+                raise ValueError(
+                    f"{spec.ip} is not a node address in the lab's subnet {self.subnet}"
+                )
+        return self._start(list(specs), timeout)
+
+    def start_node(
+        self,
+        ip: str,
+        *,
+        authorized_key: str,
+        hostname: str | None = None,
+        node_dir: Path | None = None,
+        timeout: float = 10.0,
+    ) -> SSHNode:
+        """One node at `ip` (see `NodeSpec`); `node.destroy()` removes it alone."""
+        return self.start_nodes_at(
+            [NodeSpec(ip, authorized_key, hostname, node_dir)], timeout=timeout
+        )[0]
+
+    def _start(self, specs: list[NodeSpec | None], timeout: float) -> SSHNodeSet:
+        from launcher.runtime.keys import KeyPair, generate_keypair
+
         nodes = []
-        for k in ks:
-            ns = f"lt{self.pid}-{k}" if self.netns_mode else None
-            ndir = self.workdir / f"node{k}"
-            home = ndir / "root"
-            (home / ".ssh").mkdir(parents=True, exist_ok=True)
-            os.chmod(home / ".ssh", 0o700)
-            (home / ".ssh" / "authorized_keys").write_text(self.client_public_key + "\n")
-            host_key = generate_keypair(ndir / "ssh_host_ed25519_key", comment=f"node{k}")
-            host = f"{self.prefix}.{10 + k}" if self.netns_mode else f"127.0.0.{2 + k}"
-            # loopback: a port per lab, so concurrent test sessions do not collide
-            port = 22 if self.netns_mode else _LOOPBACK_PORT + self.pid % 20000
-            cfg = ndir / "sshd_config"
-            cfg.write_text(
-                SSHD_CONFIG.format(
-                    listen=host,
-                    port=port,
-                    host_key=host_key.private_path,
-                    pidfile=ndir / "sshd.pid",
+        with self._lock:
+            for spec in specs:
+                k = self._next
+                self._next += 1
+                if spec is not None:
+                    host = spec.ip
+                    if host in self._live_ips:
+                        raise RuntimeError(f"a live test node already has address {host}")
+                elif self.netns_mode:
+                    host = self._auto_ip()
+                else:
+                    host = f"127.0.0.{2 + k}"
+                self._live_ips.add(host)
+                ns = f"lt{self.pid}-{k}" if self.netns_mode else None
+                ndir = spec.node_dir if spec and spec.node_dir else self.workdir / f"node{k}"
+                home = ndir / "root"
+                (home / ".ssh").mkdir(parents=True, exist_ok=True)
+                os.chmod(home / ".ssh", 0o700)
+                key = spec.authorized_key.strip() if spec else self.client_public_key
+                (home / ".ssh" / "authorized_keys").write_text(key + "\n")
+                host_key_path = ndir / "ssh_host_ed25519_key"
+                if spec and spec.node_dir and os.path.exists(f"{host_key_path}.pub"):
+                    host_key = KeyPair(str(host_key_path), f"{host_key_path}.pub")
+                else:
+                    host_key = generate_keypair(host_key_path, comment=f"node{k}")
+                # loopback: a port per lab, so concurrent test sessions do not collide
+                port = 22 if self.netns_mode else _LOOPBACK_PORT + self.pid % 20000
+                cfg = ndir / "sshd_config"
+                cfg.write_text(
+                    SSHD_CONFIG.format(
+                        listen=host,
+                        port=port,
+                        host_key=host_key.private_path,
+                        pidfile=ndir / "sshd.pid",
+                    )
                 )
-            )
-            public = host_key.public_key().split()
-            nodes.append(
-                SSHNode(
-                    index=k,
-                    hostname=f"lt-n{k}",
-                    host=host,
-                    port=port,
-                    home=home,
-                    host_key=f"{public[0]} {public[1]}",
-                    pidfile=ndir / "sshd.pid",
-                    log=ndir / "sshd.log",
-                    netns=ns,
+                public = host_key.public_key().split()
+                if spec is None:
+                    hostname = f"lt-n{k}"
+                else:
+                    hostname = spec.hostname or "ip-" + host.replace(".", "-")
+                nodes.append(
+                    SSHNode(
+                        index=k,
+                        hostname=hostname,
+                        host=host,
+                        port=port,
+                        home=home,
+                        host_key=f"{public[0]} {public[1]}",
+                        pidfile=ndir / "sshd.pid",
+                        log=ndir / "sshd.log",
+                        netns=ns,
+                        lab=self,
+                        authorized_key=key if spec else None,
+                    )
                 )
-            )
-        node_set = SSHNodeSet(self, nodes)
-        self.sets.append(node_set)
+            node_set = SSHNodeSet(self, nodes)
+            self.sets.append(node_set)
         try:
             if self.netns_mode:
                 self._wire(nodes)
@@ -382,6 +523,8 @@ class NetnsLab:
                 f"link set {veth} master {self.bridge}",
                 f"link set {veth} up",
             ]
+        # an address may have served an earlier node: forget its old MAC
+        _ip_batch([f"neigh flush to {n.host}" for n in nodes], check=False)
         _ip_batch(root_cmds)
         procs = [
             subprocess.Popen(
