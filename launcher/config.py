@@ -24,6 +24,17 @@ One pool = one region of the `ssh` cloud. All hosts of a pool share one identity
         price_list_url: https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2/current
         price_list_format: csv            # csv (streamed, the default) or json
 
+    aws:                     # how the `aws` cloud provisions (every key optional)
+      use_internal_ips: false   # reach nodes on their private IPs (VPN / peered VPC):
+                                # no public IP, no Elastic IP
+      ssh_user: ubuntu          # the login user of the image
+      vpc_name: my-vpc          # the VPC tagged Name=my-vpc (default: the default VPC)
+      vpc_id: vpc-0123456789abcdef0   # or the VPC by id (not both)
+      security_group_name: launcher   # the per-region group nodes share
+      ssh_cidr: 0.0.0.0/0       # where SSH (22) is allowed from
+      iam_instance_profile: my-role   # attached to every node (name or ARN), e.g.
+                                      # for S3 access through the role
+
     jobs:                    # managed jobs
       checkpoint_store: s3://my-bucket/checkpoints   # default store for AWS tasks that
                                 # ask for a checkpoint without one (docs/storage.md)
@@ -91,6 +102,19 @@ class CatalogSource:
 
 
 @dataclass(frozen=True)
+class AWSSettings:
+    """The `aws:` section (see the module docstring)."""
+
+    use_internal_ips: bool = False
+    ssh_user: str = "ubuntu"
+    vpc_name: str | None = None
+    vpc_id: str | None = None
+    security_group_name: str = "launcher"
+    ssh_cidr: str = "0.0.0.0/0"
+    iam_instance_profile: str | None = None
+
+
+@dataclass(frozen=True)
 class JobsSettings:
     """The `jobs:` section: `checkpoint_store` (an s3:// URI, or None) and
     `checkpoint_save_interval` in seconds (None = the agent's default, 300)."""
@@ -104,9 +128,12 @@ class LauncherConfig:
     ssh_node_pools: dict[str, SSHNodePool] = field(default_factory=dict)
     catalog: dict[str, CatalogSource] = field(default_factory=dict)
     jobs: JobsSettings = field(default_factory=JobsSettings)
+    aws: AWSSettings = field(default_factory=AWSSettings)
 
 
-_SECTIONS = ("ssh_node_pools", "catalog", "jobs")
+_SECTIONS = ("ssh_node_pools", "catalog", "aws", "jobs")
+_AWS_KEYS = ("use_internal_ips", "ssh_user", "vpc_name", "vpc_id", "security_group_name",
+             "ssh_cidr", "iam_instance_profile")
 _CATALOG_KEYS = ("regions", "price_list_url", "price_list_format")
 _POOL_KEYS = (
     "user",
@@ -160,7 +187,48 @@ def parse_config(text: str, source: str = "config.yaml") -> LauncherConfig:
     pools = {}
     for name, body in pools_raw.items():
         pools[str(name)] = _parse_pool(str(name), body, source)
-    return LauncherConfig(jobs=jobs, ssh_node_pools=pools, catalog=_parse_catalog(data.get("catalog"), source))
+    return LauncherConfig(jobs=jobs, ssh_node_pools=pools, catalog=_parse_catalog(data.get("catalog"), source),
+                          aws=_parse_aws(data.get("aws"), source))
+
+
+def _parse_aws(body: Any, source: str) -> AWSSettings:
+    import ipaddress
+
+    if body is None:
+        return AWSSettings()
+    if not isinstance(body, dict):
+        raise _err(source, "aws", "expected a mapping (use_internal_ips, ssh_user, ...).")
+    _no_unknown(body, _AWS_KEYS, "aws", source)
+    internal = body.get("use_internal_ips", False)
+    if not isinstance(internal, bool):
+        raise _err(source, "aws.use_internal_ips", f"expected true or false, got {internal!r}.")
+
+    def opt(key: str) -> str | None:
+        value = body.get(key)
+        return None if value is None else _str(value, f"aws.{key}", source)
+
+    vpc_name, vpc_id = opt("vpc_name"), opt("vpc_id")
+    if vpc_name and vpc_id:
+        raise _err(source, "aws.vpc_id", "set vpc_name or vpc_id, not both.")
+    if vpc_id and not vpc_id.startswith("vpc-"):
+        raise _err(source, "aws.vpc_id", f"expected a VPC id (vpc-...), got {vpc_id!r}.")
+    cidr = opt("ssh_cidr") or "0.0.0.0/0"
+    try:
+        ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        raise _err(source, "aws.ssh_cidr", f"expected a CIDR (e.g. 203.0.113.0/24), got {cidr!r}.") from None
+    group = opt("security_group_name") or "launcher"
+    if group.lower().startswith("sg-"):
+        raise _err(source, "aws.security_group_name", "a group name may not start with 'sg-'.")
+    return AWSSettings(
+        use_internal_ips=internal,
+        ssh_user=opt("ssh_user") or "ubuntu",
+        vpc_name=vpc_name,
+        vpc_id=vpc_id,
+        security_group_name=group,
+        ssh_cidr=cidr,
+        iam_instance_profile=opt("iam_instance_profile"),
+    )
 
 
 def _parse_catalog(body: Any, source: str) -> dict[str, CatalogSource]:

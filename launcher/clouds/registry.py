@@ -15,6 +15,7 @@ from launcher.clouds.base import Cloud, CredentialStatus
 IMPLEMENTED: dict[str, str] = {
     "local": "launcher.clouds.local:LocalCloud",
     "ssh": "launcher.clouds.ssh:SSHCloud",
+    "aws": "launcher.clouds.aws.cloud:AWSCloud",
 }
 
 

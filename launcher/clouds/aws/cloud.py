@@ -1,0 +1,425 @@
+"""`AWSCloud`: the `aws` cloud on EC2 (the Cloud protocol, SupportsStop, SupportsOrphans).
+
+provision (blocking, all or nothing): instance-type facts and image (images.py) -> the
+region's key pair / security group / subnet (network.py, cached) -> the cluster's
+region is recorded (records.py) BEFORE any create call -> per-cluster ports group,
+placement group (EFA gangs) -> one RunInstances for the whole gang (provision.py) ->
+rank tags -> wait for `running` -> Elastic IPs for multi-interface (EFA) nodes unless
+`aws.use_internal_ips` -> the node waiter (default: nodes.wait_for_ssh: SSH up, host
+keys pinned, cluster key installed). Any failure after the first create call deletes
+what exists for the cluster in that region (teardown.py) before the error is raised.
+
+terminate (idempotent, blocking): in every region recorded for the cluster (or, with
+no record, every AWS region of the catalog, in parallel) terminate by tag, wait for
+`terminated`, release EIPs, delete the placement group and the security groups; then
+drop the record. query: recorded instance ids (else the tag) -> NodeState; spot
+instances ended by EC2 are PREEMPTED. stop/start: on-demand gangs only, EBS kept.
+
+Tests inject `clients` (a ClientFactory), `node_waiter` (instead of real SSH) and
+`regions` (the fallback region list); the product uses the real ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from launcher.clouds.aws import records
+from launcher.clouds.aws.errors import CLOUD, aws_errors, error_code
+from launcher.clouds.aws.images import TypeFacts, resolve_image, type_facts
+from launcher.clouds.aws.network import (
+    RegionNetwork,
+    create_ports_group,
+    forget_network,
+    region_network,
+)
+from launcher.clouds.aws.nodes import NodeWaiter, wait_for_ssh
+from launcher.clouds.aws.provision import LaunchPlan, launch, tag_ranks, wait_running
+from launcher.clouds.aws.session import ClientFactory, check_credentials
+from launcher.clouds.aws.tags import RANK_TAG, cluster_tags, tag_specification, tag_value
+from launcher.clouds.aws.teardown import LIVE_STATES, Sleep, instances, teardown_region, wait_states
+from launcher.clouds.base import (
+    CloudError,
+    ClusterInfo,
+    CredentialStatus,
+    InvalidRequestError,
+    NodeInfo,
+    NodeState,
+    ProvisionRequest,
+)
+from launcher.config import AWSSettings, load_config
+
+PREEMPTION_REASONS = ("Server.SpotInstanceTermination", "Server.SpotInstanceShutdown")
+# EC2 says an id cached in regions/<region>.json no longer exists: look up and retry once
+_STALE_CACHE_CODES = ("InvalidKeyPair.NotFound", "InvalidGroup.NotFound",
+                      "InvalidSubnetID.NotFound", "InvalidVpcID.NotFound")
+_MAX_REGION_WORKERS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Timeouts:
+    """Seconds. `poll`: between describe calls while waiting."""
+
+    running: float = 900.0
+    ssh: float = 900.0
+    teardown: float = 900.0
+    poll: float = 2.0
+
+
+def node_state(instance: dict[str, Any]) -> NodeState:
+    """EC2's view of one instance as a NodeState."""
+    state = instance["State"]["Name"]
+    if state == "pending":
+        return NodeState.PENDING
+    if state == "running":
+        return NodeState.RUNNING
+    if state in ("stopping", "stopped"):
+        return NodeState.STOPPED
+    if state in ("shutting-down", "terminated"):
+        reason = (instance.get("StateReason") or {}).get("Code", "")
+        if reason in PREEMPTION_REASONS or (
+            instance.get("InstanceLifecycle") == "spot" and reason.startswith("Server.")
+        ):
+            return NodeState.PREEMPTED
+        return NodeState.TERMINATED
+    return NodeState.UNKNOWN
+
+
+def _default_regions() -> list[str]:
+    from launcher.catalog.query import locations
+
+    return sorted(locations(CLOUD))
+
+
+class AWSCloud:
+    """See the module docstring. Constructing it imports no SDK."""
+
+    name = CLOUD
+
+    def __init__(self, *, clients: ClientFactory | None = None,
+                 node_waiter: NodeWaiter | None = None,
+                 regions: Callable[[], list[str]] | None = None,
+                 settings: AWSSettings | None = None,
+                 timeouts: Timeouts = Timeouts(), sleep: Sleep = time.sleep) -> None:
+        self._clients = clients
+        self._node_waiter: NodeWaiter = node_waiter or wait_for_ssh
+        self._regions = regions or _default_regions
+        self._settings = settings
+        self._timeouts = timeouts
+        self._sleep = sleep
+
+    # ---- plumbing ----
+
+    @property
+    def clients(self) -> ClientFactory:
+        if self._clients is None:
+            self._clients = ClientFactory()
+        return self._clients
+
+    def settings(self) -> AWSSettings:
+        return self._settings or load_config().aws
+
+    def _ec2(self, region: str) -> Any:
+        with aws_errors(region=region, action="EC2 client"):
+            return self.clients.ec2(region)
+
+    # ---- Cloud ----
+
+    def check(self) -> CredentialStatus:
+        """Identity from `sts get-caller-identity`, or why not; no network (and no boto3
+        import) when no credentials are configured. Never raises."""
+        return check_credentials(self._clients)
+
+    def provision(self, req: ProvisionRequest) -> ClusterInfo:
+        """Create the gang (see the module docstring). Raises CapacityError, QuotaError,
+        AuthError, InvalidRequestError or CloudError; nothing is left on failure."""
+        from launcher.runtime.keys import ensure_user_key
+
+        if req.num_nodes < 1:
+            raise InvalidRequestError("num_nodes must be >= 1.", cloud=CLOUD, region=req.region)
+        settings = self.settings()
+        region = req.region
+        user_key = ensure_user_key()
+        public_key = req.ssh_public_key or user_key.public_key()
+        ec2 = self._ec2(region)
+        with aws_errors(region=region, action="SSM client"):
+            ssm = self.clients.ssm(region)
+        facts = type_facts(ec2, region, req.instance_type)
+        image = resolve_image(ec2, ssm, region, facts, req.image_id)
+        net = region_network(ec2, region, req.zone, settings, public_key)
+        records.add_cluster_region(req.cluster_name, region)  # before any create call
+        try:
+            return self._create(ec2, req, settings, facts, image, net, user_key.private_path)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._teardown(ec2, region, req.cluster_name)
+            raise
+
+    def _create(self, ec2: Any, req: ProvisionRequest, settings: AWSSettings, facts: TypeFacts,
+                image: Any, net: RegionNetwork, key_path: str) -> ClusterInfo:
+        region, cluster = req.region, req.cluster_name
+        tags = cluster_tags(cluster)
+        extra_groups: tuple[str, ...] = ()
+        if req.ports:
+            extra_groups = (create_ports_group(ec2, region, net.vpc_id, cluster, req.ports, tags),)
+        efa = facts.max_efa_interfaces > 0 and req.fabric == "efa"
+        efa_count = min(facts.max_efa_interfaces, facts.max_network_cards) if efa else 0
+        group = None
+        if efa and req.num_nodes > 1:
+            group = f"launcher-{cluster}"
+            records.add_placement_group(cluster, region, group)
+            self._create_placement_group(ec2, region, group, tags)
+        plan = LaunchPlan(
+            cluster=cluster, instance_type=req.instance_type, num_nodes=req.num_nodes,
+            use_spot=req.use_spot, image=image, network=net, tags=tags,
+            extra_group_ids=extra_groups, disk_size_gb=req.disk_size_gb,
+            efa_interfaces=efa_count, placement_group=group,
+            client_token=req.idempotency_token,
+            iam_instance_profile=settings.iam_instance_profile,
+            public_ip=not settings.use_internal_ips,
+        )
+        try:
+            ids = launch(ec2, plan)
+        except CloudError as err:
+            if error_code(err.__cause__ or err) not in _STALE_CACHE_CODES:
+                raise
+            forget_network(region)
+            fresh = region_network(ec2, region, req.zone, settings,
+                                   req.ssh_public_key or _public_key(), use_cache=False)
+            ids = launch(ec2, dataclasses.replace(plan, network=fresh))
+        records.set_instances(cluster, region, ids)
+        tag_ranks(ec2, region, cluster, ids)
+        t = self._timeouts
+        described = wait_running(ec2, region, net.zone_id, ids,
+                                 deadline=time.monotonic() + t.running, poll=t.poll,
+                                 sleep=self._sleep)
+        public = {}
+        if plan.multi_interface and not settings.use_internal_ips:
+            public = self._elastic_ips(ec2, region, described, tags)
+        info = self._cluster_info(req, region, net.zone_id, described, settings, key_path, public)
+        return self._node_waiter(info, time.monotonic() + t.ssh)
+
+    def _create_placement_group(self, ec2: Any, region: str, name: str,
+                                tags: dict[str, str]) -> None:
+        with aws_errors(region=region, action="create placement group"):
+            try:
+                ec2.create_placement_group(
+                    GroupName=name, Strategy="cluster",
+                    TagSpecifications=[tag_specification("placement-group", tags)])
+            except Exception as exc:
+                if error_code(exc) != "InvalidPlacementGroup.Duplicate":  # an earlier attempt's
+                    raise
+
+    def _elastic_ips(self, ec2: Any, region: str, described: list[dict[str, Any]],
+                     tags: dict[str, str]) -> dict[str, str]:
+        """One Elastic IP per node on its primary interface (EC2 gives no public IP at
+        launch to a multi-interface instance, and the client reaches every node)."""
+        out = {}
+        with aws_errors(region=region, action="Elastic IP"):
+            for inst in described:
+                primary = next(
+                    n for n in inst.get("NetworkInterfaces", [])
+                    if n.get("Attachment", {}).get("DeviceIndex", 0) == 0
+                    and n.get("Attachment", {}).get("NetworkCardIndex", 0) == 0)
+                alloc = ec2.allocate_address(
+                    Domain="vpc", TagSpecifications=[tag_specification("elastic-ip", tags)])
+                ec2.associate_address(AllocationId=alloc["AllocationId"],
+                                      NetworkInterfaceId=primary["NetworkInterfaceId"])
+                out[str(inst["InstanceId"])] = str(alloc["PublicIp"])
+        return out
+
+    def _cluster_info(self, req: ProvisionRequest | None, region: str, zone: str | None,
+                      described: list[dict[str, Any]], settings: AWSSettings, key_path: str,
+                      public: dict[str, str], *, cluster: str = "") -> ClusterInfo:
+        nodes = []
+        for rank, inst in enumerate(described):
+            iid = str(inst["InstanceId"])
+            external = None
+            if not settings.use_internal_ips:
+                external = public.get(iid) or inst.get("PublicIpAddress")
+            nodes.append(NodeInfo(rank=rank, node_id=iid,
+                                  internal_ip=str(inst["PrivateIpAddress"]),
+                                  external_ip=external, ssh_user=settings.ssh_user))
+        first = described[0]
+        return ClusterInfo(
+            cluster_name=req.cluster_name if req else cluster,
+            cloud=CLOUD, region=region, zone=zone,
+            instance_type=req.instance_type if req else str(first["InstanceType"]),
+            use_spot=req.use_spot if req else first.get("InstanceLifecycle") == "spot",
+            nodes=tuple(nodes), ssh_key_path=key_path,
+        )
+
+    def query(self, cluster: str) -> dict[str, NodeState]:
+        """node id -> EC2's view. Recorded gang ids (an id EC2 no longer lists is
+        TERMINATED), else the cluster's tagged instances. Blocking; raises CloudError."""
+        recorded = records.recorded_instances(cluster)
+        if recorded:
+            region, ids = recorded
+            ec2 = self._ec2(region)
+            found = {str(i["InstanceId"]): i for i in _describe_ids(ec2, region, ids)}
+            return {iid: node_state(found[iid]) if iid in found else NodeState.TERMINATED
+                    for iid in ids}
+        out: dict[str, NodeState] = {}
+        for insts in self._scan(cluster, states=()).values():
+            for inst in insts:
+                out[str(inst["InstanceId"])] = node_state(inst)
+        return out
+
+    def terminate(self, cluster: str) -> None:
+        """Delete everything of `cluster` in every region it may have used; idempotent;
+        waits until the instances are terminated. Raises CloudError (the record is kept
+        then, so a retry looks in the same regions)."""
+        regions = records.cluster_regions(cluster)
+        if regions is None:
+            regions = self._live_regions(cluster)
+        errors = []
+        for region in regions:
+            try:
+                self._teardown(self._ec2(region), region, cluster)
+            except CloudError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        records.drop_cluster(cluster)
+
+    def _teardown(self, ec2: Any, region: str, cluster: str) -> None:
+        t = self._timeouts
+        teardown_region(ec2, region, cluster, deadline=time.monotonic() + t.teardown,
+                        poll=t.poll, sleep=self._sleep)
+
+    # ---- SupportsStop ----
+
+    def stop(self, cluster: str) -> None:
+        """Stop every node (EBS kept). Blocking until stopped. Raises InvalidRequestError
+        for spot nodes (EC2 cannot stop one-time spot instances), CloudError."""
+        for region, insts in self._scan(cluster, ("pending", "running", "stopping", "stopped")).items():
+            if any(i.get("InstanceLifecycle") == "spot" for i in insts):
+                raise InvalidRequestError(f"Cluster {cluster!r} runs on spot instances, which "
+                                          "cannot be stopped; use `launcher down`.",
+                                          cloud=CLOUD, region=region)
+            ec2 = self._ec2(region)
+            ids = [str(i["InstanceId"]) for i in insts]
+            with aws_errors(region=region, action="stop instances"):
+                ec2.stop_instances(InstanceIds=ids)
+            wait_states(ec2, region, ids, ("stopped",),
+                        deadline=time.monotonic() + self._timeouts.teardown,
+                        poll=self._timeouts.poll, sleep=self._sleep, what=f"{cluster} nodes")
+
+    def start(self, cluster: str) -> ClusterInfo:
+        """Start the stopped nodes; the ClusterInfo with their fresh IPs and re-pinned host
+        keys. Blocking. Raises CloudError (InvalidRequestError when nothing is there)."""
+        found = self._scan(cluster, ("pending", "running", "stopping", "stopped"))
+        if not found:
+            raise InvalidRequestError(f"Cluster {cluster!r} has no instance on AWS to start.",
+                                      cloud=CLOUD)
+        region, insts = next(iter(found.items()))
+        ec2 = self._ec2(region)
+        ids = [str(i["InstanceId"]) for i in _rank_sorted(insts)]
+        wait_states(ec2, region, ids, ("stopped", "running"),
+                    deadline=time.monotonic() + self._timeouts.teardown,
+                    poll=self._timeouts.poll, sleep=self._sleep, what=f"{cluster} nodes")
+        with aws_errors(region=region, action="start instances"):
+            ec2.start_instances(InstanceIds=ids)
+        t = self._timeouts
+        described = wait_running(ec2, region, None, ids, deadline=time.monotonic() + t.running,
+                                 poll=t.poll, sleep=self._sleep)
+        from launcher.runtime.keys import ensure_user_key
+
+        settings = self.settings()
+        public = {}
+        with aws_errors(region=region, action="describe addresses"):
+            for addr in ec2.describe_addresses(
+                    Filters=[{"Name": "instance-id", "Values": ids}]).get("Addresses", []):
+                public[str(addr["InstanceId"])] = str(addr["PublicIp"])
+        zone = _zone_id(ec2, region, described[0])
+        info = self._cluster_info(None, region, zone, described, settings,
+                                  ensure_user_key().private_path, public, cluster=cluster)
+        return self._node_waiter(info, time.monotonic() + t.ssh)
+
+    # ---- SupportsOrphans ----
+
+    def list_tagged_clusters(self) -> dict[str, list[str]]:
+        """cluster tag -> ids of its pending/running/stopping/stopped instances, over the
+        recorded regions and the catalog's AWS regions. Raises CloudError."""
+        regions = sorted({r for rs in records.recorded_clusters().values() for r in rs}
+                         | set(self._regions()))
+        out: dict[str, list[str]] = {}
+        states = ("pending", "running", "stopping", "stopped")
+
+        def one(region: str) -> list[dict[str, Any]]:
+            ec2 = self._ec2(region)
+            with aws_errors(region=region, action="describe instances"):
+                pages = ec2.get_paginator("describe_instances").paginate(Filters=[
+                    {"Name": "tag-key", "Values": ["launcher-cluster"]},
+                    {"Name": "instance-state-name", "Values": list(states)}])
+                return [i for p in pages for r in p.get("Reservations", [])
+                        for i in r.get("Instances", [])]
+
+        for insts in self._each_region(regions, one):
+            for inst in insts:
+                name = tag_value(inst, "launcher-cluster")
+                if name:
+                    out.setdefault(name, []).append(str(inst["InstanceId"]))
+        return {k: sorted(v) for k, v in out.items()}
+
+    # ---- helpers ----
+
+    def _each_region(self, regions: list[str],
+                     fn: Callable[[str], list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+        if not regions:
+            return []
+        with ThreadPoolExecutor(min(_MAX_REGION_WORKERS, len(regions))) as ex:
+            return list(ex.map(fn, regions))
+
+    def _scan(self, cluster: str, states: tuple[str, ...] = LIVE_STATES
+              ) -> dict[str, list[dict[str, Any]]]:
+        """region -> the cluster's instances in `states` (() = any), regions with some only."""
+        regions = records.cluster_regions(cluster)
+        if regions is None:
+            regions = self._regions()
+        found = self._each_region(
+            regions, lambda r: _rank_sorted(instances(self._ec2(r), r, cluster, states)))
+        return {r: insts for r, insts in zip(regions, found, strict=True) if insts}
+
+    def _live_regions(self, cluster: str) -> list[str]:
+        return list(self._scan(cluster))
+
+
+def _public_key() -> str:
+    from launcher.runtime.keys import ensure_user_key
+
+    return ensure_user_key().public_key()
+
+
+def _rank_sorted(insts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def key(i: dict[str, Any]) -> tuple[int, int, str]:
+        rank = tag_value(i, RANK_TAG)
+        return (int(rank) if rank and rank.isdigit() else 1 << 30,
+                int(i.get("AmiLaunchIndex", 0)), str(i["InstanceId"]))
+    return sorted(insts, key=key)
+
+
+def _describe_ids(ec2: Any, region: str, ids: list[str]) -> list[dict[str, Any]]:
+    """Descriptions of those of `ids` EC2 still lists (a filter, unlike InstanceIds, does
+    not fail on an id that is gone)."""
+    with aws_errors(region=region, action="describe instances"):
+        resp = ec2.describe_instances(Filters=[{"Name": "instance-id", "Values": ids}])
+    return [i for r in resp.get("Reservations", []) for i in r.get("Instances", [])]
+
+
+def _zone_id(ec2: Any, region: str, inst: dict[str, Any]) -> str | None:
+    name = inst.get("Placement", {}).get("AvailabilityZone")
+    zones = records.region_cache(region).get("zones") or {}
+    for zid, zname in zones.items():
+        if zname == name:
+            return str(zid)
+    from launcher.clouds.aws.network import zone_names
+
+    for zid, zname in zone_names(ec2, region).items():
+        if zname == name:
+            return zid
+    return None
