@@ -69,6 +69,7 @@ AMI_PARAMETERS = (
 TEST_AMI = "ami-12c6146b"  # in moto's bundled images, every region
 LIVE_STATES = ("pending", "running")
 SPOT_TERMINATION = "Server.SpotInstanceTermination"
+CLUSTER_TAG = "launcher-cluster"  # on everything per cluster (launcher/clouds/aws/tags.py)
 
 
 def ami_parameters() -> list[str]:
@@ -90,7 +91,7 @@ class Leaks:
     instances: list[str] = field(default_factory=list)  # pending/running instance ids
     eips: list[str] = field(default_factory=list)  # allocation ids (or public IPs)
     placement_groups: list[str] = field(default_factory=list)
-    security_groups: list[str] = field(default_factory=list)  # per-cluster groups (tagged)
+    security_groups: list[str] = field(default_factory=list)  # per-cluster (CLUSTER_TAG)
     nodes: list[str] = field(default_factory=list)  # instance ids that still have a body
 
     def empty(self) -> bool:
@@ -249,7 +250,7 @@ class AWSFake:
             leaks.placement_groups += [str(g) for g in list(groups)]
             for by_vpc in list(backend.groups.values()):
                 for sg in list(by_vpc.values()):
-                    if any(str(t.get("key", "")).startswith("launcher") for t in sg.get_tags()):
+                    if any(t.get("key") == CLUSTER_TAG for t in sg.get_tags()):
                         leaks.security_groups.append(f"{sg.name} ({sg.id})")
         if self.bodies is not None:
             leaks.nodes = sorted(self.bodies.live_nodes())
