@@ -1,0 +1,107 @@
+"""The checkpoint store at the agent level: the real agent daemon and rank programs,
+each node's bucket_sync.py talking to moto's S3 server on 127.0.0.1.
+
+The nodes get bucket_sync.py in `~/.launcher-storage/` as the client puts it there
+(storage_nodes.install_on_nodes); the job spec carries the store and the interval.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from launcher.runtime import agent_storage
+from launcher.runtime.agent import JobSpec as AgentJobSpec
+from tests.moto_s3 import S3Server, s3  # noqa: F401 - the fixture
+from tests.runtime.test_agent import RUNTIME_DIR, Agent
+
+STORE = "s3://ckpt-bkt/run/task-1"
+
+
+@pytest.fixture
+def agent2(tmp_path: Path, s3: S3Server) -> Iterator[Agent]:  # noqa: F811
+    s3.client().create_bucket(Bucket="ckpt-bkt")
+    a = Agent(tmp_path / "cluster", num_nodes=2)  # after `s3`: its env reaches the nodes
+    for node in a.nodes:
+        (node / ".launcher-storage").mkdir()
+        shutil.copy(RUNTIME_DIR / "bucket_sync.py", node / ".launcher-storage" / "bucket_sync.py")
+    a.setup()
+    try:
+        yield a
+    finally:
+        a.close()
+
+
+def _until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+
+
+def _spec(run: str, interval: float) -> dict[str, object]:
+    return {"run": run, "num_nodes": 2, "checkpoint_dir": "ckpt", "checkpoint_store": STORE,
+            "checkpoint_save_seconds": interval}
+
+
+def test_restore_then_periodic_save_while_running(agent2: Agent, s3: S3Server) -> None:  # noqa: F811
+    s3.client().put_object(Bucket="ckpt-bkt", Key="run/task-1/step.txt", Body=b"41\n")
+    run = ('echo "restored $(cat $LAUNCHER_CHECKPOINT_DIR/step.txt)"; '
+           'echo $((41 + 1 + LAUNCHER_NODE_RANK)) > "$LAUNCHER_CHECKPOINT_DIR/rank-$LAUNCHER_NODE_RANK.txt"; '
+           "sleep 60")
+    job = agent2.submit(**{"run": run, "num_nodes": 2},
+                        **{k: v for k, v in _spec(run, 0.5).items() if k not in ("run", "num_nodes")})
+    want = ["run/task-1/rank-0.txt", "run/task-1/rank-1.txt", "run/task-1/step.txt"]
+    _until(lambda: s3.keys("ckpt-bkt") == want)  # every node uploads its own directory
+    assert agent2.job(job)["status"] == "RUNNING"  # ... periodically, while the job runs
+    assert s3.read("ckpt-bkt", "run/task-1/rank-1.txt") == "43\n"
+    agent2.run("cancel", str(job))
+    lines, rec = agent2.logs(job)
+    for rank in (0, 1):  # both nodes restored the whole prefix before the run
+        assert f"(rank {rank}) restored 41" in lines
+        assert any(ln.startswith(f"(rank {rank}) launcher: restored 1 file(s)") for ln in lines)
+    assert rec["status"] == "CANCELLED"
+
+
+def test_save_at_exit_uploads_the_last_write(agent2: Agent, s3: S3Server) -> None:  # noqa: F811
+    run = 'sleep 0.3; echo final > "$LAUNCHER_CHECKPOINT_DIR/last-$LAUNCHER_NODE_RANK.txt"'
+    spec = _spec(run, 3600)  # no periodic save can happen: only the one at exit
+    job = int(agent2.doc("submit", stdin=json.dumps(spec))["job_id"])
+    rec = agent2.wait_status(job)
+    assert rec["status"] == "SUCCEEDED"
+    # the rank is reported ended only after its save: the objects are there already
+    assert s3.keys("ckpt-bkt") == ["run/task-1/last-0.txt", "run/task-1/last-1.txt"]
+
+
+def test_interruption_notice_saves_at_once(agent2: Agent, s3: S3Server) -> None:  # noqa: F811
+    # A job that ignores SIGTERM and is SIGKILLed at the end of the notice's grace: the
+    # rank's own save at exit never runs, the daemon's save on the notice does.
+    run = ("trap '' TERM; echo 7 > \"$LAUNCHER_CHECKPOINT_DIR/step-$LAUNCHER_NODE_RANK.txt\"; "
+           "echo written; sleep 60")
+    job = int(agent2.doc("submit", stdin=json.dumps(_spec(run, 3600)))["job_id"])
+    _until(lambda: all((n / "ckpt" / f"step-{i}.txt").exists()
+                       for i, n in enumerate(agent2.nodes)))
+    notice = agent2.home / "notice-rank-1.json"
+    tmp = notice.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"grace_seconds": 4}))
+    tmp.rename(notice)
+    _until(lambda: s3.keys("ckpt-bkt") == ["run/task-1/step-0.txt", "run/task-1/step-1.txt"],
+           timeout=3.5)
+    assert agent2.job(job)["status"] == "RUNNING"  # saved during the grace, not at exit
+    agent2.run("cancel", str(job))
+
+
+def test_hooks_only_for_s3_stores() -> None:
+    assert agent_storage.rank_hooks(AgentJobSpec("x", checkpoint_dir="c")) == ([], [], [])
+    assert agent_storage.rank_hooks(AgentJobSpec("x", checkpoint_dir="c",
+                                                 checkpoint_store="gs://b/p")) == ([], [], [])
+    before, during, after = agent_storage.rank_hooks(
+        AgentJobSpec("x", checkpoint_dir="c", checkpoint_store="s3://b/p",
+                     checkpoint_save_seconds=42))
+    assert "restore" in "\n".join(before) and "sleep 42" in "\n".join(during)
+    assert "save" in "\n".join(after)
