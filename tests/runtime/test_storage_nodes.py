@@ -41,8 +41,8 @@ def _task(tmp_path: Path, body: str) -> Task:
     return Task.from_yaml(str(path))
 
 
-def test_s3_file_mount_lands_on_every_node_before_setup(s3: S3Server, tmp_path: Path,
-                                                        launcher_home: Path) -> None:
+def test_s3_file_mount_lands_on_every_node_before_setup(
+        s3: S3Server, tmp_path: Path, launcher_home: Path) -> None:  # noqa: F811
     c = s3.client()
     c.create_bucket(Bucket="data-bkt")
     c.put_object(Bucket="data-bkt", Key="train/a.txt", Body=b"alpha\n")
@@ -72,8 +72,8 @@ run: cat ~/data/a.txt
         assert s3.url in (node / ".launcher-storage" / "config.json").read_text()
 
 
-def test_storage_mount_with_local_source_is_uploaded_then_copied(s3: S3Server,
-                                                                 tmp_path: Path) -> None:
+def test_storage_mount_with_local_source_is_uploaded_then_copied(
+        s3: S3Server, tmp_path: Path) -> None:  # noqa: F811
     src = tmp_path / "src"
     (src / "pkg").mkdir(parents=True)
     (src / "hello.txt").write_text("hello from the laptop\n")
