@@ -29,6 +29,7 @@ from launcher.resources import (
     ResourceCandidate,
     ResourcesSpec,
 )
+from launcher.task_config import TaskConfig, parse_task_config
 from launcher.task_fields import (
     ENV_NAME_RE,
     Origin,
@@ -44,6 +45,7 @@ from launcher.task_fields import (
     string_map,
     unknown_accelerator_message,
 )
+from launcher.task_git import GitWorkdir, clone_script, parse_git_workdir
 from launcher.task_policies import (
     AutostopSpec,
     CheckpointSpec,
@@ -53,6 +55,7 @@ from launcher.task_policies import (
     parse_job_recovery,
 )
 from launcher.task_storage import StorageMount, parse_storage_mount
+from launcher.task_volumes import VOLUMES_NOT_LAUNCHABLE, VolumeMount, parse_volumes
 
 __all__ = [
     "AutostopSpec",
@@ -65,10 +68,10 @@ __all__ = [
 
 TASK_FIELDS = (
     "name", "workdir", "num_nodes", "resources", "envs", "secrets", "file_mounts",
-    "setup", "run", "checkpoint", "service",
+    "setup", "run", "checkpoint", "service", "config", "volumes",
 )  # fmt: skip
 UNSUPPORTED_TASK_FIELDS = (
-    "pool", "volumes", "volume_mounts", "config", "experimental", "event_callback",
+    "pool", "volume_mounts", "experimental", "event_callback",
     "managed_secrets", "inputs", "outputs", "file_mounts_mapping", "api_server_access",
 )  # fmt: skip
 _RESOURCE_FIELD_HOME = {name: f"resources.{name}" for name in (*ENTRY_FIELDS, "any_of", "ordered")}
@@ -138,6 +141,12 @@ class Task:
     # What loading set aside, for the user to read (e.g. a SkyServe `service:` section
     # that `launch` does not use); planning shows them with its own notes.
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # SkyPilot extras (issue 12): per-task config overrides (task_config.py), a git
+    # workdir cloned on the nodes (task_git.py; `workdir` is then None), and volumes
+    # (task_volumes.py: planned only, a real launch refuses them in `check_values`).
+    config: TaskConfig | None = None
+    git_workdir: GitWorkdir | None = None
+    volumes: tuple[VolumeMount, ...] = ()
 
     # ------------------------------------------------------------------ loading
 
@@ -283,6 +292,15 @@ class Task:
         for key, names in (("envs", self.unset_envs), ("secrets", self.unset_secrets)):
             if names:
                 raise self.error(f"{key}.{names[0]}", _missing_message(key, names))
+        if self.volumes:
+            raise self.error("volumes", VOLUMES_NOT_LAUNCHABLE)
+
+    def node_setup(self) -> str | None:
+        """What runs on every node before `run`: the git workdir's clone (if any), then
+        `setup`. None when there is neither."""
+        if self.git_workdir is None:
+            return self.setup
+        return clone_script(self.git_workdir) + (self.setup or "")
 
     # ----------------------------------------------------------------- changing
 
@@ -379,6 +397,8 @@ class Task:
             out["name"] = self.name
         if self.workdir is not None:
             out["workdir"] = self.workdir
+        elif self.git_workdir is not None:
+            out["workdir"] = self.git_workdir.to_yaml_value()
         out["num_nodes"] = self.num_nodes
         resources = self.resources.to_dict()
         if self.job_recovery is not None:
@@ -402,6 +422,10 @@ class Task:
             out["file_mounts"] = mounts
         if self.checkpoint is not None:
             out["checkpoint"] = self.checkpoint.to_yaml_value()
+        if self.config is not None:
+            out["config"] = self.config.to_yaml_value()
+        if self.volumes:
+            out["volumes"] = {v.path: v.to_yaml_value() for v in self.volumes}
         if self.setup is not None:
             out["setup"] = self.setup
         if self.run is not None:
@@ -503,9 +527,15 @@ def _build_task(
         )
 
     file_mounts, storage_mounts = _parse_file_mounts(top.get("file_mounts"), origin, base, envs)
+    config = parse_task_config(top.get("config"), origin)
+    volumes = parse_volumes(top.get("volumes"), origin, lambda text: _substitute(text, envs))
+    git_workdir = None
+    if isinstance(top.get("workdir"), Mapping):
+        git_workdir = parse_git_workdir(
+            top["workdir"], ("workdir",), origin, lambda text: _substitute(text, envs))
     return Task(
         name=_text_field(top.get("name"), ("name",), origin),
-        workdir=_parse_workdir(top.get("workdir"), origin, base, envs),
+        workdir=None if git_workdir else _parse_workdir(top.get("workdir"), origin, base, envs),
         num_nodes=num_nodes,
         resources=resources,
         envs=envs,
@@ -521,7 +551,12 @@ def _build_task(
         origin=origin,
         unset_envs=unset_envs,
         unset_secrets=unset_secrets,
-        notes=resources.dropped + _set_aside_notes(top, origin),
+        notes=resources.dropped + _set_aside_notes(top, origin)
+        + (config.notes if config else ())
+        + ((VOLUMES_NOT_LAUNCHABLE,) if volumes else ()),
+        config=config,
+        git_workdir=git_workdir,
+        volumes=volumes,
     )
 
 
@@ -662,11 +697,6 @@ def _local_path(text: str, base: str) -> str:
 def _parse_workdir(value: object, origin: Origin, base: str, envs: Mapping[str, str]) -> str | None:
     if value is None:
         return None
-    if isinstance(value, Mapping):
-        raise origin.error(
-            ("workdir",),
-            "a git workdir ({url, ref}) is a SkyPilot feature launcher doesn't support yet.",
-        )
     text = _substitute(expect_str(value, ("workdir",), origin).strip(), envs)
     if _is_uri(text):
         raise origin.error(("workdir",), f"'{text}' is a URI; workdir must be a local directory.")

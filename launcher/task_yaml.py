@@ -32,7 +32,30 @@ class LoadedYaml:
 
 
 def load_yaml(text: str, source: str | None) -> LoadedYaml:
-    """Parse one YAML document. Raises TaskValidationError (with the line) on any problem."""
+    """Parse one YAML document. Raises TaskValidationError (with the line) on any problem;
+    several documents (a SkyPilot pipeline) are an error that says to use `jobs launch`."""
+    documents = load_yaml_documents(text, source)
+    if len(documents) > 1:
+        second = documents[1].start_line
+        raise TaskValidationError(
+            f"the file holds a pipeline of {len(documents)} YAML documents (the second starts "
+            f"at line {second}); a pipeline runs as managed jobs, one stage after another: use "
+            "`launcher jobs launch FILE` (`--dryrun` plans every stage). `launch` runs one task.",
+            line=second,
+            source=source,
+        )
+    return documents[0]
+
+
+@dataclass(frozen=True)
+class LoadedDocument(LoadedYaml):
+    start_line: int = 1  # 1-based line where the document starts
+
+
+def load_yaml_documents(text: str, source: str | None) -> list[LoadedDocument]:
+    """Parse every (non-empty) YAML document of `text`, in order, each with its own
+    field -> line map (lines count from the top of the file). Raises TaskValidationError
+    for syntax errors or when there is no document at all."""
     try:
         documents = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as exc:
@@ -54,17 +77,13 @@ def load_yaml(text: str, source: str | None) -> LoadedYaml:
             "the task is empty; expected a mapping with fields such as 'resources' and 'run'.",
             source=source,
         )
-    if len(documents) > 1:
-        second = documents[1].start_mark.line + 1
-        raise TaskValidationError(
-            f"the file holds {len(documents)} YAML documents (a second one starts near line "
-            f"{second}); multi-task pipelines are a SkyPilot feature launcher doesn't support yet.",
-            line=second,
-            source=source,
-        )
-    builder = _Builder(source)
-    data = builder.build(documents[0], ())
-    return LoadedYaml(data, Origin(source, builder.lines, builder.raw))
+    out = []
+    for node in documents:
+        builder = _Builder(source)
+        data = builder.build(node, ())
+        out.append(LoadedDocument(data, Origin(source, builder.lines, builder.raw),
+                                  node.start_mark.line + 1))
+    return out
 
 
 def _syntax_error(

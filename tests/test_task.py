@@ -452,11 +452,18 @@ def test_canonicalize_unknown_name_suggests_close_ones(
 
 
 @pytest.mark.parametrize("name", ["tpu-v4-8", "tpu-v5litepod-8", "TPU-v6e-8"])
-def test_skypilot_tpu_names_say_not_supported_yet(name: str) -> None:
+def test_unknown_tpu_names_say_the_catalog_has_no_such_tpu(name: str) -> None:
+    """TPU VMs are catalog rows now (issue 12); a TPU name the catalog lacks says so."""
     task = load(f"resources:\n  accelerators: {name}\n")
-    with pytest.raises(TaskValidationError, match="TPUs are a SkyPilot feature") as err:
-        canonicalize_accelerators(task, [*CATALOG_NAMES, "tpu-v4"])
-    assert err.value.field == "resources.accelerators" and "did you mean" not in str(err.value)
+    with pytest.raises(TaskValidationError, match="unknown TPU .*no such TPU VM") as err:
+        canonicalize_accelerators(task, [*CATALOG_NAMES, "tpu-v4-16"])
+    assert err.value.field == "resources.accelerators"
+
+
+def test_known_tpu_names_resolve() -> None:
+    task = load("resources:\n  accelerators: TPU-V6E-8\n")
+    assert canonicalize_accelerators(task, [*CATALOG_NAMES, "tpu-v6e-8"]).accelerator_names() == {
+        "tpu-v6e-8"}
 
 
 def test_canonicalize_error_points_at_the_alternative() -> None:

@@ -112,6 +112,11 @@ class ProvisionRequest:
     # call, so a retried or resumed call cannot create a second gang (EC2 ClientToken,
     # GCP requestId, ...). None: the cloud derives nothing and creates afresh.
     idempotency_token: str | None = None
+    # The task's `config:` overrides that apply here (launcher.task_config), section ->
+    # key -> value, e.g. {"aws": {"use_internal_ips": True}, "docker": {"run_options":
+    # ("--shm-size=16g",)}}: a provisioner applies its section over config.yaml's
+    # (`task_config.apply_overrides(load_config().aws, req.settings.get("aws", {}))`).
+    settings: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,8 @@ class Controller(RecoveryMixin):
                 if last is not None and last.outcome is not None and not last.outcome_applied:
                     await self._apply_outcome(job, last)
                 elif job.status == S.PENDING:
-                    self.store.transition(job_id, S.STARTING, "picked up by the controller")
+                    if await self._stage_ready(job):
+                        self.store.transition(job_id, S.STARTING, "picked up by the controller")
                 elif job.status in (S.STARTING, S.RECOVERING):
                     await self._launch(job, attempts)
                 elif job.status == S.RUNNING:
@@ -181,6 +182,24 @@ class Controller(RecoveryMixin):
                     await self._watch(job, last)
         except Cancelled:
             await self._cancel(job_id)
+
+    async def _stage_ready(self, job: JobRow) -> bool:
+        """A pipeline stage starts once the stage before it SUCCEEDED. While that stage
+        is live, wait (a scan interval; a cancel ends the wait); when it ended any other
+        way, this stage is CANCELLED, not run, and False is returned. A plain job: True."""
+        if job.after_job_id is None:
+            return True
+        before = self.store.job(job.after_job_id)
+        if before.status == S.SUCCEEDED:
+            return True
+        if before.status.is_terminal:
+            n = (before.stage_index or 0) + 1
+            reason = f"not run: stage {n} ({before.name}, job {before.id}) ended {before.status.value}"
+            self.store.transition(job.id, S.CANCELLED, reason, expect=S.PENDING,
+                                  ended_at=time.time(), failure_reason=reason)
+            return False
+        await self._sleep_or_cancel(job.id, self.cfg.scan_s)
+        return False
 
     async def _launch(self, job: JobRow, attempts: list[AttemptRow]) -> None:
         last = attempts[-1] if attempts else None

@@ -126,6 +126,16 @@ _MIGRATIONS: tuple[str, ...] = (
     UPDATE managed_job_attempts SET replace_at = COALESCE(preempted_at, created_at),
         replace_lost = '', replace_intent = NULL WHERE replace_intent IS NOT NULL
     """,
+    # v4: pipelines (issue 12). Every stage is a job; `pipeline_id` is the first stage's
+    # id, `stage_index` 0-based of `stage_count`; `after_job_id` is the stage that must
+    # have SUCCEEDED before this one starts. NULL for a plain managed job.
+    """
+    ALTER TABLE managed_jobs ADD COLUMN pipeline_id INTEGER;
+    ALTER TABLE managed_jobs ADD COLUMN pipeline_name TEXT;
+    ALTER TABLE managed_jobs ADD COLUMN stage_index INTEGER;
+    ALTER TABLE managed_jobs ADD COLUMN stage_count INTEGER;
+    ALTER TABLE managed_jobs ADD COLUMN after_job_id INTEGER
+    """,
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -152,6 +162,25 @@ class JobRow:
     failure_reason: str | None
     exit_code: int | None
     updated_at: float
+    # pipelines (v4): None for a plain managed job
+    pipeline_id: int | None = None
+    pipeline_name: str | None = None
+    stage_index: int | None = None
+    stage_count: int | None = None
+    after_job_id: int | None = None
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage for `JobStore.add_pipeline`: `add_job`'s keyword arguments."""
+
+    name: str
+    task_yaml: str
+    task_source: str | None
+    strategy: str
+    max_restarts_on_errors: int
+    recover_on_exit_codes: Sequence[int]
+    secrets: Mapping[str, str] | None = None
 
 
 class AttemptPhase:
@@ -230,7 +259,8 @@ class BlockRow:
 _JOB_COLS = (
     "id, name, status, task_yaml, task_source, task_id, strategy, max_restarts_on_errors, "
     "recover_on_exit_codes, submitted_at, started_at, ended_at, recoveries, restarts_on_errors, "
-    "last_recovery_s, cancel_requested, failure_reason, exit_code, updated_at"
+    "last_recovery_s, cancel_requested, failure_reason, exit_code, updated_at, pipeline_id, "
+    "pipeline_name, stage_index, stage_count, after_job_id"
 )
 _ATTEMPT_COLS = (
     "job_id, attempt, cluster_name, cause, phase, cloud, region, zone, instance_type, num_nodes, "
@@ -295,6 +325,11 @@ def _job(r: sqlite3.Row) -> JobRow:
         failure_reason=r["failure_reason"],
         exit_code=r["exit_code"],
         updated_at=r["updated_at"],
+        pipeline_id=r["pipeline_id"],
+        pipeline_name=r["pipeline_name"],
+        stage_index=r["stage_index"],
+        stage_count=r["stage_count"],
+        after_job_id=r["after_job_id"],
     )
 
 
@@ -436,36 +471,52 @@ class JobStore:
 
         `task_yaml` must not hold secret values: give them as `secrets`, kept in the
         job's private file (job_secrets.py) until the job ends, read by `secrets()`."""
-        now = time.time()
-        codes = ",".join(str(int(c)) for c in recover_on_exit_codes)
+        spec = StageSpec(name, task_yaml, task_source, strategy, max_restarts_on_errors,
+                         recover_on_exit_codes, secrets)
         with self._tx() as c:
-            cur = c.execute(
-                "INSERT INTO managed_jobs (name, status, task_yaml, task_source, task_id, strategy, "
-                "max_restarts_on_errors, recover_on_exit_codes, submitted_at, updated_at) "
-                "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?)",
-                (
-                    name,
-                    ManagedJobStatus.PENDING.value,
-                    task_yaml,
-                    task_source,
-                    strategy,
-                    max_restarts_on_errors,
-                    codes,
-                    now,
-                    now,
-                ),
-            )
-            job_id = int(cur.lastrowid or 0)
-            # Stable across recoveries; unique even if the DB is recreated (time suffix).
-            task_id = f"{task_id_prefix}-{job_id}-{int(now * 1000):x}"
-            c.execute("UPDATE managed_jobs SET task_id = ? WHERE id = ?", (task_id, job_id))
-            job_secrets.save(self.path.parent, job_id, secrets or {})  # before the commit
-            c.execute(
-                "INSERT INTO managed_job_events (job_id, at, from_status, to_status, reason) "
-                "VALUES (?, ?, NULL, ?, ?)",
-                (job_id, now, ManagedJobStatus.PENDING.value, "submitted"),
-            )
+            job_id = self._insert_job(c, spec, task_id_prefix)
         return self.job(job_id)
+
+    def add_pipeline(self, name: str, stages: Sequence[StageSpec]) -> list[JobRow]:
+        """Insert every stage of a pipeline in one transaction, each a PENDING job that
+        waits for the one before it (`after_job_id`); the first stage's id is the
+        pipeline's id. Returns the rows in stage order."""
+        ids: list[int] = []
+        with self._tx() as c:
+            for index, spec in enumerate(stages):
+                job_id = self._insert_job(c, spec, "mj")
+                c.execute(
+                    "UPDATE managed_jobs SET pipeline_id = ?, pipeline_name = ?, stage_index = ?, "
+                    "stage_count = ?, after_job_id = ? WHERE id = ?",
+                    (ids[0] if ids else job_id, name, index, len(stages),
+                     ids[-1] if ids else None, job_id),
+                )
+                ids.append(job_id)
+        return [self.job(i) for i in ids]
+
+    def _insert_job(self, c: sqlite3.Connection, spec: StageSpec, task_id_prefix: str) -> int:
+        """The INSERT of `add_job` (row, task id, secrets file, first event) inside the
+        caller's transaction. Returns the new job's id."""
+        now = time.time()
+        codes = ",".join(str(int(x)) for x in spec.recover_on_exit_codes)
+        cur = c.execute(
+            "INSERT INTO managed_jobs (name, status, task_yaml, task_source, task_id, strategy, "
+            "max_restarts_on_errors, recover_on_exit_codes, submitted_at, updated_at) "
+            "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?)",
+            (spec.name, ManagedJobStatus.PENDING.value, spec.task_yaml, spec.task_source,
+             spec.strategy, spec.max_restarts_on_errors, codes, now, now),
+        )
+        job_id = int(cur.lastrowid or 0)
+        # Stable across recoveries; unique even if the DB is recreated (time suffix).
+        task_id = f"{task_id_prefix}-{job_id}-{int(now * 1000):x}"
+        c.execute("UPDATE managed_jobs SET task_id = ? WHERE id = ?", (task_id, job_id))
+        job_secrets.save(self.path.parent, job_id, spec.secrets or {})  # before the commit
+        c.execute(
+            "INSERT INTO managed_job_events (job_id, at, from_status, to_status, reason) "
+            "VALUES (?, ?, NULL, ?, ?)",
+            (job_id, now, ManagedJobStatus.PENDING.value, "submitted"),
+        )
+        return job_id
 
     def job(self, job_id: int) -> JobRow:
         """Raises ManagedJobNotFoundError."""

@@ -123,7 +123,13 @@ def placement_record(p: Placement) -> PlacementRecord:
     )
 
 
-def provision_request(cluster_name: str, p: Placement, ssh_public_key: str | None) -> ProvisionRequest:
+def provision_request(
+    cluster_name: str,
+    p: Placement,
+    ssh_public_key: str | None,
+    settings: dict[str, dict[str, object]] | None = None,
+) -> ProvisionRequest:
+    """The request for placement `p`; `settings` are the task's `config:` overrides."""
     c = p.candidate
     return ProvisionRequest(
         cluster_name=cluster_name,
@@ -141,6 +147,7 @@ def provision_request(cluster_name: str, p: Placement, ssh_public_key: str | Non
         ports=tuple(c.ports),
         labels=dict(c.labels),
         ssh_public_key=ssh_public_key,
+        settings=dict(settings or {}),
     )
 
 
@@ -316,7 +323,8 @@ def _one_round(
         row = attempt_log.begin(db, cluster_name, placement.cloud, placement.region,
                                 placement.zone, placement.instance_type,
                                 not_before=db.require_cluster(cluster_name).launched_at)
-        req = replace(provision_request(cluster_name, placement, public_key),
+        req = replace(provision_request(cluster_name, placement, public_key,
+                                        task.config.provider_overrides() if task.config else None),
                       idempotency_token=row.token)
         # billed from the provision call on (the cloud bills booting nodes too)
         provision_started = time.time()

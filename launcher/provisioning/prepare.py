@@ -79,7 +79,8 @@ def prepare_cluster(
         _mark_up(db, cluster)
         if sync_error is not None:
             raise sync_error
-        if task is not None and task.setup and run_setup_script:
+        setup_script = task.node_setup() if task is not None else None  # git workdir + setup
+        if task is not None and setup_script and run_setup_script:
             on_event(f"Running setup on {len(runners)} node(s)")
             gpus = execution.gpu_devices(cluster)
             envs = [
@@ -100,7 +101,7 @@ def prepare_cluster(
             execution.run_setup(
                 cluster,
                 runners,
-                task.setup,
+                setup_script,
                 envs=envs,
                 log_dir=execution.setup_log_dir(cluster.cluster_name),
                 on_line=on_setup_line,
@@ -145,7 +146,7 @@ def job_spec_for(
         secret_names=tuple(sorted(task.secrets)),
         num_nodes=task.num_nodes,
         gpus_per_node=rec.accelerator_count,
-        workdir=REMOTE_WORKDIR if task.workdir else None,
+        workdir=REMOTE_WORKDIR if task.workdir or task.git_workdir else None,
         task_id=task_id,
         checkpoint_dir=checkpoint_dir,
         cluster_info_json=cluster_info_json(cluster),

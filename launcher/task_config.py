@@ -1,0 +1,190 @@
+"""A task's `config:` section: SkyPilot's per-task config overrides.
+
+CONTRACT:
+    parse_task_config(value, origin) -> TaskConfig   (value: the raw `config:` mapping)
+    TaskConfig.notes            -- sentences for the dry run about keys with no effect here
+    TaskConfig.provider_overrides() -> {section: {key: value}} for the provisioner
+    apply_overrides(settings, overrides) -> settings  (a frozen dataclass, replaced)
+
+SkyPilot lets a task carry the keys of its `~/.sky/config.yaml` that may differ per
+task (`config: {aws: {use_internal_ips: true}, docker: {run_options: [...]}}`). Every
+key is one of three kinds here, from the table `CONFIG_KEYS`:
+
+- applied: the key means the same as launcher's own setting of that name (the
+  `aws:` section of launcher's config.yaml, `docker.run_options`); the value is
+  validated and handed to the cloud's provisioner with the request, over config.yaml.
+- no effect here: a real SkyPilot key for something launcher does differently or does
+  not run (the managed-jobs controller is a local process; there is no Kubernetes or
+  GCP provisioner). Accepted, and the dry run says it has no effect, and why.
+- refused: a SkyPilot key whose silent omission would change what the user gets
+  (`aws.ssh_proxy_command`, `aws.remote_identity`, ...): an error naming the key and why.
+
+A key in no row is an error naming it (with a close name when there is one). Pure:
+no I/O, stdlib only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from launcher.task_fields import (
+    Origin,
+    Path,
+    describe,
+    did_you_mean,
+    expect_bool,
+    expect_mapping,
+    expect_str,
+    format_path,
+)
+
+Kind = Literal["applied", "no-effect", "refused"]
+ValueType = Literal["bool", "str", "str-list", "any"]
+
+
+@dataclass(frozen=True)
+class KeyRule:
+    """What one `config:` key does here, and the value type of an applied key."""
+
+    kind: Kind
+    reason: str = ""
+    value: ValueType = "any"
+
+
+_NO_GCP = "launcher has no GCP provisioner in this version (GCP placements are planned only)"
+_NO_K8S = ("launcher has no Kubernetes backend (Kubernetes alternatives are dropped, a "
+           "Kubernetes-only task is refused)")
+
+# section -> key -> rule; a section mapped to a KeyRule covers every key under it.
+CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {
+    "aws": {
+        "use_internal_ips": KeyRule("applied", value="bool"),
+        "vpc_name": KeyRule("applied", value="str"),
+        "vpc_id": KeyRule("applied", value="str"),
+        "security_group_name": KeyRule("applied", value="str"),
+        "ssh_user": KeyRule("applied", value="str"),
+        "iam_instance_profile": KeyRule("applied", value="str"),
+        "labels": KeyRule("no-effect", "use resources.labels, which launcher tags every node with"),
+        "remote_identity": KeyRule(
+            "refused", "launcher does not manage IAM roles per task; attach one with "
+            "aws.iam_instance_profile"),
+        "ssh_proxy_command": KeyRule(
+            "refused", "launcher reaches nodes directly (or on private IPs with "
+            "aws.use_internal_ips), not through an SSH proxy"),
+        "post_provision_runcmd": KeyRule(
+            "refused", "launcher runs no boot-time commands; put them in 'setup'"),
+        "disk_encrypted": KeyRule(
+            "refused", "launcher does not choose the volume encryption; the account's EBS "
+            "default applies"),
+        "prioritize_reservations": KeyRule("refused", "capacity reservations are not used"),
+        "specific_reservations": KeyRule("refused", "capacity reservations are not used"),
+        "use_ssm": KeyRule("refused", "launcher reaches nodes over SSH, not SSM"),
+    },
+    "docker": {
+        "run_options": KeyRule("applied", value="str-list"),
+    },
+    "jobs": {
+        "controller": KeyRule(
+            "no-effect", "the managed-jobs controller is a local process on this machine, "
+            "not a cloud VM"),
+        "bucket": KeyRule(
+            "no-effect", "managed jobs keep their files on this machine and in the task's "
+            "checkpoint store"),
+    },
+    "serve": KeyRule("no-effect", "`launch` does not run SkyServe services"),
+    "kubernetes": KeyRule("no-effect", _NO_K8S),
+    "gcp": KeyRule("no-effect", _NO_GCP),
+    "nvidia_gpus": KeyRule("no-effect", "launcher leaves the GPU driver settings of the image as they are"),
+}
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """The validated `config:` section: the applied keys (section -> key -> value), the
+    keys accepted with no effect (dotted paths), and the section as written."""
+
+    applied: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    no_effect: tuple[tuple[str, str], ...] = ()  # (dotted key, why it has no effect)
+    raw: Mapping[str, object] = field(default_factory=dict, compare=False)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """One sentence per key accepted with no effect."""
+        return tuple(f"config.{key} has no effect here: {why}." for key, why in self.no_effect)
+
+    def provider_overrides(self) -> dict[str, dict[str, object]]:
+        """The applied keys, section -> key -> value (copies), for a ProvisionRequest."""
+        return {section: dict(keys) for section, keys in self.applied.items()}
+
+    def to_yaml_value(self) -> dict[str, object]:
+        """The section as written (so `Task.from_dict(task.to_dict())` keeps it)."""
+        return dict(self.raw)
+
+
+def parse_task_config(value: object, origin: Origin, path: Path = ("config",)) -> TaskConfig | None:
+    """Validate a task's `config:` (None when absent). Raises TaskValidationError naming
+    the key for an unknown or refused key or a value of the wrong type."""
+    if value is None:
+        return None
+    top = expect_mapping(value, path, origin, "a mapping of config sections (aws, docker, ...)")
+    applied: dict[str, dict[str, object]] = {}
+    no_effect: list[tuple[str, str]] = []
+    for section, body in top.items():
+        where = path + (section,)
+        rules = CONFIG_KEYS.get(section)
+        if rules is None:
+            raise origin.error(
+                where,
+                f"unknown config section '{section}'{did_you_mean(section, CONFIG_KEYS)} "
+                f"(a task's config may set: {', '.join(sorted(CONFIG_KEYS))}).",
+            )
+        if isinstance(rules, KeyRule):
+            no_effect.append((section, rules.reason))
+            continue
+        body_map = expect_mapping(body, where, origin, f"a mapping of '{section}' settings")
+        for key, item in body_map.items():
+            rule = rules.get(key)
+            dotted = format_path((section, key))
+            if rule is None:
+                raise origin.error(
+                    where + (key,),
+                    f"unknown config key '{dotted}'{did_you_mean(key, rules)} "
+                    f"(known under '{section}': {', '.join(sorted(rules))}).",
+                )
+            if rule.kind == "refused":
+                raise origin.error(
+                    where + (key,),
+                    f"config key '{dotted}' is a SkyPilot setting launcher doesn't support: "
+                    f"{rule.reason}.",
+                )
+            if rule.kind == "no-effect":
+                no_effect.append((dotted, rule.reason))
+                continue
+            applied.setdefault(section, {})[key] = _typed(item, rule.value, where + (key,), origin)
+    if "vpc_name" in applied.get("aws", {}) and "vpc_id" in applied.get("aws", {}):
+        raise origin.error(path + ("aws", "vpc_id"), "set vpc_name or vpc_id, not both.")
+    return TaskConfig(applied, tuple(no_effect), top)
+
+
+def _typed(value: object, kind: ValueType, path: Path, origin: Origin) -> object:
+    if kind == "bool":
+        return expect_bool(value, path, origin)
+    if kind == "str":
+        return expect_str(value, path, origin).strip()
+    if kind == "str-list":
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise origin.error(path, f"expected a list of strings, got {describe(value)}.")
+        return tuple(value)
+    return value
+
+
+def apply_overrides(settings: Any, overrides: Mapping[str, object]) -> Any:
+    """`settings` (a frozen dataclass such as launcher.config.AWSSettings) with the
+    fields named in `overrides` replaced; keys it has no field for are left out."""
+    names = {f.name for f in dataclasses.fields(settings)}
+    return dataclasses.replace(settings, **{k: v for k, v in overrides.items() if k in names})
