@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 CONFIG_NAME = "config.json"
 ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
@@ -86,7 +87,7 @@ def _dir_prefix(prefix: str) -> str:
 # --------------------------------------------------------------------------- boto3
 
 
-def _boto3_client():  # type: ignore[no-untyped-def]
+def _boto3_client() -> Any:
     try:
         import boto3  # noqa: PLC0415 - optional on nodes
     except ImportError:
@@ -96,7 +97,7 @@ def _boto3_client():  # type: ignore[no-untyped-def]
     return boto3.client("s3", config=Config(retries={"max_attempts": 8, "mode": "standard"}))
 
 
-def _list(client, bucket: str, prefix: str) -> dict[str, tuple[int, float]]:  # type: ignore[no-untyped-def]
+def _list(client: Any, bucket: str, prefix: str) -> dict[str, tuple[int, float]]:
     """key -> (size, last-modified epoch) of every object under `prefix`."""
     out: dict[str, tuple[int, float]] = {}
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
@@ -105,7 +106,7 @@ def _list(client, bucket: str, prefix: str) -> dict[str, tuple[int, float]]:  # 
     return out
 
 
-def _fetch(client, bucket: str, key: str, dest: str, size: int, mtime: float) -> bool:  # type: ignore[no-untyped-def]
+def _fetch(client: Any, bucket: str, key: str, dest: str, size: int, mtime: float) -> bool:
     """Download one object atomically; False when `dest` is already the same."""
     try:
         st = os.stat(dest)
@@ -127,7 +128,7 @@ def _fetch(client, bucket: str, key: str, dest: str, size: int, mtime: float) ->
     return True
 
 
-def _boto3_download(client, uri: str, dest: str, single_ok: bool) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def _boto3_download(client: Any, uri: str, dest: str, single_ok: bool) -> tuple[int, int]:
     bucket, prefix = split_uri(uri)
     if single_ok and prefix and not prefix.endswith("/"):
         objects = _list(client, bucket, prefix)
@@ -151,7 +152,7 @@ def _boto3_download(client, uri: str, dest: str, single_ok: bool) -> tuple[int, 
     return count, total
 
 
-def _boto3_save(client, src: str, uri: str) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def _boto3_save(client: Any, src: str, uri: str) -> tuple[int, int]:
     bucket, prefix = split_uri(uri)
     base = _dir_prefix(prefix)
     remote = _list(client, bucket, base)
