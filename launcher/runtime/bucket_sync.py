@@ -15,10 +15,11 @@ Contract:
   (or another node restoring into the same shared directory) never sees half a
   file. Unchanged files (same size and modification time as the object) are skipped.
 - `save` uploads every file under DIR whose key is missing, whose size differs, or
-  that is newer than the object. It never deletes objects ("sync without delete":
+  that changed since this node last uploaded or restored it (size and mtime in
+  nanoseconds, kept in `~/.launcher-storage/state/`). It never deletes objects ("sync without delete":
   every node of a gang uploads its own directory to one prefix).
 - Exit code 0 on success, 1 on a transfer failure (one line on stderr says why),
-  2 on bad usage. One summary line on stdout.
+  2 on bad usage. One summary line on stdout (none for a `save` that changed nothing).
 
 Backend: boto3 when it imports (credentials from the standard chain: instance role,
 `~/.aws/credentials`, env), else the `aws` CLI (`aws s3 sync` / `aws s3 cp`, which
@@ -84,6 +85,48 @@ def _dir_prefix(prefix: str) -> str:
     return prefix if not prefix or prefix.endswith("/") else prefix + "/"
 
 
+# --------------------------------------------------------------------------- manifest
+# What this node last exchanged with a prefix: relative path -> [size, mtime_ns]. S3's
+# LastModified has one-second resolution, too coarse to tell a checkpoint rewritten
+# within the second of its upload (same size: a counter) from an unchanged one.
+
+
+def _manifest_path(local_dir: str, uri: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256(f"{os.path.abspath(local_dir)}\0{uri}".encode()).hexdigest()[:16]
+    return os.path.join(os.path.expanduser("~"), ".launcher-storage", "state", digest + ".json")
+
+
+def _load_manifest(local_dir: str, uri: str) -> dict[str, list[int]]:
+    try:
+        with open(_manifest_path(local_dir, uri)) as f:
+            doc = json.load(f)
+        return doc if isinstance(doc, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _store_manifest(local_dir: str, uri: str, manifest: dict[str, list[int]]) -> None:
+    path = _manifest_path(local_dir, uri)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(manifest, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # only costs a re-upload next time
+
+
+def _stamp(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
+
+
 # --------------------------------------------------------------------------- boto3
 
 
@@ -138,6 +181,7 @@ def _boto3_download(client: Any, uri: str, dest: str, single_ok: bool) -> tuple[
     base = _dir_prefix(prefix)
     objects = _list(client, bucket, base)
     os.makedirs(dest, exist_ok=True)
+    manifest = _load_manifest(dest, uri)
     count = total = 0
     for key, (size, mtime) in objects.items():
         rel = key[len(base):]
@@ -146,9 +190,14 @@ def _boto3_download(client: Any, uri: str, dest: str, single_ok: bool) -> tuple[
         parts = rel.split("/")
         if any(p in ("", ".", "..") for p in parts):
             continue  # never write outside DEST
-        if _fetch(client, bucket, key, os.path.join(dest, *parts), size, mtime):
+        path = os.path.join(dest, *parts)
+        if _fetch(client, bucket, key, path, size, mtime):
             count += 1
             total += size
+        stamp = _stamp(path)
+        if stamp is not None:  # in step with the object: a save need not upload it back
+            manifest["/".join(parts)] = stamp
+    _store_manifest(dest, uri, manifest)
     return count, total
 
 
@@ -156,6 +205,7 @@ def _boto3_save(client: Any, src: str, uri: str) -> tuple[int, int]:
     bucket, prefix = split_uri(uri)
     base = _dir_prefix(prefix)
     remote = _list(client, bucket, base)
+    manifest = _load_manifest(src, uri)
     count = total = 0
     for root, dirs, files in os.walk(src):
         dirs.sort()
@@ -163,17 +213,18 @@ def _boto3_save(client: Any, src: str, uri: str) -> tuple[int, int]:
             if name.startswith(".bucket-sync-"):
                 continue  # another node's download in progress
             path = os.path.join(root, name)
-            try:
-                st = os.stat(path)
-            except OSError:
+            stamp = _stamp(path)
+            if stamp is None:
                 continue  # removed while we walked
-            key = base + os.path.relpath(path, src).replace(os.sep, "/")
-            have = remote.get(key)
-            if have is not None and have[0] == st.st_size and st.st_mtime <= have[1]:
-                continue
-            client.upload_file(path, bucket, key)
+            rel = os.path.relpath(path, src).replace(os.sep, "/")
+            have = remote.get(base + rel)
+            if have is not None and have[0] == stamp[0] and manifest.get(rel) == stamp:
+                continue  # uploaded (or restored) by this node and not changed since
+            client.upload_file(path, bucket, base + rel)
+            manifest[rel] = stamp
             count += 1
-            total += st.st_size
+            total += stamp[0]
+    _store_manifest(src, uri, manifest)
     return count, total
 
 
@@ -190,6 +241,8 @@ def _cli(args: list[str]) -> None:
     if endpoint:
         argv += ["--endpoint-url", endpoint]
     proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if proc.returncode == 2 and "Skipping file" in proc.stderr:
+        return  # files it may not write (keys with ".."): skipped on purpose, as boto3 does
     if proc.returncode != 0:
         raise SyncError(f"aws s3 {args[0]} failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
 
@@ -232,6 +285,8 @@ def run(command: str, a: str, b: str) -> str:
                 _cli(["sync", src, b.rstrip("/") + "/"])
                 return f"save: {src} -> {b} (aws CLI)"
             count, total = _boto3_save(client, src, b)
+            if count == 0:
+                return ""  # nothing changed: a periodic save stays silent in the job's log
             return (f"saved {count} file(s), {total} bytes, from {src} to {b} in "
                     f"{time.monotonic() - started:.1f}s")
     except SyncError:
@@ -246,7 +301,9 @@ def main(argv: list[str]) -> int:
         print("usage: bucket_sync.py download|restore URI DEST | save DIR URI", file=sys.stderr)
         return 2
     try:
-        print(f"launcher: {run(*argv)}", flush=True)
+        summary = run(*argv)
+        if summary:
+            print(f"launcher: {summary}", flush=True)
     except SyncError as exc:
         print(f"launcher: bucket sync error: {exc}", file=sys.stderr, flush=True)
         return 1
