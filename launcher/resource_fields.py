@@ -60,7 +60,7 @@ ENTRY_FIELDS = (
 SECTION_FIELDS = (*ENTRY_FIELDS, "any_of", "ordered")
 UNSUPPORTED_RESOURCE_FIELDS = (
     "volumes", "ephemeral_storage", "local_disk", "accelerator_args", "priority",
-    "priority_class",
+    "priority_class", "preemption", "termination_hook",
 )  # fmt: skip
 TOP_LEVEL_ELSEWHERE = {
     "num_nodes": "num_nodes (top level)",
@@ -303,7 +303,7 @@ def parse_cloud(value: object, path: Path, origin: Origin) -> str | None:
         return None
     name = expect_str(value, path, origin).strip().lower()
     if name in UNSUPPORTED_CLOUDS:
-        raise origin.error(path, f"the cloud '{value}' {UNSUPPORTED_NOTE}.")
+        raise origin.error(path, f"the cloud '{value}': {_engine_refusal(name)}")
     if name not in KNOWN_CLOUDS:
         raise origin.error(
             path,
@@ -311,6 +311,17 @@ def parse_cloud(value: object, path: Path, origin: Origin) -> str | None:
             f" (known: {', '.join(KNOWN_CLOUDS)}).",
         )
     return name
+
+
+def _engine_refusal(name: str) -> str:
+    """Why a task placed only on Kubernetes or Slurm is refused (issue 12)."""
+    engine = "Slurm" if name == "slurm" else "Kubernetes"
+    return (
+        f"{engine} {UNSUPPORTED_NOTE} (launcher runs tasks on cloud VMs and SSH machines). "
+        f"An any_of/ordered entry on {engine} is skipped while other entries remain, but "
+        "here it is the only place given: name a cloud instead (e.g. infra: aws), or leave "
+        "the location out to run on the cheapest one."
+    )
 
 
 def parse_infra(
@@ -321,7 +332,7 @@ def parse_infra(
     text = expect_str(value, path, origin).strip()
     parts = [p.strip() for p in text.split("/")]
     if parts[0].lower() in UNSUPPORTED_CLOUDS:
-        raise origin.error(path, f"infra '{text}': {parts[0]} {UNSUPPORTED_NOTE}.")
+        raise origin.error(path, f"infra '{text}': {_engine_refusal(parts[0].lower())}")
     if len(parts) > 3 or any(not p for p in parts):
         raise origin.error(
             path,

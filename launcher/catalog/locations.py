@@ -95,6 +95,14 @@ def _suggest(word: str, choices: Collection[str]) -> str:
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
+# SkyPilot clouds with neither catalog rows nor a provisioner here (issue 12): a task
+# naming one is refused by that name, with that reason.
+SKYPILOT_ONLY_CLOUDS = frozenset({
+    "fluidstack", "cudo", "paperspace", "ibm", "scp", "do", "primeintellect", "shadeform",
+    "vsphere", "coreweave",
+})
+
+
 def canonical_cloud(name: str, known: Collection[str]) -> str:
     """`name` as the catalog spells it (case-insensitive). Raises UnknownLocationError
     listing the known clouds, with a suggestion."""
@@ -149,11 +157,25 @@ def resolve_task_locations(
     written = spec.all_written()
     pinned: set[tuple[str, str, str]] = set()
     new_written: list[Resources] = []
+    skipped: list[str] = []
+    first_skip: Exception | None = None
     for index, res in enumerate(written):
         cloud = res.cloud if res.cloud is not None or index == 0 else spec.base.cloud
-        region, zone, aws_name = _resolve_one(
-            task, res, cloud, offers, catalog_clouds, locations_of
-        )
+        try:
+            region, zone, aws_name = _resolve_one(
+                task, res, cloud, offers, catalog_clouds, locations_of
+            )
+        except Exception as exc:
+            if index == 0 or cloud not in SKYPILOT_ONLY_CLOUDS:
+                raise
+            # an alternative on a cloud launcher knows nothing of is dropped with a note
+            # while other alternatives remain (like a Kubernetes one)
+            first_skip = first_skip or exc
+            from launcher.task_fields import format_path
+
+            skipped.append(f"{format_path(res.path)} ({cloud}) is skipped: launcher has no "
+                           f"prices and no provisioner for {cloud}.")
+            continue
         if aws_name is not None:
             pinned.add(aws_name)
         if (region, zone) != (res.region, res.zone):
@@ -162,9 +184,13 @@ def resolve_task_locations(
     out_offers = list(offers)
     for cloud, region, zone in sorted(pinned):
         out_offers.extend(_zone_name_offers(offers, cloud, region, zone))
+    if first_skip is not None and len(new_written) == 1 and len(written) > 1:
+        raise first_skip  # every alternative was on such a cloud
     new_spec = replace(spec, base=new_written[0], alternatives=tuple(new_written[1:]))
     if new_spec != spec:
         task = replace(task, resources=new_spec)
+    if skipped:
+        task = replace(task, notes=(*task.notes, *skipped))
     return task, out_offers
 
 
@@ -186,6 +212,10 @@ def _resolve_one(
     if cloud is not None and cloud not in LIVE_CLOUDS and cloud not in catalog_clouds:
         raise error(
             "cloud",
+            f"{cloud}: launcher has no prices (no catalog rows) and no provisioner for this "
+            "SkyPilot cloud, so it can neither plan nor launch there; name another cloud, or "
+            "leave the cloud out to run on the cheapest one."
+            if cloud in SKYPILOT_ONLY_CLOUDS else
             f"the catalog has no cloud '{cloud}'{_suggest(cloud, catalog_clouds)} (it has "
             f"{', '.join(sorted(set(catalog_clouds) - set(LIVE_CLOUDS)))}; "
             "local and ssh run on your own machines).",
@@ -233,6 +263,10 @@ def _resolve_zone(
             if region is None or r == region:
                 zones.update({z.lower(): (r, z) for z in zs if z is not None})
     hit = zones.get(zone.lower())
+    if hit is None and ":" in zone and cloud in ("oci", None):
+        # OCI availability domains are shown with a tenancy prefix ("bxtG:AP-SEOUL-1-AD-1");
+        # the catalog lists them without it.
+        hit = zones.get(zone.split(":", 1)[1].lower())
     if hit is not None:
         return hit[0], hit[1], None
     place = "/".join(x for x in (cloud, region) if x) or "the catalog"

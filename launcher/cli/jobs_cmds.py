@@ -18,6 +18,7 @@ from launcher.cli.app import ENV_HELP, SECRET_HELP, app, console, err_console, p
 
 if TYPE_CHECKING:
     from launcher.jobs.accounting import JobSummary
+    from launcher.task_pipeline import Pipeline
 
 jobs_app = typer.Typer(
     rich_markup_mode=None,
@@ -68,14 +69,28 @@ def launch_cmd(
     secret: Annotated[list[str] | None, typer.Option(
         "--secret", metavar="NAME[=VALUE]", help=SECRET_HELP)
     ] = None,
+    dryrun: Annotated[bool, typer.Option(
+        "--dryrun", help="Show the plan (of every stage of a pipeline); submit nothing.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="With --dryrun: machine-readable plan.")] = False,
+    show_all: Annotated[bool, typer.Option(
+        "--all", help="With --dryrun --json: every placement, not the best 100.")] = False,
 ) -> int:
-    """Submit TASK as a managed job; follow its logs until it ends (unless --detach)."""
+    """Submit TASK as a managed job; follow its logs until it ends (unless --detach).
+
+    A file of several YAML documents is a pipeline (SkyPilot's format): every stage runs
+    as a managed job, one after another; a stage starts when the one before SUCCEEDED."""
     from launcher.api import jobs as api
     from launcher.cli.app import parse_assignments
-    from launcher.task import Task
+    from launcher.task_pipeline import load_pipeline
 
-    t = Task.from_yaml(task, env_overrides=parse_assignments(env, "--env") or None,
-                       secret_overrides=parse_assignments(secret, "--secret") or None)
+    pipeline = load_pipeline(task, env_overrides=parse_assignments(env, "--env") or None,
+                             secret_overrides=parse_assignments(secret, "--secret") or None,
+                             require_values=not dryrun)
+    if dryrun:
+        return _dryrun(pipeline, json_out, show_all)
+    if pipeline.is_pipeline:
+        return _launch_pipeline(pipeline, name, yes, detach)
+    t = pipeline.stages[0]
     p = api.jobs_check_feasible(t)  # always, -y or not: an unsatisfiable task is refused
     best = p.placements[p.chosen]
     if not yes and best.hourly_cost > 0:  # like `launch`: only a paid placement asks
@@ -107,6 +122,84 @@ def launch_cmd(
     err_console().print(f"Managed job {job.id} {summary.status} after {summary.recoveries} "
                         f"recovery(ies), {summary.restarts_on_errors} restart(s).")
     return _final_exit(job.id, summary)
+
+
+def _dryrun(pipeline: Pipeline, json_out: bool, show_all: bool) -> int:
+    """`jobs launch --dryrun`: the plan of the task, or of every stage of a pipeline."""
+    from launcher.api.planning import plan
+    from launcher.cli.catalog_cmds import plan_and_render, render_plan
+
+    if not pipeline.is_pipeline:
+        plan_and_render(lambda: plan(pipeline.stages[0]), as_json=json_out, show_all=show_all)
+        return 0
+    from launcher.api.pipelines import pipeline_plan_json, plan_pipeline
+    from launcher.api.planning import JSON_PLACEMENT_LIMIT
+
+    stage_plans = plan_pipeline(pipeline)
+    bad = next((sp for sp in stage_plans if sp.error is not None), None)
+    if json_out:
+        print_json(pipeline_plan_json(pipeline, stage_plans,
+                                      None if show_all else JSON_PLACEMENT_LIMIT))
+    else:
+        title = f"Pipeline {pipeline.name}" if pipeline.name else "Pipeline"
+        console().print(f"{title}: {len(stage_plans)} stages, run one after another "
+                        "(each a managed job; a stage starts when the one before succeeded).")
+        for sp in stage_plans:
+            console().print(f"\nStage {sp.index + 1}/{len(stage_plans)}: {sp.name}")
+            if sp.plan is not None:
+                render_plan(sp.plan, False)
+            else:
+                console().print(f"no placement: {sp.error}")
+    if bad is not None:
+        from launcher.errors import NoPlacementError
+
+        raise NoPlacementError(f"stage {bad.index + 1} ({bad.name}): {bad.error}")
+    return 0
+
+
+def _launch_pipeline(pipeline: Pipeline, name: str | None, yes: bool, detach: bool) -> int:
+    """Submit every stage; follow them in order (unless --detach). Exit code: the last
+    stage that ran's, as for one managed job."""
+    from launcher.api import jobs as api
+    from launcher.api.pipelines import jobs_launch_pipeline
+
+    if not yes:
+        for t in pipeline.stages:
+            best = api.jobs_check_feasible(t)
+            cost = best.placements[best.chosen].hourly_cost
+            if cost > 0:  # like `launch`: only a paid placement asks
+                from launcher.api.launch import LaunchAbortedError
+
+                if not sys.stdin.isatty():
+                    raise LaunchAbortedError(
+                        f"The pipeline's stages cost money (${cost:.2f}/h now for one) and need "
+                        "confirmation, but stdin is not a terminal: pass -y to launch without "
+                        "asking.")
+                err_console().print(f"Launch pipeline {name or pipeline.name or ''} "
+                                    f"({len(pipeline.stages)} managed jobs, in order)?")
+                if not typer.confirm("Proceed?", default=True, err=True):
+                    raise typer.Abort()
+                break
+    jobs = jobs_launch_pipeline(pipeline, name)
+    err_console().print(
+        f"Pipeline {jobs[0].id} submitted: stages " + ", ".join(
+            f"{i + 1} = job {j.id} ({j.name})" for i, j in enumerate(jobs))
+        + f". `launcher jobs cancel {jobs[0].id}` cancels the whole pipeline.", soft_wrap=True)
+    if detach:
+        return 0
+    code = 0
+    try:
+        for j in jobs:
+            summary = api.jobs_logs(j.id, _print_line, follow=True)
+            err_console().print(f"Stage job {j.id} ({j.name}) {summary.status}.")
+            code = _final_exit(j.id, summary)
+            if summary.status != "SUCCEEDED":
+                break
+    except KeyboardInterrupt:
+        err_console().print("\nStopped following. The pipeline keeps running; "
+                            "`launcher jobs queue` shows its stages.", soft_wrap=True)
+        return 130
+    return code
 
 
 def _ts(t: float | None) -> str:
@@ -172,7 +265,7 @@ def queue_cmd(
     for r in rows:
         where = "/".join(x for x in (r.cloud, r.region, r.zone) if x) or "-"
         table.add_row(
-            str(r.id), r.name, r.status, _ts(r.submitted_at), _dur(r.duration_s), where,
+            str(r.id), r.display_name, r.status, _ts(r.submitted_at), _dur(r.duration_s), where,
             r.cluster or "-", str(r.recoveries), str(r.restarts_on_errors),
             "-" if r.last_recovery_s is None else f"{r.last_recovery_s:.1f}s",
             _dur(r.work_lost_s) if r.work_lost_s else "-", f"${r.cost_so_far:.4f}",
@@ -218,19 +311,27 @@ def cancel_cmd(
     yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until cancelled.")] = True,
 ) -> int:
-    """Cancel a managed job (also while it recovers); its clusters are taken down."""
+    """Cancel a managed job (also while it recovers); its clusters are taken down.
+    A pipeline's id (its first stage's) cancels every stage not yet ended."""
     from launcher.api import jobs as api
+    from launcher.api.pipelines import pipeline_stage_ids
 
-    s = api.jobs_status(job_id)
-    if s.status in ("SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_NO_RESOURCE", "CANCELLED"):
-        err_console().print(f"Managed job {job_id} already ended: {s.status}.")
+    ended = ("SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_NO_RESOURCE", "CANCELLED")
+    ids = pipeline_stage_ids(job_id)
+    live = [(i, api.jobs_status(i)) for i in ids]
+    live = [(i, s) for i, s in live if s.status not in ended]
+    if not live:
+        err_console().print(f"Managed job {job_id} already ended: {api.jobs_status(job_id).status}.")
         return 0
-    if not yes and not typer.confirm(f"Cancel managed job {job_id} ({s.name})?", err=True):
+    what = (f"pipeline {job_id} ({len(live)} stage(s) not ended)" if len(ids) > 1
+            else f"managed job {job_id} ({live[0][1].name})")
+    if not yes and not typer.confirm(f"Cancel {what}?", err=True):
         raise typer.Abort()
-    api.jobs_cancel(job_id)
-    if wait:
-        s = api.jobs_wait(job_id, timeout=120)
-    err_console().print(f"Managed job {job_id}: {s.status}.")
+    for i, _ in reversed(live):  # later stages first: none starts while its cause is cancelled
+        api.jobs_cancel(i)
+    for i, _ in live:
+        s = api.jobs_wait(i, timeout=120) if wait else api.jobs_status(i)
+        err_console().print(f"Managed job {i}: {s.status}.")
     return 0
 
 

@@ -91,6 +91,19 @@ class JobSummary:
     last_recovery_s: float | None
     work_lost_s: float
     failure_reason: str | None
+    # a pipeline stage (issue 12): the pipeline's id (its first stage's job id) and
+    # name, this stage's 1-based number of `stages`; all None for a plain managed job
+    pipeline_id: int | None = None
+    pipeline: str | None = None
+    stage: int | None = None
+    stages: int | None = None
+
+    @property
+    def display_name(self) -> str:
+        """`name`, or for a stage `pipeline[k/n] name`."""
+        if self.pipeline_id is None:
+            return self.name
+        return f"{self.pipeline or 'pipeline'}[{self.stage}/{self.stages}] {self.name}"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,4 +143,8 @@ def summarize(job: JobRow, attempts: Sequence[AttemptRow], now: float | None = N
         last_recovery_s=None if job.last_recovery_s is None else round(job.last_recovery_s, 3),
         work_lost_s=round(sum(a.work_lost_s or 0.0 for a in attempts), 3),
         failure_reason=job.failure_reason,
+        pipeline_id=job.pipeline_id,
+        pipeline=job.pipeline_name,
+        stage=None if job.stage_index is None else job.stage_index + 1,
+        stages=job.stage_count,
     )
