@@ -220,7 +220,10 @@ def _boto3_save(client: Any, src: str, uri: str) -> tuple[int, int]:
             have = remote.get(base + rel)
             if have is not None and have[0] == stamp[0] and manifest.get(rel) == stamp:
                 continue  # uploaded (or restored) by this node and not changed since
-            client.upload_file(path, bucket, base + rel)
+            try:
+                client.upload_file(path, bucket, base + rel)
+            except FileNotFoundError:
+                continue  # a temporary file renamed away while we uploaded it
             manifest[rel] = stamp
             count += 1
             total += stamp[0]

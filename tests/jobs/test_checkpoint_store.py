@@ -1,0 +1,61 @@
+"""Which S3 prefix a managed job's checkpoint directory is synced with, and the
+`jobs:` config section that sets the default store and the save interval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launcher.config import parse_config
+from launcher.errors import ConfigError
+from launcher.jobs.cluster_ops import checkpoint_store_for
+from launcher.task import Task
+
+
+def _task(checkpoint: object) -> Task:
+    d: dict[str, object] = {"run": "echo"}
+    if checkpoint is not None:
+        d["checkpoint"] = checkpoint
+    return Task.from_dict(d)
+
+
+def test_task_store_gets_the_task_id_appended(launcher_home: Path) -> None:
+    store, interval = checkpoint_store_for("local", _task({"store": "s3://b/run/"}), "mj-1-ab")
+    assert (store, interval) == ("s3://b/run/mj-1-ab", None)
+
+
+def test_aws_default_store_from_config_else_a_warning(launcher_home: Path) -> None:
+    warnings: list[str] = []
+    assert checkpoint_store_for("aws", _task("~/ck"), "t1", warnings.append) == (None, None)
+    assert "lost with them" in warnings[0]
+    (launcher_home / "config.yaml").write_text(
+        "jobs:\n  checkpoint_store: s3://team-ckpt/jobs\n  checkpoint_save_interval: 2m\n")
+    assert checkpoint_store_for("aws", _task("~/ck"), "t1") == ("s3://team-ckpt/jobs/t1", 120.0)
+    # the config default is for AWS; the local cloud's own directory is already durable
+    assert checkpoint_store_for("local", _task("~/ck"), "t1") == (None, None)
+    assert checkpoint_store_for("aws", _task(None), "t1") == (None, None)  # no checkpoint asked
+
+
+def test_other_schemes_are_not_synced_yet(launcher_home: Path) -> None:
+    warnings: list[str] = []
+    got = checkpoint_store_for("aws", _task({"store": "gs://b/x"}), "t1", warnings.append)
+    assert got == (None, None) and "not synced" in warnings[0]
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("jobs: {checkpoint_store: gs://b/x}", "jobs.checkpoint_store"),
+    ("jobs: {checkpoint_save_interval: 0}", "jobs.checkpoint_save_interval"),
+    ("jobs: {checkpoint_save_interval: soon}", "jobs.checkpoint_save_interval"),
+    ("jobs: {checkpoint_sotre: s3://b}", "checkpoint_sotre"),
+    ("jobs: [1]", "jobs"),
+])
+def test_bad_jobs_config_names_the_field(text: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        parse_config(text)
+
+
+def test_jobs_config_parses_durations() -> None:
+    assert parse_config("jobs: {checkpoint_save_interval: 90s}").jobs.checkpoint_save_interval == 90
+    assert parse_config("jobs: {checkpoint_save_interval: 1h}").jobs.checkpoint_save_interval == 3600
+    assert parse_config("").jobs.checkpoint_store is None
