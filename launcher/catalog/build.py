@@ -6,7 +6,8 @@ Defaults: `../shared/catalog-reference` and `../shared/interconnect-reference.cs
 next to the repository (the directory holding pyproject.toml), written to
 `launcher/catalog/data/` (`offers.sqlite.gz` + `meta.json`, see snapshot.py). The inputs that live in the
 package (`data/provenance.csv`, `interconnect_extra.csv`, `max_nodes_rules.csv`,
-`gcp_gpu_machines.csv`, `gcp_n1_gpu_hosts.csv`, `accelerator_aliases.csv`) are read
+`gcp_gpu_machines.csv`, `gcp_n1_gpu_hosts.csv`, `accelerator_aliases.csv`,
+`accelerator_extra_names.csv`) are read
 from the package's data directory. Deterministic: the same inputs give the same snapshot hash
 (and, with the same SQLite version, the same bytes). Files are replaced atomically. Raises BuildError (exit 1 from the CLI) on bad input.
 """
@@ -162,6 +163,8 @@ def build_snapshot(
 
     common, _ = read_csv(os.path.join(reference_dir, "common", "accelerators.csv"))
     names.update(aliases.get(r["AcceleratorName"], r["AcceleratorName"]) for r in common)
+    # names SkyPilot tasks use that no reference file lists (known, with no offer)
+    names.update(r["name"] for r in _data_csv("accelerator_extra_names.csv"))
     return pack_snapshot(
         all_rows,
         clouds,
