@@ -8,6 +8,9 @@
     bodies.kill(["i-1"])                        # the body dies now (preemption, lost host)
     bodies.close()                              # every node killed, thread stopped
 
+`env` is the image's environment, set in every SSH session on a body (e.g. the AWS
+adapter makes boto3 importable, as the Deep Learning AMI has it).
+
 A cloud plugs in with one function, `list_instances()`, returning the fake's *live*
 instances (those a real cloud would have booted: pending/running; not stopped,
 terminated or gone) as `(instance_id, private_ip, authorized_public_key)`; the key is
@@ -49,6 +52,7 @@ class CloudBodies:
         name: str = "cloud",
         interval: float = POLL_INTERVAL,
         node_timeout: float = 10.0,
+        env: dict[str, str] | None = None,
     ) -> None:
         if not lab.netns_mode:
             raise RuntimeError("cloud bodies need network-namespace nodes (at chosen IPs)")
@@ -57,6 +61,7 @@ class CloudBodies:
         self.list_instances = list_instances
         self.interval = interval
         self.node_timeout = node_timeout
+        self.env = env  # the "image": variables every SSH session on a body gets
         self.nodes: dict[str, SSHNode] = {}  # instance id -> its live node
         self.errors: list[BaseException] = []  # refused instances, failed node starts
         self.started_total = 0  # nodes ever started (a test may assert on it)
@@ -75,9 +80,7 @@ class CloudBodies:
     # ---- life ----------------------------------------------------------------------
 
     def start(self) -> CloudBodies:
-        self._thread = threading.Thread(
-            target=self._loop, name=f"bodies-{self.name}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop, name=f"bodies-{self.name}", daemon=True)
         self._thread.start()
         return self
 
@@ -202,7 +205,7 @@ class CloudBodies:
                     self._refuse(iid, f"instance {iid} has IP {ip}, which {taken[ip]} still has")
                     continue
                 taken[ip] = iid
-                specs.append((iid, NodeSpec(ip, key, node_dir=self._dirs / iid)))
+                specs.append((iid, NodeSpec(ip, key, node_dir=self._dirs / iid, env=self.env)))
             if not specs:
                 return
             try:

@@ -318,6 +318,7 @@ class NodeSpec:
     authorized_key: str
     hostname: str | None = None  # default: EC2's style, ip-10-123-X-Y
     node_dir: Path | None = None
+    env: dict[str, str] | None = None  # set in every SSH session (sshd SetEnv): the "image"
 
 
 class NetnsLab:
@@ -478,6 +479,9 @@ class NetnsLab:
                         port=port,
                         host_key=host_key.private_path,
                         pidfile=ndir / "sshd.pid",
+                    )
+                    + "".join(
+                        f'SetEnv {k}="{v}"\n' for k, v in ((spec and spec.env) or {}).items()
                     )
                 )
                 public = host_key.public_key().split()

@@ -1,0 +1,152 @@
+"""A managed spot job on AWS (moto + sshd bodies), preempted the way EC2 does it.
+
+The controller (its own background process, reaching moto's server through
+AWS_ENDPOINT_URL like the client) launches a 2-node spot gang; the test kills both
+bodies and terminates the instances in moto with StateReason
+Server.SpotInstanceTermination (no notice: the worst case). The controller must see
+PREEMPTED in EC2's own view, block the zone, relaunch in another AZ of us-east-1 (the
+task pins the region and asks for FAILOVER: the default EAGER_NEXT_REGION blocks the
+whole region, finds nothing else, and waives every block, i.e. may come back to the
+same zone) and finish the job, which resumes from the checkpoint the nodes saved to S3
+(moto's S3, on the lab's gateway, reached from inside the node namespaces).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from launcher.api import jobs as api
+from launcher.jobs.store import JobStore
+from tests import netns
+from tests.aws_moto import CLUSTER_TAG, AWSFake
+
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.skipif(
+        netns.unavailable_reason() is not None,
+        reason=f"sshd nodes unavailable: {netns.unavailable_reason()}",
+    ),
+]
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "task_examples"
+BUCKET = "launcher-test-ckpt"
+COUNT_TO = 30
+
+
+@pytest.fixture
+def spot_env(
+    aws_cloud: AWSFake, launcher_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[AWSFake]:
+    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
+    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
+    monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
+    monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
+    config = launcher_home / "config.yaml"
+    config.write_text(config.read_text() + "jobs:\n  checkpoint_save_interval: 1\n")
+    aws_cloud.client("s3").create_bucket(Bucket=BUCKET)
+    try:
+        yield aws_cloud
+    finally:
+        api.jobs_controller_stop()
+        from launcher.api import clusters
+
+        for row in clusters.status():
+            clusters.down(row.name)
+
+
+def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _task(tmp_path: Path) -> str:
+    run = (
+        'if [ "$LAUNCHER_NODE_RANK" = 0 ]; then python3 count_resumable.py; '
+        "else echo worker up; fi"
+    )
+    path = tmp_path / "spot.yaml"
+    path.write_text(
+        f"name: spot\nnum_nodes: 2\nworkdir: {EXAMPLES}\n"
+        "resources:\n  cloud: aws\n  region: us-east-1\n  instance_type: m6i.large\n"
+        "  use_spot: true\n  job_recovery:\n    strategy: FAILOVER\n"
+        f"checkpoint:\n  path: /root/ckpt\n  store: s3://{BUCKET}/jobs\n"
+        f"envs:\n  COUNT_TO: '{COUNT_TO}'\n  STEP_S: '0.15'\n  CKPT_EVERY: '1'\n"
+        f"run: |\n  {run}\n"
+    )
+    return str(path)
+
+
+def _cluster_instances(fake: AWSFake, cluster: str) -> list[str]:
+    return [
+        i.id
+        for i in fake.instances()
+        if any(t.get("key") == CLUSTER_TAG and t.get("value") == cluster for t in i.get_tags())
+    ]
+
+
+def _saved_count(fake: AWSFake) -> int:
+    """The highest count in any checkpoint object the nodes saved to S3."""
+    s3 = fake.client("s3")
+    best = 0
+    for obj in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
+        if obj["Key"].endswith("count.json"):
+            body = s3.get_object(Bucket=BUCKET, Key=obj["Key"])["Body"].read()
+            best = max(best, int(json.loads(body)["count"]))
+    return best
+
+
+def test_spot_gang_preempted_by_ec2_relaunches_in_another_az_and_resumes_from_s3(
+    spot_env: AWSFake, tmp_path: Path
+) -> None:
+    fake = spot_env
+    t0 = time.monotonic()
+    job = api.jobs_launch(_task(tmp_path))
+    store = JobStore()
+    try:
+        _wait(lambda: api.jobs_status(job.id).status == "RUNNING", 30, "RUNNING")
+        (first,) = store.attempts(job.id)
+        assert first.cloud == "aws" and first.region == "us-east-1" and first.use_spot
+        ids = _cluster_instances(fake, first.cluster_name)
+        assert len(ids) == 2
+        assert all(fake.instance(i).lifecycle == "spot" for i in ids)
+        _wait(lambda: _saved_count(fake) >= 5, 20, "a checkpoint saved to S3")
+        saved = _saved_count(fake)
+
+        fake.preempt(ids)  # no notice: the bodies die, EC2 says SpotInstanceTermination
+        final = api.jobs_wait(job.id, timeout=60)
+        detail = api.jobs_detail(job.id)
+        reasons = [e.reason for e in detail.events]
+        assert final.status == "SUCCEEDED", reasons
+        assert final.recoveries == 1, reasons
+        attempts = store.attempts(job.id)
+        assert len(attempts) == 2
+        assert attempts[0].outcome and "PREEMPT" in attempts[0].outcome.upper(), attempts[0]
+        assert attempts[1].cause == "preemption"
+        assert attempts[1].region == "us-east-1" and attempts[1].zone != first.zone, [
+            (a.zone, a.outcome) for a in attempts
+        ]
+        assert not set(_cluster_instances(fake, attempts[1].cluster_name)) & set(ids)
+
+        lines: list[str] = []
+        api.jobs_logs(job.id, lines.append, follow=False)
+        resumed = [ln for ln in lines if "resum" in ln.lower()]
+        assert resumed, lines[-20:]
+        # the second attempt started from what S3 held, not from 0
+        start = max(int("".join(c for c in ln.split("resum")[-1] if c.isdigit()) or 0)
+                    for ln in resumed)
+        assert start >= saved, (saved, resumed)
+        assert _saved_count(fake) == COUNT_TO
+
+        _wait(lambda: fake.leaks().empty(), 20, "no instance, EIP or body left")
+        print(f"spot job with one preemption: {time.monotonic() - t0:.1f}s")
+    finally:
+        store.close()
