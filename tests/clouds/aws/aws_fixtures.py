@@ -10,6 +10,7 @@ Import the fixtures into a test module with `from tests.clouds.aws.aws_fixtures 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterator
 from typing import Any
@@ -46,8 +47,6 @@ class FakeWaiter:
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """moto's whole AWS in-process, with test credentials; default AMIs seeded in SSM."""
-    from moto import mock_aws
-
     for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE",
                 "AWS_SHARED_CREDENTIALS_FILE"):
         monkeypatch.delenv(var, raising=False)
@@ -55,16 +54,30 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        import boto3
+    with seeded_moto():
+        yield
 
+
+@contextlib.contextmanager
+def seeded_moto() -> Iterator[None]:
+    """A fresh in-process moto with the default-image SSM parameters published."""
+    from moto import mock_aws
+
+    with mock_aws():
         for region in REGIONS:
-            ec2 = boto3.client("ec2", region_name=region)
-            ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+            ami = moto_amis(region)[0]
             for name in (GPU_AMI_PARAMETER_X86_64, GPU_AMI_PARAMETER_ARM64,
                          CPU_AMI_PARAMETER_X86_64, CPU_AMI_PARAMETER_ARM64):
                 seed_public_parameter(region, name, ami)
         yield
+
+
+def moto_amis(region: str) -> list[str]:
+    """Ids of the public AMIs moto's EC2 knows in `region` (no API call)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    return sorted(ec2_backends[DEFAULT_ACCOUNT_ID][region].amis)
 
 
 def seed_public_parameter(region: str, name: str, value: str) -> None:

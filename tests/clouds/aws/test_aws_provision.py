@@ -43,7 +43,7 @@ def _live(region: str = "us-east-1") -> list[dict]:
     return [i for r in resp["Reservations"] for i in r["Instances"]]
 
 
-def test_provision_two_node_gang(cloud: AWSCloud, factory, waiter: FakeWaiter) -> None:
+def test_provision_two_node_gang(cloud: AWSCloud, factory, waiter: FakeWaiter) -> None:  # noqa: F811
     seen: list[dict] = []
     ec2 = factory.ec2("us-east-1")
     ec2.meta.events.register("provide-client-params.ec2.RunInstances",
@@ -81,7 +81,7 @@ def test_provision_two_node_gang(cloud: AWSCloud, factory, waiter: FakeWaiter) -
     assert cloud.query("gang") == {n.node_id: NodeState.RUNNING for n in info.nodes}
 
 
-def test_subnet_follows_the_zone_id(cloud: AWSCloud) -> None:
+def test_subnet_follows_the_zone_id(cloud: AWSCloud) -> None:  # noqa: F811
     ec2 = boto3.client("ec2", region_name="us-east-1")
     zones = {z["ZoneId"]: z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"]}
     for zone_id in ("use1-az6", "use1-az4"):
@@ -91,7 +91,7 @@ def test_subnet_follows_the_zone_id(cloud: AWSCloud) -> None:
         assert subnet["AvailabilityZone"] == zones[zone_id] == inst["Placement"]["AvailabilityZone"]
 
 
-def test_second_launch_in_a_prepared_region_is_cheap(cloud: AWSCloud, factory) -> None:
+def test_second_launch_in_a_prepared_region_is_cheap(cloud: AWSCloud, factory) -> None:  # noqa: F811
     counter = CallCounter(factory.ec2("us-east-1"))
     cloud.provision(request("first"))
     first = list(counter.calls)
@@ -113,7 +113,7 @@ def test_second_launch_in_a_prepared_region_is_cheap(cloud: AWSCloud, factory) -
     assert "ImportKeyPair" not in counter.calls and "CreateSecurityGroup" not in counter.calls
 
 
-def test_shared_group_rules_ssh_and_self(cloud: AWSCloud) -> None:
+def test_shared_group_rules_ssh_and_self(cloud: AWSCloud) -> None:  # noqa: F811
     cloud.provision(request("rules", num_nodes=1))
     ec2 = boto3.client("ec2", region_name="us-east-1")
     (group,) = ec2.describe_security_groups(
@@ -127,7 +127,7 @@ def test_shared_group_rules_ssh_and_self(cloud: AWSCloud) -> None:
                    for p in perms)
 
 
-def test_spot_request_and_preemption_seen_by_query(cloud: AWSCloud) -> None:
+def test_spot_request_and_preemption_seen_by_query(cloud: AWSCloud) -> None:  # noqa: F811
     info = cloud.provision(request("spot", use_spot=True))
     insts = {i["InstanceId"]: i for i in _live()}
     assert all(insts[n.node_id].get("InstanceLifecycle") == "spot" for n in info.nodes)
@@ -137,7 +137,7 @@ def test_spot_request_and_preemption_seen_by_query(cloud: AWSCloud) -> None:
                     info.nodes[1].node_id: NodeState.PREEMPTED}
 
 
-def test_query_user_terminated_and_vanished_nodes(cloud: AWSCloud) -> None:
+def test_query_user_terminated_and_vanished_nodes(cloud: AWSCloud) -> None:  # noqa: F811
     info = cloud.provision(request("q"))
     boto3.client("ec2", region_name="us-east-1").terminate_instances(
         InstanceIds=[info.nodes[0].node_id])
@@ -150,7 +150,7 @@ def test_query_user_terminated_and_vanished_nodes(cloud: AWSCloud) -> None:
     assert view["i-0000000000000dead"] is NodeState.TERMINATED
 
 
-def test_ports_group_created_and_deleted(cloud: AWSCloud) -> None:
+def test_ports_group_created_and_deleted(cloud: AWSCloud) -> None:  # noqa: F811
     info = cloud.provision(request("ports", num_nodes=1, ports=("8080", "9000-9010")))
     ec2 = boto3.client("ec2", region_name="us-east-1")
     groups = ec2.describe_security_groups(
@@ -166,7 +166,7 @@ def test_ports_group_created_and_deleted(cloud: AWSCloud) -> None:
         Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": ["ports"]}])["SecurityGroups"]
 
 
-def test_terminate_waits_and_is_idempotent(cloud: AWSCloud, factory) -> None:
+def test_terminate_waits_and_is_idempotent(cloud: AWSCloud, factory) -> None:  # noqa: F811
     cloud.provision(request("t"))
     counter = CallCounter(factory.ec2("us-east-1"))
     cloud.terminate("t")
@@ -178,7 +178,7 @@ def test_terminate_waits_and_is_idempotent(cloud: AWSCloud, factory) -> None:
     assert set(cloud.query("t").values()) <= {NodeState.TERMINATED}
 
 
-def test_terminate_without_a_record_scans_regions(cloud: AWSCloud) -> None:
+def test_terminate_without_a_record_scans_regions(cloud: AWSCloud) -> None:  # noqa: F811
     info = cloud.provision(request("lost", region="us-west-2", zone=None, num_nodes=1))
     assert info.zone and info.zone.startswith("usw2-")
     records.drop_cluster("lost")  # e.g. a launch killed before the record was kept
@@ -186,25 +186,25 @@ def test_terminate_without_a_record_scans_regions(cloud: AWSCloud) -> None:
     assert not _live("us-west-2")
 
 
-def test_stop_and_start(factory, waiter: FakeWaiter) -> None:
-    cloud = make_cloud(factory, waiter)
-    info = cloud.provision(request("s"))
-    cloud.stop("s")
-    assert set(cloud.query("s").values()) == {NodeState.STOPPED}
-    started = cloud.start("s")
+def test_stop_and_start(factory, waiter: FakeWaiter) -> None:  # noqa: F811
+    aws = make_cloud(factory, waiter)
+    info = aws.provision(request("s"))
+    aws.stop("s")
+    assert set(aws.query("s").values()) == {NodeState.STOPPED}
+    started = aws.start("s")
     assert [n.node_id for n in started.nodes] == [n.node_id for n in info.nodes]
     assert all(n.ssh_host_key == FAKE_HOST_KEY for n in started.nodes)
     assert started.zone == "use1-az1" and len(waiter.calls) == 2
-    assert set(cloud.query("s").values()) == {NodeState.RUNNING}
+    assert set(aws.query("s").values()) == {NodeState.RUNNING}
 
 
-def test_spot_cannot_stop(cloud: AWSCloud) -> None:
+def test_spot_cannot_stop(cloud: AWSCloud) -> None:  # noqa: F811
     cloud.provision(request("sp", use_spot=True, num_nodes=1))
     with pytest.raises(InvalidRequestError):
         cloud.stop("sp")
 
 
-def test_orphans_listed_across_regions(cloud: AWSCloud) -> None:
+def test_orphans_listed_across_regions(cloud: AWSCloud) -> None:  # noqa: F811
     a = cloud.provision(request("a", num_nodes=2))
     b = cloud.provision(request("b", region="us-west-2", zone=None, num_nodes=1))
     records.drop_cluster("b")
@@ -214,35 +214,35 @@ def test_orphans_listed_across_regions(cloud: AWSCloud) -> None:
     assert cloud.list_tagged_clusters() == {"b": [b.head.node_id]}
 
 
-def test_internal_ips_and_config(factory) -> None:
+def test_internal_ips_and_config(factory) -> None:  # noqa: F811
     settings = AWSSettings(use_internal_ips=True, ssh_user="ec2-user",
                            iam_instance_profile="my-role")
     seen: list[dict] = []
     boto3.client("iam").create_instance_profile(InstanceProfileName="my-role")
     factory.ec2("us-east-1").meta.events.register(
         "provide-client-params.ec2.RunInstances", lambda params, **_: seen.append(dict(params)))
-    cloud = make_cloud(factory, settings=settings)
-    info = cloud.provision(request("internal", num_nodes=1))
+    aws = make_cloud(factory, settings=settings)
+    info = aws.provision(request("internal", num_nodes=1))
     assert info.head.external_ip is None and info.head.ssh_user == "ec2-user"
     assert seen[0]["IamInstanceProfile"] == {"Name": "my-role"}
     assert seen[0]["NetworkInterfaces"][0]["AssociatePublicIpAddress"] is False
 
 
-def test_named_vpc(factory) -> None:
+def test_named_vpc(factory) -> None:  # noqa: F811
     ec2 = boto3.client("ec2", region_name="us-east-1")
     vpc = ec2.create_vpc(CidrBlock="10.77.0.0/16")["Vpc"]["VpcId"]
     ec2.create_tags(Resources=[vpc], Tags=[{"Key": "Name", "Value": "train"}])
     sub = ec2.create_subnet(VpcId=vpc, CidrBlock="10.77.1.0/24",
                             AvailabilityZone="us-east-1b")["Subnet"]["SubnetId"]
-    cloud = make_cloud(factory, settings=AWSSettings(vpc_name="train", use_internal_ips=True))
-    info = cloud.provision(request("v", num_nodes=2))
+    aws = make_cloud(factory, settings=AWSSettings(vpc_name="train", use_internal_ips=True))
+    info = aws.provision(request("v", num_nodes=2))
     assert [n.internal_ip for n in info.nodes] == ["10.77.1.4", "10.77.1.5"]
     assert {i["SubnetId"] for i in _live() if _tags(i).get(CLUSTER_TAG) == "v"} == {sub}
     with pytest.raises(InvalidRequestError):
         make_cloud(factory, settings=AWSSettings(vpc_name="nope")).provision(request("w"))
 
 
-def test_image_override_and_unknown_ami(cloud: AWSCloud) -> None:
+def test_image_override_and_unknown_ami(cloud: AWSCloud) -> None:  # noqa: F811
     ec2 = boto3.client("ec2", region_name="us-east-1")
     other = ec2.describe_images(Owners=["amazon"])["Images"][1]["ImageId"]
     info = cloud.provision(request("img", num_nodes=1, image_id=other))
