@@ -337,7 +337,6 @@ class NetnsLab:
         self._next = 0
         self._lock = threading.RLock()  # node starts may come from a watcher thread
         self._live_ips: set[str] = set()
-        self._next_auto = _FIRST_AUTO_HOST
         self._reserved: list[ipaddress.IPv4Network] = []
         self.sets: list[SSHNodeSet] = []
         self.client_key_path = str(self.workdir / "client_key")
@@ -391,13 +390,12 @@ class NetnsLab:
             self._reserved.append(net)  # type: ignore[arg-type]
 
     def _auto_ip(self) -> str:
-        # addresses never used before first, then freed ones (fewer stale ARP entries)
-        order = list(range(self._next_auto, 255)) + list(range(_FIRST_AUTO_HOST, self._next_auto))
-        for host in order:
+        # the lowest free address: automatic nodes stay below the ranges cloud fakes
+        # reserve (a reused address is safe: `_wire` flushes its old ARP entry)
+        for host in range(_FIRST_AUTO_HOST, 255):
             ip = f"{self.prefix}.{host}"
             addr = ipaddress.ip_address(ip)
             if ip not in self._live_ips and not any(addr in r for r in self._reserved):
-                self._next_auto = host + 1
                 return ip
         raise RuntimeError(f"no free address for an automatic test node in {self.subnet}")
 

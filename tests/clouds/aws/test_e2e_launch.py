@@ -10,6 +10,10 @@ and the bodies are gone. Nothing is reached but loopback and the lab's bridge.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -31,6 +35,17 @@ pytestmark = [
 ]
 
 RESOURCES = {"cloud": "aws", "region": "us-east-1", "instance_type": "m6i.large"}
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", "from launcher.cli import main; main()", *args],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc
+    return proc
 
 
 def test_two_node_launch_exec_queue_logs_down_on_aws(aws_cloud: AWSFake, tmp_path: Path) -> None:
@@ -83,6 +98,14 @@ def test_two_node_launch_exec_queue_logs_down_on_aws(aws_cloud: AWSFake, tmp_pat
         first: list[str] = []
         api.logs("awse2e", jobs[0].id, follow=False, on_line=first.append)
         assert sum("rank=" in ln for ln in first) == 2, first
+
+        # the CLI, as its own process (standard AWS variables only): queue, logs, and a
+        # status refresh that asks EC2 (moto) for the cluster's instances
+        queue = json.loads(_cli("queue", "awse2e", "--json").stdout)
+        assert len(queue) == 2, queue
+        assert "exec on ip-" in _cli("logs", "awse2e", str(jobs[1].id)).stdout
+        rows = json.loads(_cli("status", "--refresh", "--json").stdout)
+        assert [r["name"] for r in rows] == ["awse2e"] and rows[0]["status"] == "UP", rows
 
         api.down("awse2e")
         aws_cloud.bodies.sync()
