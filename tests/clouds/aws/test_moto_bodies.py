@@ -149,3 +149,26 @@ def test_an_instance_outside_the_lab_gets_no_body_and_fails_the_test(
         bodies.close()
     with pytest.raises(ValueError, match="not a node address"):
         netns_lab.start_node("10.9.9.9", authorized_key="ssh-ed25519 AAAA x")
+
+
+def test_an_instance_in_a_default_vpc_anywhere_is_refused_a_body(
+    aws_cloud: AWSFake,
+) -> None:
+    """The product must never be led to 172.31.x: an instance there (any region) fails
+    the test instead of getting a body."""
+    assert aws_cloud.bodies is not None
+    ec2 = aws_cloud.client("ec2", "eu-west-1")
+    default = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])
+    subnet = default["Subnets"][0]["SubnetId"]
+    (inst,) = ec2.run_instances(ImageId=TEST_AMI, MinCount=1, MaxCount=1, SubnetId=subnet)[
+        "Instances"
+    ]
+    assert inst["PrivateIpAddress"].startswith("172.31.")
+    try:
+        with pytest.raises(AssertionError, match=f"{inst['InstanceId']}.*outside the lab"):
+            aws_cloud.bodies.sync()
+        assert aws_cloud.live_instances() == {
+            "instances": 1, "eips": 0, "placement_groups": 0, "security_groups": 0, "nodes": 0,
+        }
+    finally:
+        aws_cloud.bodies.errors.clear()  # expected here: the fixture's close would raise it
