@@ -560,7 +560,9 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
     lines = ["__launcher_rank() {"]
     lines += ["mkdir -p " + RANKS_DIR + " 2>/dev/null"]
     lines += stale_kill_lines(keep_job=job_id)
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in env]
+    # a node-relative checkpoint dir (~/ckpt, ckpt) is exported absolute, as the job needs it
+    lines += [f"export {k}={_workdir_expr(v)}" if k == "LAUNCHER_CHECKPOINT_DIR"
+              and not v.startswith("/") else f"export {k}={shlex.quote(v)}" for k, v in env]
     wd = _workdir_expr(workdir)
     lines += hooks[0]
     lines += [

@@ -69,13 +69,15 @@ def test_restore_then_periodic_save_while_running(agent2: Agent, s3: S3Server) -
 
 
 def test_save_at_exit_uploads_the_last_write(agent2: Agent, s3: S3Server) -> None:  # noqa: F811
-    run = 'sleep 0.3; echo final > "$LAUNCHER_CHECKPOINT_DIR/last-$LAUNCHER_NODE_RANK.txt"'
-    spec = _spec(run, 3600)  # no periodic save can happen: only the one at exit
+    # (from another directory: the node-relative dir is exported as an absolute path)
+    run = 'cd /; sleep 0.3; echo final > "$LAUNCHER_CHECKPOINT_DIR/last-$LAUNCHER_NODE_RANK.txt"'
+    spec = {**_spec(run, 3600), "checkpoint_dir": "~/ckpt"}  # no periodic save: only at exit
     job = int(agent2.doc("submit", stdin=json.dumps(spec))["job_id"])
     rec = agent2.wait_status(job)
     assert rec["status"] == "SUCCEEDED"
     # the rank is reported ended only after its save: the objects are there already
     assert s3.keys("ckpt-bkt") == ["run/task-1/last-0.txt", "run/task-1/last-1.txt"]
+    assert (agent2.nodes[1] / "ckpt" / "last-1.txt").read_text() == "final\n"
 
 
 def test_interruption_notice_saves_at_once(agent2: Agent, s3: S3Server) -> None:  # noqa: F811
