@@ -163,14 +163,20 @@ def default_autostop_action(cluster: ClusterInfo, down: bool) -> str:
     """What the agent runs when the cluster is idle, or "" when the head cannot act itself.
 
     Local cloud: the head is this machine, so it runs this `launcher` (same Python,
-    same LAUNCHER_HOME) with `down NAME -y` / `stop NAME`. Other clouds get their
-    own action once they can stop themselves from the node; until then, with
-    `down`, the agent takes the cluster down itself (kills job processes, stops,
+    same LAUNCHER_HOME) with `down NAME -y` / `stop NAME`. A cloud with an
+    `autostop_action(cluster, down)` method (AWS) gives its own action. Other clouds:
+    with `down`, the agent takes the cluster down itself (kills job processes, stops,
     leaves the `autodowned` marker the client reconciles), and without `down` it
     records an "autostop" event only (the API refuses that for clouds that cannot stop).
     """
     if cluster.cloud != "local":
-        return ""
+        # a cloud whose nodes can stop themselves says how (AWS: power off; EC2 then
+        # stops or terminates each instance, see launcher/clouds/aws/autostop.py)
+        from launcher.clouds.registry import IMPLEMENTED, get_cloud
+
+        action = getattr(get_cloud(cluster.cloud), "autostop_action", None) \
+            if cluster.cloud in IMPLEMENTED else None
+        return str(action(cluster, down)) if action is not None else ""
     from launcher.state import launcher_home
 
     boot = "import sys; from launcher.cli import main; main(sys.argv[1:])"

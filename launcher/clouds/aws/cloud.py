@@ -340,6 +340,16 @@ class AWSCloud:
                                   ensure_user_key().private_path, public, cluster=cluster)
         return self._node_waiter(info, time.monotonic() + t.ssh)
 
+    # ---- autostop ----
+
+    def autostop_action(self, cluster: ClusterInfo, down: bool) -> str:
+        """The head agent's autostop action for this cluster (autostop.py); sets each
+        instance's shutdown behavior to stop, or terminate with `down`. Blocking.
+        Raises InvalidRequestError (stop of a spot cluster), CloudError."""
+        from launcher.clouds.aws.autostop import autostop_action
+
+        return autostop_action(self._ec2(cluster.region), cluster, down, cluster.use_spot)
+
     # ---- SupportsOrphans ----
 
     def list_tagged_clusters(self) -> dict[str, list[str]]:
