@@ -147,6 +147,6 @@ def test_spot_gang_preempted_by_ec2_relaunches_in_another_az_and_resumes_from_s3
         assert _saved_count(fake) == COUNT_TO
 
         _wait(lambda: fake.leaks().empty(), 20, "no instance, EIP or body left")
-        print(f"spot job with one preemption: {time.monotonic() - t0:.1f}s")
+        print(f"spot job with one preemption: {time.monotonic() - t0:.1f}s", *reasons, sep="\n")
     finally:
         store.close()
