@@ -13,7 +13,8 @@ launcher.clouds.aws.storage) when a task really uses S3.
 - `install_on_nodes(runners, cloud)`: bucket_sync.py + config.json (the standard
   endpoint variables the client has set) on every node, and the client's AWS
   credentials as `~/.aws/credentials` (0600) unless the nodes use an instance role
-  (`aws.iam_instance_profile` in the config, on AWS).
+  (`aws.iam_instance_profile` in the config, on AWS); an SSH-pool host that has that
+  file already keeps its own.
 - `copy_to_nodes(runners, copies)`: every node downloads every copy, in parallel.
 """
 
@@ -36,6 +37,7 @@ STORAGE_DIR = "~/.launcher-storage"
 SCRIPT = f"{STORAGE_DIR}/bucket_sync.py"
 NODE_SCRIPT = '"$HOME"/.launcher-storage/bucket_sync.py'  # the same, as a shell word
 COPY_TIMEOUT_S = 6 * 3600.0
+CREDENTIALS = "~/.aws/credentials"
 
 MOUNT_REFUSAL = (
     "mode {mode} would mount the bucket with a FUSE client (mountpoint-s3, goofys) that "
@@ -165,7 +167,7 @@ def node_files(cloud: str | None) -> dict[str, tuple[str, int]]:
         creds = storage.node_credentials()
         if creds is not None:
             body = "[default]\n" + "".join(f"{k} = {v}\n" for k, v in creds.items())
-            files["~/.aws/credentials"] = (body, 0o600)
+            files[CREDENTIALS] = (body, 0o600)
     return files
 
 
@@ -178,6 +180,9 @@ def install_on_nodes(runners: Sequence[CommandRunner], cloud: str | None) -> Non
 
     def put(runner: CommandRunner) -> None:
         for path, (text, mode) in files.items():
+            if path == CREDENTIALS and cloud == "ssh" and runner.run(
+                    "test -e ~/.aws/credentials", timeout=30).returncode == 0:
+                continue  # an SSH pool host is your machine: its own credentials stay
             runner.put_text(text, path, mode=mode)
 
     parallel(put, list(runners))

@@ -145,3 +145,33 @@ def test_other_stores_are_planned_but_refused_at_launch(tmp_path: Path) -> None:
     assert plan(task).chosen is not None
     with pytest.raises(FileMountError, match=r"file_mounts\./data\.store.*store 'gcs'"):
         launch(task, "gcs")
+
+
+def test_node_credentials_instance_role_and_ssh_hosts_own_files(
+        s3: S3Server, launcher_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from launcher.clouds.base import ProvisionRequest
+    from launcher.runtime.execution import close_runners, open_runners
+    from launcher.runtime.storage_nodes import install_on_nodes
+
+    cluster = LocalCloud().provision(ProvisionRequest("cr", "local", "local", None, "local", 2,
+                                                      False))
+    homes = [Path(n.local_root or "") for n in cluster.nodes]
+    (homes[0] / ".aws").mkdir()
+    (homes[0] / ".aws" / "credentials").write_text("[default]\nmine = 1\n")
+    runners = open_runners(cluster)
+    try:
+        install_on_nodes(runners, "ssh")  # an SSH pool host keeps its own credentials
+        assert (homes[0] / ".aws" / "credentials").read_text() == "[default]\nmine = 1\n"
+        assert "aws_secret_access_key = testing" in (homes[1] / ".aws" / "credentials"
+                                                     ).read_text()
+        from launcher.config import LauncherConfig
+
+        if not hasattr(LauncherConfig(), "aws"):  # the provisioner's `aws:` config section
+            return
+        (launcher_home / "config.yaml").write_text("aws:\n  iam_instance_profile: node-role\n")
+        (homes[1] / ".aws" / "credentials").unlink()
+        install_on_nodes(runners, "aws")  # the instance role: no keys copied
+        assert not (homes[1] / ".aws" / "credentials").exists()
+        assert (homes[1] / ".launcher-storage" / "bucket_sync.py").exists()
+    finally:
+        close_runners(runners)
