@@ -39,7 +39,11 @@ from launcher.clouds.aws.network import (
 )
 from launcher.clouds.aws.nodes import NodeWaiter, wait_for_ssh
 from launcher.clouds.aws.provision import LaunchPlan, launch, tag_ranks, wait_running
-from launcher.clouds.aws.session import ClientFactory, check_credentials
+from launcher.clouds.aws.session import (
+    ClientFactory,
+    check_credentials,
+    local_credentials_source,
+)
 from launcher.clouds.aws.tags import RANK_TAG, cluster_tags, tag_specification, tag_value
 from launcher.clouds.aws.teardown import LIVE_STATES, Sleep, instances, teardown_region, wait_states
 from launcher.clouds.base import (
@@ -58,6 +62,7 @@ PREEMPTION_REASONS = ("Server.SpotInstanceTermination", "Server.SpotInstanceShut
 _STALE_CACHE_CODES = ("InvalidKeyPair.NotFound", "InvalidGroup.NotFound",
                       "InvalidSubnetID.NotFound", "InvalidVpcID.NotFound")
 _MAX_REGION_WORKERS = 8
+CHECK_TTL_S = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +116,7 @@ class AWSCloud:
         self._settings = settings
         self._timeouts = timeouts
         self._sleep = sleep
+        self._checked: tuple[float, CredentialStatus] | None = None
 
     # ---- plumbing ----
 
@@ -131,8 +137,16 @@ class AWSCloud:
 
     def check(self) -> CredentialStatus:
         """Identity from `sts get-caller-identity`, or why not; no network (and no boto3
-        import) when no credentials are configured. Never raises."""
-        return check_credentials(self._clients)
+        import) when no credentials are configured. An STS answer is reused for
+        CHECK_TTL_S (planning asks before every failover attempt). Never raises."""
+        if local_credentials_source() is None:
+            return check_credentials(self._clients)
+        now = time.monotonic()
+        if self._checked is not None and now - self._checked[0] < CHECK_TTL_S:
+            return self._checked[1]
+        status = check_credentials(self._clients)
+        self._checked = (now, status)
+        return status
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
         """Create the gang (see the module docstring). Raises CapacityError, QuotaError,
@@ -192,8 +206,9 @@ class AWSCloud:
                                    req.ssh_public_key or _public_key(), use_cache=False)
             ids = launch(ec2, dataclasses.replace(plan, network=fresh))
         records.set_instances(cluster, region, ids)
-        tag_ranks(ec2, region, cluster, ids)
         t = self._timeouts
+        tag_ranks(ec2, region, cluster, ids, deadline=time.monotonic() + t.running, poll=t.poll,
+                  sleep=self._sleep)
         described = wait_running(ec2, region, net.zone_id, ids,
                                  deadline=time.monotonic() + t.running, poll=t.poll,
                                  sleep=self._sleep)

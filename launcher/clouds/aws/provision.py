@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.clouds.aws.errors import CLOUD, aws_errors
+from launcher.clouds.aws.errors import CLOUD, aws_errors, error_code
 from launcher.clouds.aws.images import Image
 from launcher.clouds.aws.network import RegionNetwork
 from launcher.clouds.aws.tags import RANK_TAG, tag_specification
@@ -124,12 +124,28 @@ def launch(ec2: Any, plan: LaunchPlan) -> list[str]:
     return [str(i["InstanceId"]) for i in got]
 
 
-def tag_ranks(ec2: Any, region: str, cluster: str, ids: list[str]) -> None:
+def tag_ranks(ec2: Any, region: str, cluster: str, ids: list[str], *, deadline: float,
+              poll: float, sleep: Sleep = time.sleep) -> None:
     """Tag each instance with its rank (and a per-node Name)."""
-    with aws_errors(region=region, action="tag instances"):
-        for rank, iid in enumerate(ids):
-            ec2.create_tags(Resources=[iid], Tags=[{"Key": RANK_TAG, "Value": str(rank)},
-                                                   {"Key": "Name", "Value": f"{cluster}-{rank}"}])
+    for rank, iid in enumerate(ids):
+        tags = [{"Key": RANK_TAG, "Value": str(rank)}, {"Key": "Name", "Value": f"{cluster}-{rank}"}]
+        _until_visible(lambda iid=iid, tags=tags: ec2.create_tags(Resources=[iid], Tags=tags),
+                       region=region, action="tag instances", deadline=deadline, poll=poll,
+                       sleep=sleep)
+
+
+def _until_visible(call: Any, *, region: str, action: str, deadline: float, poll: float,
+                   sleep: Sleep, zone: str | None = None) -> Any:
+    """`call()`, retried while EC2 does not know the new instances yet (its API is
+    eventually consistent: InvalidInstanceID.NotFound right after RunInstances)."""
+    while True:
+        with aws_errors(region=region, zone=zone, action=action):
+            try:
+                return call()
+            except Exception as exc:
+                if error_code(exc) != "InvalidInstanceID.NotFound" or time.monotonic() >= deadline:
+                    raise
+        sleep(poll)
 
 
 def wait_running(ec2: Any, region: str, zone: str | None, ids: list[str], *, deadline: float,
@@ -140,8 +156,9 @@ def wait_running(ec2: Any, region: str, zone: str | None, ids: list[str], *, dea
     when one ended otherwise or the deadline passed."""
     order = {iid: n for n, iid in enumerate(ids)}
     while True:
-        with aws_errors(region=region, zone=zone, action="describe instances"):
-            resp = ec2.describe_instances(InstanceIds=ids)
+        resp = _until_visible(lambda: ec2.describe_instances(InstanceIds=ids), region=region,
+                              zone=zone, action="describe instances", deadline=deadline,
+                              poll=poll, sleep=sleep)
         found = sorted((i for r in resp.get("Reservations", []) for i in r.get("Instances", [])),
                        key=lambda i: order.get(i["InstanceId"], 0))
         ended = [i for i in found if i["State"]["Name"] in ("shutting-down", "terminated",

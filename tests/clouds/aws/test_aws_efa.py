@@ -218,3 +218,27 @@ def test_key_pair_name_follows_the_key() -> None:
     b = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHt0cFvJ7oHcOItQyOvmQk3+Ki0y9bCbbfsnhZGJKoBx a"
     assert key_pair_name(a) == key_pair_name(a.replace(" a", " other-comment"))
     assert key_pair_name(a) != key_pair_name(b)
+
+
+def test_new_instances_not_yet_visible_are_waited_for() -> None:
+    """EC2 is eventually consistent: right after RunInstances, describe/tag calls may
+    answer InvalidInstanceID.NotFound; the provision path retries them."""
+    from launcher.clouds.aws.provision import tag_ranks, wait_running
+
+    f = StubFactory()
+    e = f.ec2_stub
+    e.add_client_error("create_tags", service_error_code="InvalidInstanceID.NotFound")
+    e.add_response("create_tags", {})
+    e.add_response("create_tags", {})
+    e.add_client_error("describe_instances", service_error_code="InvalidInstanceID.NotFound")
+    e.add_response("describe_instances", {"Reservations": [{"Instances": [
+        _instance(IDS[0], 0, "pending", 0), _instance(IDS[1], 1, "running", 16)]}]})
+    e.add_response("describe_instances", {"Reservations": [{"Instances": [
+        _instance(IDS[0], 0, "running", 16), _instance(IDS[1], 1, "running", 16)]}]})
+    with e:
+        tag_ranks(f.ec2_client, REGION, "efa", list(IDS), deadline=float("inf"), poll=0,
+                  sleep=lambda _s: None)
+        got = wait_running(f.ec2_client, REGION, None, list(IDS), deadline=float("inf"),
+                           poll=0, sleep=lambda _s: None)
+        e.assert_no_pending_responses()
+    assert [i["InstanceId"] for i in got] == list(IDS)
