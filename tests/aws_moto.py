@@ -21,7 +21,9 @@ Fixtures (imported by tests/clouds/aws/conftest.py; import them the same way els
 
 Only the lab's addresses are ever handed out: the fixture refuses (test error) any
 instance whose private IP lies outside the lab's /24 (e.g. moto's default VPC,
-172.31.0.0/16, which the product must not use when `vpc_name` is set).
+172.31.0.0/16, which the product must not use when `vpc_name` is set). And while
+`aws_cloud` is active, every connect this process makes is checked (`ConnectGuard`,
+a sys.audit hook): one to anything but loopback and the lab fails the test.
 """
 
 from __future__ import annotations
@@ -325,6 +327,49 @@ def _hardlink_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
+# ---- where this process connects ---------------------------------------------------------
+
+
+class ConnectGuard:
+    """Records every TCP/UDP connect of this process (sys.audit "socket.connect") to an
+    address outside loopback and the allowed networks. Audit hooks cannot be removed:
+    one hook is installed per process and consults the guards active at the time."""
+
+    _active: list[ConnectGuard] = []
+    _installed = False
+
+    def __init__(self, *allowed: str) -> None:
+        self.allowed = [ipaddress.ip_network(a) for a in allowed]
+        self.violations: list[str] = []
+
+    def __enter__(self) -> ConnectGuard:
+        if not ConnectGuard._installed:
+            import sys
+
+            sys.addaudithook(ConnectGuard._hook)
+            ConnectGuard._installed = True
+        ConnectGuard._active.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        ConnectGuard._active.remove(self)
+
+    @staticmethod
+    def _hook(event: str, args: tuple[Any, ...]) -> None:
+        if event != "socket.connect" or not ConnectGuard._active:
+            return
+        address = args[1] if len(args) > 1 else None
+        if not isinstance(address, tuple) or not address:
+            return  # AF_UNIX and the like
+        try:
+            ip = ipaddress.ip_address(str(address[0]).split("%")[0])
+        except ValueError:
+            return
+        for guard in list(ConnectGuard._active):
+            if not ip.is_loopback and not any(ip in net for net in guard.allowed):
+                guard.violations.append(f"{address[0]}:{address[1]}")
+
+
 # ---- fixtures ---------------------------------------------------------------------------
 
 
@@ -411,7 +456,9 @@ def aws_cloud(request: pytest.FixtureRequest, aws_moto: AWSFake) -> Iterator[AWS
     ).start()
     aws_moto.bodies = bodies
     try:
-        yield aws_moto
+        with ConnectGuard(lab.subnet) as guard:  # this process reaches the lab only
+            yield aws_moto
     finally:
         aws_moto.bodies = None
         bodies.close()  # kills every node; raises if an instance was refused
+    assert not guard.violations, f"connected outside the lab: {sorted(set(guard.violations))}"

@@ -172,3 +172,15 @@ def test_an_instance_in_a_default_vpc_anywhere_is_refused_a_body(
         }
     finally:
         aws_cloud.bodies.errors.clear()  # expected here: the fixture's close would raise it
+
+
+def test_connect_guard_sees_a_connect_outside_the_lab(netns_lab: netns.NetnsLab) -> None:
+    import socket
+
+    from tests.aws_moto import ConnectGuard
+
+    with ConnectGuard(netns_lab.subnet) as guard:
+        for host in ("172.31.5.9", netns_lab.gateway, "127.0.0.1"):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect((host, 9))  # UDP: no packet leaves, the audit event fires
+    assert guard.violations == ["172.31.5.9:9"]
