@@ -15,7 +15,8 @@
 
 Each node: namespace `lt<pid>-<k>` with `eth0` (a veth into bridge `lb<pid>`),
 address 10.123.<X>.<10..>/24 (X = the first /24 of 10.123.0.0/16 not used on
-this machine; the lowest address from .10 up that is neither live nor reserved), its own hostname (`unshare --uts`), its own /root
+this machine; the lowest address from .10 up that is neither live nor reserved),
+its own hostname (`unshare --uts`), its own /root
 (`unshare --mount` + a bind mount of a per-node directory), its own host key,
 `UsePAM no`, `StrictModes no`, a PidFile, and the lab's client key in
 /root/.ssh/authorized_keys. Leftovers of a crashed run (names carry the pid
@@ -450,6 +451,8 @@ class NetnsLab:
                 if spec is not None:
                     host = spec.ip
                     if host in self._live_ips:
+                        for n in nodes:  # nothing of this call was started
+                            self._live_ips.discard(n.host)
                         raise RuntimeError(f"a live test node already has address {host}")
                 elif self.netns_mode:
                     host = self._auto_ip()
