@@ -1,0 +1,336 @@
+"""Issue 12: SkyPilot task features beyond the basics, each with a task file written
+here (never a copy of SkyPilot's) and an assertion on the plan or the task model:
+per-task `config:`, git `workdir`, `volumes`, TPU names, OCI and unknown clouds,
+Kubernetes-only tasks, and the fields that stay refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from launcher.api.planning import plan
+from launcher.errors import NoPlacementError, TaskValidationError
+from launcher.provisioning.failover import provision_request
+from launcher.provisioning.planning import TPU_NOT_LAUNCHABLE
+from launcher.task import Task
+from launcher.task_config import apply_overrides
+from launcher.task_git import clone_script
+from launcher.task_volumes import VOLUMES_NOT_LAUNCHABLE
+
+CLI = [sys.executable, "-c", "from launcher.cli import main; main()"]
+
+
+def load(text: str, **kw: object) -> Task:
+    return Task.from_yaml_str(textwrap.dedent(text), source="t.yaml", require_values=False, **kw)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- config:
+
+
+CONFIG_TASK = """\
+    resources:
+      accelerators: H100:8
+    config:
+      aws:
+        use_internal_ips: true
+        vpc_name: research-vpc
+      docker:
+        run_options: [--shm-size=16g, --ipc=host]
+      kubernetes:
+        pod_config: {spec: {containers: [{resources: {limits: {vpc.amazonaws.com/efa: 4}}}]}}
+      jobs:
+        controller:
+          resources: {cpus: 4+}
+    run: nvidia-smi
+    """
+
+
+def test_config_applied_keys_reach_the_provisioning_request() -> None:
+    task = load(CONFIG_TASK)
+    assert task.config is not None
+    assert task.config.provider_overrides() == {
+        "aws": {"use_internal_ips": True, "vpc_name": "research-vpc"},
+        "docker": {"run_options": ("--shm-size=16g", "--ipc=host")},
+    }
+    p = plan(task)
+    req = provision_request("c1", p.placements[0], None, task.config.provider_overrides())
+    assert req.settings["aws"] == {"use_internal_ips": True, "vpc_name": "research-vpc"}
+    # the AWS provisioner applies its section over config.yaml's with apply_overrides
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Settings:
+        use_internal_ips: bool = False
+        vpc_name: str | None = None
+        ssh_user: str = "ubuntu"
+
+    assert apply_overrides(Settings(), req.settings["aws"]) == Settings(True, "research-vpc")
+
+
+def test_config_keys_with_no_effect_are_planned_with_a_note() -> None:
+    task = load(CONFIG_TASK)
+    p = plan(task)
+    assert any(n.startswith("config.kubernetes has no effect here") for n in p.notes)
+    assert any(n.startswith("config.jobs.controller has no effect here") and "local process" in n
+               for n in p.notes)
+    assert p.placements and all(pl.accelerator == "H100" for pl in p.placements)
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ("aws:\n    ssh_proxy_command: ssh -W %h:%p jump", "config.aws.ssh_proxy_command",
+         "SkyPilot setting launcher doesn't support"),
+        ("aws:\n    remote_identity: LOCAL_CREDENTIALS", "config.aws.remote_identity",
+         "iam_instance_profile"),
+        ("aws:\n    vpc_nmae: x", "config.aws.vpc_nmae", "did you mean 'vpc_name'"),
+        ("admin_policy: my.Policy", "config.admin_policy", "unknown config section"),
+        ("docker:\n    run_options: 7", "config.docker.run_options", "list of strings"),
+    ],
+)
+def test_config_refuses_unknown_and_unsupported_keys_by_name(body: str, field: str,
+                                                              words: str) -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load(f"config:\n  {body}\nrun: x\n")
+    assert err.value.field == field and words in str(err.value)
+
+
+def test_config_round_trips_through_to_dict() -> None:
+    task = load(CONFIG_TASK)
+    again = Task.from_dict(task.to_dict(), require_values=False)
+    assert again.config is not None
+    assert again.config.provider_overrides() == task.config.provider_overrides()  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------- git workdir
+
+
+def test_git_workdir_model_and_clone_script() -> None:
+    task = load("""\
+        envs: {BRANCH: release-2}
+        workdir:
+          url: https://git.example.com/team/trainer.git
+          ref: $BRANCH
+        setup: pip install -e .
+        run: python train.py
+        """)
+    assert task.workdir is None  # nothing local is synced
+    assert task.git_workdir is not None
+    assert (task.git_workdir.url, task.git_workdir.ref) == (
+        "https://git.example.com/team/trainer.git", "release-2")
+    script = task.node_setup()
+    assert script is not None and script.endswith("pip install -e .")
+    assert "GIT_TOKEN" in script and "http.extraHeader" in script  # token only as a header
+    assert "fetch --quiet origin release-2" in script
+    assert task.to_dict()["workdir"] == {"url": "https://git.example.com/team/trainer.git",
+                                         "ref": "release-2"}
+    assert plan(task).placements  # placement does not depend on the workdir
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True, env=env).stdout.strip()
+
+
+def test_git_workdir_is_cloned_at_the_ref_on_the_nodes(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real run on the local cloud: setup and run start in the clone, at the tag."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "version.txt").write_text("one\n")
+    _git(repo, "add", "version.txt")
+    _git(repo, "commit", "-qm", "one")
+    _git(repo, "tag", "v1")
+    (repo / "version.txt").write_text("two\n")
+    _git(repo, "commit", "-qam", "two")
+    task_file = tmp_path / "task.yaml"
+    task_file.write_text(textwrap.dedent(f"""\
+        workdir:
+          url: file://{repo}
+          ref: v1
+        setup: echo "setup sees $(cat version.txt)"
+        run: echo "run sees $(cat version.txt) in $(basename $PWD)"
+        """))
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    env = {**os.environ, "LAUNCHER_HOME": str(home)}
+    try:
+        out = subprocess.run([*CLI, "launch", str(task_file), "-y", "-c", "gitwd"], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "(setup) setup sees one" in out.stdout
+        assert "run sees one in sky_workdir" in out.stdout
+    finally:
+        subprocess.run([*CLI, "down", "gitwd", "-y"], env=env, capture_output=True, timeout=60)
+
+
+def test_git_workdir_refusals() -> None:
+    with pytest.raises(TaskValidationError, match="not a git URL") as err:
+        load("workdir:\n  url: ../local/dir\n")
+    assert err.value.field == "workdir.url"
+    with pytest.raises(TaskValidationError, match="unknown field 'branch'"):
+        load("workdir:\n  url: https://h/r.git\n  branch: main\n")
+
+
+def test_clone_script_without_ref_takes_the_default_branch() -> None:
+    from launcher.task_git import GitWorkdir
+
+    script = clone_script(GitWorkdir("git@host.example:team/r.git"))
+    assert "fetch --quiet origin HEAD" in script and "GIT_TOKEN" in script
+
+
+# ---------------------------------------------------------------- volumes
+
+
+VOLUME_TASK = """\
+    envs: {PREFIX: exp7}
+    resources:
+      accelerators: A100:1
+    volumes:
+      /mnt/datasets: shared-datasets
+      /mnt/ckpt:
+        name: ${PREFIX}-checkpoints
+        sub_path: run-1
+      /mnt/scratch:
+        size: 200Gi
+        labels: {team: vision}
+    run: ls /mnt
+    """
+
+
+def test_volumes_are_planned_and_launch_is_refused() -> None:
+    task = load(VOLUME_TASK)
+    assert [(v.path, v.name, v.sub_path, v.size) for v in task.volumes] == [
+        ("/mnt/datasets", "shared-datasets", None, None),
+        ("/mnt/ckpt", "exp7-checkpoints", "run-1", None),
+        ("/mnt/scratch", None, None, "200Gi"),
+    ]
+    p = plan(task)
+    assert VOLUMES_NOT_LAUNCHABLE in p.notes and p.placements
+    with pytest.raises(TaskValidationError) as err:
+        task.check_values()  # what every real launch and `jobs launch` call first
+    assert err.value.field == "volumes" and "cannot create or attach volumes" in str(err.value)
+    assert Task.from_dict(task.to_dict(), require_values=False).volumes == task.volumes
+
+
+def test_launch_refuses_volumes_from_the_cli(tmp_path: Path) -> None:
+    f = tmp_path / "v.yaml"
+    f.write_text("volumes:\n  /data: vol1\nrun: ls /data\n")
+    env = {**os.environ, "LAUNCHER_HOME": str(tmp_path / "home")}
+    out = subprocess.run([*CLI, "launch", str(f), "-y"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "field 'volumes'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+# ---------------------------------------------------------------- TPUs, OCI, other clouds
+
+
+def test_tpu_names_are_planned_on_gcp_and_never_launchable() -> None:
+    task = load("resources:\n  accelerators: tpu-v5p-8\nrun: python train.py\n")
+    p = plan(task)
+    assert p.placements and {pl.cloud for pl in p.placements} == {"gcp"}
+    assert {pl.instance_type for pl in p.placements} == {"TPU-VM"}
+    assert not any(p.enabled) and p.chosen is None
+    assert TPU_NOT_LAUNCHABLE in p.notes
+    with pytest.raises(TaskValidationError, match="unknown TPU 'tpu-v9-8'"):
+        plan(load("resources:\n  accelerators: tpu-v9-8\n"))
+
+
+def test_tpu_in_a_set_with_a_gpu_keeps_the_gpu_launchable() -> None:
+    p = plan(load("resources:\n  accelerators: {tpu-v6e-8, A100:8}\n"))
+    tpus = [i for i, pl in enumerate(p.placements) if pl.accelerator == "tpu-v6e-8"]
+    assert tpus and all(not p.enabled[i] for i in tpus)
+
+
+def test_oci_tasks_are_planned_with_oci_prices_and_not_launchable() -> None:
+    task = load("""\
+        resources:
+          cloud: oci
+          region: ap-seoul-1
+          zone: abcd:AP-SEOUL-1-AD-1
+          accelerators: A10:1
+        run: nvidia-smi
+        """)
+    p = plan(task)
+    best = p.placements[0]
+    assert (best.cloud, best.instance_type, best.zone, best.hourly_cost) == (
+        "oci", "VM.GPU.A10.1", "AP-SEOUL-1-AD-1", 2.0)
+    assert p.chosen is None and "oci: no provisioner" in " ".join(p.notes)
+
+
+def test_fluidstack_is_refused_by_name_and_skipped_as_an_alternative() -> None:
+    with pytest.raises(TaskValidationError) as err:
+        plan(load("resources:\n  cloud: fluidstack\n  accelerators: H100:8\n"))
+    assert err.value.field == "resources.cloud"
+    assert "fluidstack: launcher has no prices" in str(err.value)
+    p = plan(load("""\
+        resources:
+          accelerators: H100:8
+          any_of:
+            - cloud: fluidstack
+            - cloud: lambda
+        """))
+    assert {pl.cloud for pl in p.placements} == {"lambda"}
+    assert any("any_of[0] (fluidstack) is skipped" in n for n in p.notes)
+
+
+def test_kubernetes_alone_is_refused_with_the_reason_and_dropped_among_others() -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load("resources:\n  infra: k8s\n  accelerators: H100:8\n")
+    assert err.value.field == "resources.infra" and "only place given" in str(err.value)
+    task = load("""\
+        resources:
+          accelerators: H100:8
+          ordered:
+            - infra: k8s/my-context
+            - infra: aws
+        """)
+    p = plan(task)
+    assert {pl.cloud for pl in p.placements} == {"aws"}
+    assert any("ordered[0] (Kubernetes) is skipped" in n for n in p.notes)
+
+
+def test_b100_resolves_and_is_dropped_from_a_set_with_a_note() -> None:
+    p = plan(load("resources:\n  accelerators: {B100:8, H100:8}\n"))
+    assert {pl.accelerator for pl in p.placements} == {"H100"}
+    assert any("B100:8" in n and "the catalog has no B100" in n for n in p.notes)
+    with pytest.raises(NoPlacementError, match="the catalog has no B100"):
+        plan(load("resources:\n  accelerators: B100:8\n"))
+
+
+# ---------------------------------------------------------------- still refused
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("pool:\n  workers: 2\nrun: x\n", "pool"),
+        ("inputs: {s3://b/in: 10}\nrun: x\n", "inputs"),
+        ("outputs: {s3://b/out: 1}\nrun: x\n", "outputs"),
+        ("api_server_access: true\nrun: x\n", "api_server_access"),
+        ("resources:\n  accelerator_args: {runtime_version: tpu-vm-base}\n",
+         "resources.accelerator_args"),
+        ("resources:\n  cloud: aws\n  preemption: {hook: echo}\n", "resources.preemption"),
+    ],
+)
+def test_skypilot_only_fields_stay_refused_by_name(text: str, field: str) -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load(text)
+    assert err.value.field == field and "SkyPilot feature" in str(err.value)
+
+
+def test_every_refused_field_is_in_the_task_format_table() -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "task-format.md").read_text()
+    for name in ("pool", "inputs", "outputs", "api_server_access", "accelerator_args",
+                 "volumes", "config", "event_callback", "file_mounts_mapping",
+                 "experimental", "preemption", "termination_hook"):
+        assert f"`{name}`" in doc or f"`resources.{name}`" in doc, name
