@@ -1,8 +1,8 @@
 """`AWSCloud`: the `aws` cloud on EC2 (the Cloud protocol, SupportsStop, SupportsOrphans).
 
 provision (blocking, all or nothing): instance-type facts and image (images.py) -> the
-region's key pair / security group / subnet (network.py, cached) -> the cluster's
-region is recorded (records.py) BEFORE any create call -> per-cluster ports group,
+region's key pair / security group / subnet (network.py, cached; the cluster's region
+is recorded in records.py before the first call) -> per-cluster ports group,
 placement group (EFA gangs) -> one RunInstances for the whole gang (provision.py) ->
 rank tags -> wait for `running` -> Elastic IPs for multi-interface (EFA) nodes unless
 `aws.use_internal_ips` -> the node waiter (default: nodes.wait_for_ssh: SSH up, host
@@ -157,6 +157,9 @@ class AWSCloud:
             raise InvalidRequestError("num_nodes must be >= 1.", cloud=CLOUD, region=req.region)
         settings = self.settings()
         region = req.region
+        # recorded before any call: `terminate` (which failover runs after every failed
+        # attempt) then looks in this region only, instead of scanning every region
+        records.add_cluster_region(req.cluster_name, region)
         user_key = ensure_user_key()
         public_key = req.ssh_public_key or user_key.public_key()
         ec2 = self._ec2(region)
@@ -165,7 +168,6 @@ class AWSCloud:
         facts = type_facts(ec2, region, req.instance_type)
         image = resolve_image(ec2, ssm, region, facts, req.image_id)
         net = region_network(ec2, region, req.zone, settings, public_key)
-        records.add_cluster_region(req.cluster_name, region)  # before any create call
         try:
             return self._create(ec2, req, settings, facts, image, net, user_key.private_path)
         except BaseException:
