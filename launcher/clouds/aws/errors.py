@@ -34,12 +34,13 @@ CAPACITY_CODES = frozenset({
     "InsufficientHostCapacity",
     "InsufficientCapacityOnHost",
     "InsufficientReservedInstanceCapacity",
+    "InsufficientReservedInstancesCapacity",
     "InsufficientCapacity",
     "InsufficientFreeAddressesInSubnet",
     "InsufficientAddressCapacity",
     "Unsupported",
     "SpotMaxPriceTooLow",
-    "MaxSpotInstanceCountExceeded.Capacity",
+    "UnfulfillableCapacity",  # spot: not enough spare capacity now
 })
 QUOTA_CODES = frozenset({
     "VcpuLimitExceeded",

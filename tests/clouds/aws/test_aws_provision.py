@@ -78,6 +78,9 @@ def test_provision_two_node_gang(cloud: AWSCloud, factory, waiter: FakeWaiter) -
         Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": ["gang"]}])["Volumes"]
     assert vol and all(v["Size"] == 123 for v in vol)
     assert records.cluster_regions("gang") == ["us-east-1"]
+    aws_dir = records.aws_dir()
+    assert aws_dir.stat().st_mode & 0o777 == 0o700
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in aws_dir.rglob("*.json"))
     assert cloud.query("gang") == {n.node_id: NodeState.RUNNING for n in info.nodes}
 
 
