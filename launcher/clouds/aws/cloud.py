@@ -44,7 +44,13 @@ from launcher.clouds.aws.session import (
     check_credentials,
     local_credentials_source,
 )
-from launcher.clouds.aws.tags import RANK_TAG, cluster_tags, tag_specification, tag_value
+from launcher.clouds.aws.tags import (
+    CLUSTER_TAG,
+    RANK_TAG,
+    cluster_tags,
+    tag_specification,
+    tag_value,
+)
 from launcher.clouds.aws.teardown import LIVE_STATES, Sleep, instances, teardown_region, wait_states
 from launcher.clouds.base import (
     CloudError,
@@ -381,14 +387,14 @@ class AWSCloud:
             ec2 = self._ec2(region)
             with aws_errors(region=region, action="describe instances"):
                 pages = ec2.get_paginator("describe_instances").paginate(Filters=[
-                    {"Name": "tag-key", "Values": ["launcher-cluster"]},
+                    {"Name": "tag-key", "Values": [CLUSTER_TAG]},
                     {"Name": "instance-state-name", "Values": list(states)}])
                 return [i for p in pages for r in p.get("Reservations", [])
                         for i in r.get("Instances", [])]
 
         for insts in self._each_region(regions, one):
             for inst in insts:
-                name = tag_value(inst, "launcher-cluster")
+                name = tag_value(inst, CLUSTER_TAG)
                 if name:
                     out.setdefault(name, []).append(str(inst["InstanceId"]))
         return {k: sorted(v) for k, v in out.items()}
