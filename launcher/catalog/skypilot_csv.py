@@ -8,6 +8,7 @@ Normalisation rules (documented in docs/catalog.md):
 - empty or 0 price = not offered (None); vast's SpotPrice "0.00" is the common case.
 - `AvailabilityZone` becomes `zone` where the file has it (AWS zone ids, RunPod data
   centers); other clouds have no zones (None).
+- AWS Local Zone rows (`use1-atl2-az1`) are dropped: they need an opt-in per account.
 - rows with no region, or with neither an on-demand nor a spot price, are dropped and
   counted per reason.
 - GPU memory per accelerator (GiB) comes from GpuInfo; the clouds disagree on what
@@ -33,6 +34,11 @@ from dataclasses import dataclass
 #   SizeInMiB = TotalGpuMemoryInMiB; e.g. 2x A100 40GB shows 81920).
 # - "gb": nominal GB of one GPU despite the name (RunPod: 80 for an 80GB A100/H100).
 GPU_MEMORY_CONVENTION: Mapping[str, str] = {"vast": "instance_total", "runpod": "gb"}
+# AWS Local Zone ids (`use1-atl2-az1`, `usw2-lax1-az1`): a zone of a metro site, which an
+# account must opt in to and give subnets of its own before it can launch there. A
+# launch would fail (or silently pick a far-away site), so the bundled catalog leaves
+# them out; a refresh (`describe_instance_type_offerings`) lists them only once opted in.
+_AWS_LOCAL_ZONE = re.compile(r"^[a-z]+\d+-[a-z]+\d+-az\d+$")
 # A per-GPU memory outside this range (GiB) is a unit error in the source: left unknown.
 _SANE_GPU_GIB = (1.0, 400.0)
 
@@ -185,6 +191,10 @@ def normalise_rows(
         if price is None and spot is None:
             dropped["no price"] += 1
             continue
+        zone = r.get("AvailabilityZone") or None
+        if cloud == "aws" and zone and _AWS_LOCAL_ZONE.match(zone):
+            dropped["AWS Local Zone (needs opt-in)"] += 1
+            continue
         acc_name = r.get("AcceleratorName", "")
         acc = aliases.get(acc_name, acc_name) or None
         count = parse_float(r.get("AcceleratorCount", ""), f"{where} AcceleratorCount") or 0.0
@@ -197,7 +207,7 @@ def normalise_rows(
             Row(
                 cloud=cloud,
                 region=region,
-                zone=r.get("AvailabilityZone") or None,
+                zone=zone,
                 instance_type=it,
                 accelerator=acc,
                 accelerator_count=count,

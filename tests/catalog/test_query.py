@@ -79,7 +79,7 @@ def test_status_shows_age_and_staleness() -> None:
     assert set(by) == {c.cloud for c in meta.clouds} | {"local"}
     assert by["gcp"].fetched_at == "2026-05-20T04:50:10Z" and by["gcp"].fetched_at_exact
     assert by["gcp"].age_days == 30.0 and not by["gcp"].stale
-    assert by["aws"].rows == 6211 and not by["aws"].fetched_at_exact  # upstream date unknown
+    assert by["aws"].rows == 6112 and not by["aws"].fetched_at_exact  # upstream date unknown
     later = query.status(now=now + datetime.timedelta(days=1))
     assert {c.cloud: c.stale for c in later.clouds}["gcp"] is True and later.any_stale
     assert by["local"].rows == 1 and by["local"].completeness == "live"
