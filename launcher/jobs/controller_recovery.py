@@ -42,7 +42,8 @@ class RecoveryMixin(FinishMixin):
         if placed:
             p = placed[-1]
             last_where = Where(p.cloud or "", p.region, p.zone)
-        tiers = placement_tiers(job.strategy, self.store.blocks(job.id), last_where)
+        now = time.time()
+        tiers = placement_tiers(job.strategy, self.store.blocks(job.id, now), last_where, now)
         draining = [a for a in attempts if a.attempt < att.attempt and a.torn_down_at is None
                     and a.phase == AttemptPhase.RUNNING]
         gate = threading.Event()

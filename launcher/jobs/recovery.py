@@ -3,12 +3,19 @@
 Pure functions over small typed values; the controller persists their output
 (blocks) and hands `PlacementTier`s to `ClusterOps.provision_and_start`.
 
-- EAGER_NEXT_REGION (default): block the preempted zone AND region for a cool-down
-  and re-rank over everything else (other regions, other clouds). Only when
-  nothing else fits does it fall back to the unblocked ranking - so a single-region
-  cloud (like `local`) still recovers, in place.
-- FAILOVER: the same region first (minus the preempted zone, if the region has
-  others), then anywhere but that zone, then anywhere.
+- EAGER_NEXT_REGION (default): other regions first (every recently preempted
+  zone's region avoided), then other zones (any region, the same one included),
+  then the preempted zones themselves, least penalized first - so a task pinned to
+  one region moves to another zone of it, and a single-zone place (like `local`)
+  still recovers, in place, when nothing else is possible.
+- FAILOVER: the same region first (minus the preempted zones), then anywhere but
+  the preempted zones, then the preempted zones, least penalized first.
+
+Penalty, not a hard drop: a preemption leaves a block row for `cooldown_s`; a
+zone's penalty is the sum over its rows of the time each has left (so it decays
+linearly to 0 over the cool-down, and repeated preemptions add up). The last
+tiers give the preempted zones back one at a time, the least penalized first; the
+most recently / most often preempted zone comes back last.
 
 Exits (`decide_exit`): exit 0 -> success; an exit code listed in
 `recover_on_exit_codes` -> recover (does not use up the error budget); another
@@ -20,6 +27,7 @@ controller checks the cloud's view first.
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -104,30 +112,74 @@ def blocked_from(blocks: Iterable[BlockSpec | object]) -> Blocked:
     return b
 
 
-def placement_tiers(
-    strategy: str, active_blocks: Iterable[BlockSpec | object], last: Where | None
-) -> list[PlacementTier]:
-    """The ordered placement searches for a (re)launch.
+Place = tuple[str, str | None, str | None]  # (cloud, region, zone): a block row's key
 
-    `active_blocks` are this job's blocks still in force; `last` is where the
-    previous attempt ran (None for the first launch).
+
+def zone_penalties(blocks: Iterable[BlockSpec | object], now: float) -> dict[Place, float]:
+    """Penalty of every blocked place (zone rows, and region rows of clouds without
+    zones): the sum of the seconds its rows still have to run at `now`. Expired rows
+    count 0. Cloud-wide rows are not penalties (they never come back early)."""
+    out: dict[Place, float] = {}
+    for blk in blocks:
+        cloud: str = getattr(blk, "cloud")  # noqa: B009
+        region: str | None = getattr(blk, "region")  # noqa: B009
+        zone: str | None = getattr(blk, "zone")  # noqa: B009
+        until: float = getattr(blk, "until")  # noqa: B009
+        if region is None:
+            continue
+        key = (cloud, region, zone)
+        out[key] = out.get(key, 0.0) + max(0.0, until - now)
+    return out
+
+
+def placement_tiers(
+    strategy: str, active_blocks: Iterable[BlockSpec | object], last: Where | None,
+    now: float | None = None,
+) -> list[PlacementTier]:
+    """The ordered placement searches for a (re)launch (see the module docstring).
+
+    `active_blocks` are this job's blocks still in force at `now` (default: the
+    current time); `last` is where the previous attempt ran (None for the first
+    launch). Consecutive tiers never repeat one search. The last tier keeps only
+    cloud-wide blocks: a preempted zone is always tried in the end (its capacity may
+    have come back).
     """
     blocks = list(active_blocks)
-    with_blocks = blocked_from(blocks)
-    unblocked = Blocked()
     if last is None or not blocks:
-        return [PlacementTier(unblocked, None, "anywhere")]
+        return [PlacementTier(Blocked(), None, "anywhere")]
+    pen = zone_penalties(blocks, time.time() if now is None else now)
+    base = blocked_from(b for b in blocks if getattr(b, "region", None) is None)
+    zoned = {(c, r) for (c, r, z) in pen if z is not None}
+    # Where preemptions happened: zones, and regions of clouds without zones. A region
+    # row of a region with zone rows is EAGER's "avoid this region" mark only.
+    spots = sorted((k for k in pen if k[2] is not None or (k[0], k[1]) not in zoned),
+                   key=lambda k: (pen[k], k[0], k[1] or "", k[2] or ""))
+
+    def blocked_for(keep: Iterable[Place]) -> Blocked:
+        b = base
+        for cloud, region, zone in keep:
+            assert region is not None
+            b = b.with_region(cloud, region) if zone is None else b.with_zone(cloud, region, zone)
+        return b
+
+    tiers: list[PlacementTier] = []
     if strategy == FAILOVER and last.region is not None:
-        zone_only = blocked_from(b for b in blocks if getattr(b, "zone", None) is not None)
-        return [
-            PlacementTier(zone_only, (last.cloud, last.region), "same region"),
-            PlacementTier(zone_only, None, "anywhere but the preempted zone"),
-            PlacementTier(unblocked, None, "anywhere (cool-down waived)"),
-        ]
-    return [
-        PlacementTier(with_blocks, None, "avoiding preempted zone/region"),
-        PlacementTier(unblocked, None, "anywhere (cool-down waived)"),
-    ]
+        tiers.append(PlacementTier(blocked_for(spots), (last.cloud, last.region),
+                                   "same region, other zones"))
+    else:  # other regions first: avoid every region that saw a preemption recently
+        regions = {(c, r, None) for (c, r, _z) in pen}
+        tiers.append(PlacementTier(blocked_for([*spots, *regions]), None, "other regions"))
+    tiers.append(PlacementTier(blocked_for(spots), None, "other zones"))
+    for i, k in enumerate(spots):  # give the preempted places back, least penalized first
+        where = "/".join(x for x in k[1:] if x)
+        tiers.append(PlacementTier(blocked_for(spots[i + 1:]), None,
+                                   f"preempted {where} again (penalty {pen[k]:.0f} s)"))
+    out: list[PlacementTier] = []
+    for t in tiers:
+        if out and out[-1].blocked == t.blocked and out[-1].only_region == t.only_region:
+            continue
+        out.append(t)
+    return out
 
 
 class ExitDecision(enum.StrEnum):

@@ -326,3 +326,23 @@ def test_cancel_during_a_hanging_setup_aborts_it(store: JobStore) -> None:
     assert ops.live() == []
     (a,) = store.attempts(job.id)
     assert a.outcome == "CANCELLED" and a.torn_down_at is not None
+
+
+@pytest.mark.parametrize("strategy", ["EAGER_NEXT_REGION", "FAILOVER"])
+def test_region_pinned_job_recovers_in_another_zone_not_the_preempted_one(
+        store: JobStore, strategy: str) -> None:
+    """Only us-east-1 offers exist (the task pins the region): after 1a is preempted the
+    job moves to 1b; after 1b is preempted too, 1a (the older, decayed penalty) is used."""
+    ops = FakeOps(PLACES[:2], behaviours=lambda n: Behaviour(duration_s=0.5))
+    r = Running(ops)
+    try:
+        job = submit(store, strategy=strategy)
+        for _ in range(2):
+            c = _running_cluster(store, job.id)
+            ops.preempt(c)
+            wait_for(lambda c=c: store.attempts(job.id)[-1].cluster_name != c
+                     and store.job(job.id).status == S.RUNNING, what="recovered")
+        assert _done(store, job.id) == S.SUCCEEDED
+    finally:
+        r.stop()
+    assert [p.zone for _, p in ops.history] == ["us-east-1a", "us-east-1b", "us-east-1a"]
