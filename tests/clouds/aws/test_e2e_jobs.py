@@ -5,9 +5,9 @@ AWS_ENDPOINT_URL like the client) launches a 2-node spot gang; the test kills bo
 bodies and terminates the instances in moto with StateReason
 Server.SpotInstanceTermination (no notice: the worst case). The controller must see
 PREEMPTED in EC2's own view, block the zone, relaunch in another AZ of us-east-1 (the
-task pins the region and asks for FAILOVER: the default EAGER_NEXT_REGION blocks the
-whole region, finds nothing else, and waives every block, i.e. may come back to the
-same zone) and finish the job, which resumes from the checkpoint the nodes saved to S3
+task pins the region; with the default EAGER_NEXT_REGION there is no other region, so
+other zones of it come next, the preempted one last; FAILOVER tries the same region
+first) and finish the job, which resumes from the checkpoint the nodes saved to S3
 (moto's S3, on the lab's gateway, reached from inside the node namespaces).
 """
 
@@ -68,7 +68,7 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _task(tmp_path: Path) -> str:
+def _task(tmp_path: Path, strategy: str | None = None) -> str:
     run = (
         'if [ "$LAUNCHER_NODE_RANK" = 0 ]; then python3 count_resumable.py; '
         "else echo worker up; fi"
@@ -77,8 +77,9 @@ def _task(tmp_path: Path) -> str:
     path.write_text(
         f"name: spot\nnum_nodes: 2\nworkdir: {EXAMPLES}\n"
         "resources:\n  cloud: aws\n  region: us-east-1\n  instance_type: m6i.large\n"
-        "  use_spot: true\n  job_recovery:\n    strategy: FAILOVER\n"
-        f"checkpoint:\n  path: /root/ckpt\n  store: s3://{BUCKET}/jobs\n"
+        "  use_spot: true\n"
+        + (f"  job_recovery:\n    strategy: {strategy}\n" if strategy else "")
+        + f"checkpoint:\n  path: /root/ckpt\n  store: s3://{BUCKET}/jobs\n"
         f"envs:\n  COUNT_TO: '{COUNT_TO}'\n  STEP_S: '0.15'\n  CKPT_EVERY: '1'\n"
         f"run: |\n  {run}\n"
     )
@@ -104,12 +105,13 @@ def _saved_count(fake: AWSFake) -> int:
     return best
 
 
+@pytest.mark.parametrize("strategy", [None, "FAILOVER"], ids=["default", "failover"])
 def test_spot_gang_preempted_by_ec2_relaunches_in_another_az_and_resumes_from_s3(
-    spot_env: AWSFake, tmp_path: Path
+    spot_env: AWSFake, tmp_path: Path, strategy: str | None
 ) -> None:
     fake = spot_env
     t0 = time.monotonic()
-    job = api.jobs_launch(_task(tmp_path))
+    job = api.jobs_launch(_task(tmp_path, strategy))
     store = JobStore()
     try:
         _wait(lambda: api.jobs_status(job.id).status == "RUNNING", 30, "RUNNING")
