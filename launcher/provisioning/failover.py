@@ -323,8 +323,9 @@ def _one_round(
         row = attempt_log.begin(db, cluster_name, placement.cloud, placement.region,
                                 placement.zone, placement.instance_type,
                                 not_before=db.require_cluster(cluster_name).launched_at)
+        config = getattr(task, "config", None)  # the task's `config:` overrides, if any
         req = replace(provision_request(cluster_name, placement, public_key,
-                                        task.config.provider_overrides() if task.config else None),
+                                        config.provider_overrides() if config else None),
                       idempotency_token=row.token)
         # billed from the provision call on (the cloud bills booting nodes too)
         provision_started = time.time()
