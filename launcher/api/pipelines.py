@@ -8,7 +8,9 @@ A pipeline is submitted at once, every stage a managed job (its own job id, reco
 logs and cost) in one transaction; the first stage's id is the pipeline's id. The
 controller starts stage k+1 only when stage k SUCCEEDED; when a stage ends any other way
 (FAILED, CANCELLED, ...) every later stage is CANCELLED without running
-(launcher.jobs.controller `_stage_ready`). Stages run one after another on their own
+(launcher.jobs.controller `_stage_ready`). Every stage sees every stage's task id in
+`LAUNCHER_TASK_IDS` / `SKYPILOT_TASK_IDS` (one per line, in order), as in SkyPilot, so a
+later stage finds what an earlier one wrote. Stages run one after another on their own
 clusters (each stage is placed on its own; nothing is shared between stages but what
 they write to buckets). Nothing here prints.
 """
@@ -106,7 +108,8 @@ def jobs_launch_pipeline(
     pipeline_name = name or pipeline.name or "pipeline"
     store = JobStore()
     try:
-        rows = store.add_pipeline(pipeline_name, specs)
+        rows = store.add_pipeline(pipeline_name, specs,
+                                  task_ids_envs=("LAUNCHER_TASK_IDS", "SKYPILOT_TASK_IDS"))
     finally:
         store.close()
     pid = jobs_controller_start().pid if start_controller else None

@@ -11,6 +11,7 @@ take `BEGIN IMMEDIATE` and wait up to `busy_timeout`.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -477,10 +478,14 @@ class JobStore:
             job_id = self._insert_job(c, spec, task_id_prefix)
         return self.job(job_id)
 
-    def add_pipeline(self, name: str, stages: Sequence[StageSpec]) -> list[JobRow]:
+    def add_pipeline(
+        self, name: str, stages: Sequence[StageSpec], task_ids_envs: Sequence[str] = ()
+    ) -> list[JobRow]:
         """Insert every stage of a pipeline in one transaction, each a PENDING job that
         waits for the one before it (`after_job_id`); the first stage's id is the
-        pipeline's id. Returns the rows in stage order."""
+        pipeline's id. Every name in `task_ids_envs` becomes an env of every stage (in
+        its task JSON's `envs`) holding all stages' task ids, one per line, in order
+        (SkyPilot's SKYPILOT_TASK_IDS). Returns the rows in stage order."""
         ids: list[int] = []
         with self._tx() as c:
             for index, spec in enumerate(stages):
@@ -492,6 +497,17 @@ class JobStore:
                      ids[-1] if ids else None, job_id),
                 )
                 ids.append(job_id)
+            if task_ids_envs:
+                marks = ",".join("?" * len(ids))
+                rows = c.execute(f"SELECT id, task_id, task_yaml FROM managed_jobs "
+                                 f"WHERE id IN ({marks}) ORDER BY id", ids).fetchall()
+                joined = "\n".join(r["task_id"] for r in rows)
+                for r in rows:
+                    task = json.loads(r["task_yaml"])
+                    envs = task.setdefault("envs", {})
+                    envs.update(dict.fromkeys(task_ids_envs, joined))
+                    c.execute("UPDATE managed_jobs SET task_yaml = ? WHERE id = ?",
+                              (json.dumps(task), r["id"]))
         return [self.job(i) for i in ids]
 
     def _insert_job(self, c: sqlite3.Connection, spec: StageSpec, task_id_prefix: str) -> int:

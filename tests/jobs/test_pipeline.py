@@ -131,12 +131,17 @@ def test_chain_runs_in_order_and_a_failed_stage_cancels_the_rest(
         resources: {{cloud: local}}
         run: echo third >> {marks}/order
         """)
+    ids_file = marks / "ids"
+    path.write_text(path.read_text().replace(
+        "run: sleep 1; echo first", f'run: echo "$SKYPILOT_TASK_IDS" > {ids_file}; sleep 1; echo first'))
     jobs = jobs_launch_pipeline(load_pipeline(path))
     ids = [j.id for j in jobs]
     assert pipeline_stage_ids(ids[0]) == ids and pipeline_stage_ids(ids[1]) == [ids[1]]
     final = [api.jobs_wait(i, timeout=90).status for i in ids]
     assert final == ["SUCCEEDED", "FAILED", "CANCELLED"]
     assert (marks / "order").read_text().split() == ["first", "second"]  # never ran third
+    # SkyPilot's SKYPILOT_TASK_IDS: every stage's task id, in order
+    assert ids_file.read_text().split() == [j.task_id for j in jobs]
     rows = {r.id: r for r in api.jobs_queue()}
     assert [rows[i].display_name for i in ids] == [
         "chain[1/3] first", "chain[2/3] second", "chain[3/3] third"]
