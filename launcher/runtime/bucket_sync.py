@@ -21,11 +21,16 @@ Contract:
 - Exit code 0 on success, 1 on a transfer failure (one line on stderr says why),
   2 on bad usage. One summary line on stdout (none for a `save` that changed nothing).
 
-Backend: boto3 when it imports (credentials from the standard chain: instance role,
-`~/.aws/credentials`, env), else the `aws` CLI (`aws s3 sync` / `aws s3 cp`, which
-the Deep Learning AMI has). The endpoint comes from the standard `AWS_ENDPOINT_URL`
-/ `AWS_ENDPOINT_URL_S3` variables, which the client writes into `config.json` next to
-this script when it has them set (the variables on the node win).
+Backend (`backend()`): boto3 when it imports (credentials from its standard chain),
+else the stdlib S3 client shipped next to this script (s3_stdlib.py: SigV4, the same
+credential order — env, `~/.aws/credentials`, instance role via IMDSv2), so the node
+image needs neither boto3 nor the `aws` CLI. Both go through the same code here (same
+skipping, atomic renames, manifest, summary). The `aws` CLI (`aws s3 sync`/`cp`) is
+only used when asked for with `LAUNCHER_S3_BACKEND=cli` (its change detection and
+output differ); `LAUNCHER_S3_BACKEND=stdlib`/`boto3` forces the others. The endpoint
+comes from the standard `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3` variables, which the
+client writes into `config.json` next to this script when it has them set (the
+variables on the node win).
 """
 
 from __future__ import annotations
@@ -127,7 +132,35 @@ def _stamp(path: str) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns]
 
 
-# --------------------------------------------------------------------------- boto3
+# --------------------------------------------------------------------------- backends
+# A backend has list(bucket, prefix) -> {key: (size, mtime)}, download_file(bucket, key,
+# path) and upload_file(path, bucket, key).
+
+BACKEND_VAR = "LAUNCHER_S3_BACKEND"
+
+
+class _Boto3:
+    """boto3 behind the backend interface."""
+
+    name = "boto3"
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def list(self, bucket: str, prefix: str) -> dict[str, tuple[int, float]]:
+        out: dict[str, tuple[int, float]] = {}
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                                       Prefix=prefix)
+        for page in pages:
+            for obj in page.get("Contents", []):
+                out[obj["Key"]] = (int(obj["Size"]), obj["LastModified"].timestamp())
+        return out
+
+    def download_file(self, bucket: str, key: str, path: str) -> None:
+        self.client.download_file(bucket, key, path)
+
+    def upload_file(self, path: str, bucket: str, key: str) -> None:
+        self.client.upload_file(path, bucket, key)
 
 
 def _boto3_client() -> Any:
@@ -140,13 +173,39 @@ def _boto3_client() -> Any:
     return boto3.client("s3", config=Config(retries={"max_attempts": 8, "mode": "standard"}))
 
 
-def _list(client: Any, bucket: str, prefix: str) -> dict[str, tuple[int, float]]:
-    """key -> (size, last-modified epoch) of every object under `prefix`."""
-    out: dict[str, tuple[int, float]] = {}
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for obj in page.get("Contents", []):
-            out[obj["Key"]] = (int(obj["Size"]), obj["LastModified"].timestamp())
-    return out
+def _stdlib_module() -> Any:
+    """s3_stdlib: the package sibling, or (on a node, even under `python3 -I`, where the
+    script's directory is not on sys.path) the file next to this script."""
+    try:
+        from . import s3_stdlib  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+        return s3_stdlib
+    except ImportError:
+        pass
+    import importlib.util  # noqa: PLC0415
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_stdlib.py")
+    spec = importlib.util.spec_from_file_location("s3_stdlib", path)
+    if spec is None or spec.loader is None or not os.path.exists(path):
+        raise SyncError(f"{path} is missing (it is shipped with bucket_sync.py)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["s3_stdlib"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def backend() -> Any:
+    """The backend to use, or None for the aws CLI: `LAUNCHER_S3_BACKEND` (boto3,
+    stdlib, cli) when set, else boto3 when importable, else the stdlib client."""
+    choice = os.environ.get(BACKEND_VAR, "").strip().lower()
+    if choice == "cli":
+        return None
+    if choice != "stdlib":
+        client = _boto3_client()
+        if client is not None:
+            return _Boto3(client)
+        if choice == "boto3":
+            raise SyncError(f"{BACKEND_VAR}=boto3 but boto3 is not installed on this node")
+    return _stdlib_module().S3Client()
 
 
 def _fetch(client: Any, bucket: str, key: str, dest: str, size: int, mtime: float) -> bool:
@@ -171,15 +230,15 @@ def _fetch(client: Any, bucket: str, key: str, dest: str, size: int, mtime: floa
     return True
 
 
-def _boto3_download(client: Any, uri: str, dest: str, single_ok: bool) -> tuple[int, int]:
+def _download(client: Any, uri: str, dest: str, single_ok: bool) -> tuple[int, int]:
     bucket, prefix = split_uri(uri)
     if single_ok and prefix and not prefix.endswith("/"):
-        objects = _list(client, bucket, prefix)
+        objects = client.list(bucket, prefix)
         if prefix in objects and not any(k.startswith(prefix + "/") for k in objects):
             size, mtime = objects[prefix]
             return int(_fetch(client, bucket, prefix, dest, size, mtime)), size
     base = _dir_prefix(prefix)
-    objects = _list(client, bucket, base)
+    objects = client.list(bucket, base)
     os.makedirs(dest, exist_ok=True)
     manifest = _load_manifest(dest, uri)
     count = total = 0
@@ -201,10 +260,10 @@ def _boto3_download(client: Any, uri: str, dest: str, single_ok: bool) -> tuple[
     return count, total
 
 
-def _boto3_save(client: Any, src: str, uri: str) -> tuple[int, int]:
+def _save(client: Any, src: str, uri: str) -> tuple[int, int]:
     bucket, prefix = split_uri(uri)
     base = _dir_prefix(prefix)
-    remote = _list(client, bucket, base)
+    remote = client.list(bucket, base)
     manifest = _load_manifest(src, uri)
     count = total = 0
     for root, dirs, files in os.walk(src):
@@ -237,8 +296,7 @@ def _boto3_save(client: Any, src: str, uri: str) -> tuple[int, int]:
 def _cli(args: list[str]) -> None:
     exe = shutil.which("aws")
     if exe is None:
-        raise SyncError("neither boto3 nor the aws CLI is installed on this node "
-                        "(pip install boto3, or install the AWS CLI)")
+        raise SyncError(f"{BACKEND_VAR}=cli but the aws CLI is not installed on this node")
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     argv = [exe, "s3", *args, "--only-show-errors"]
     if endpoint:
@@ -268,7 +326,7 @@ def _cli_download(uri: str, dest: str, single_ok: bool) -> None:
 def run(command: str, a: str, b: str) -> str:
     """Run one command; returns the summary line. Raises SyncError."""
     load_config()
-    client = _boto3_client()
+    client = backend()
     started = time.monotonic()
     try:
         if command in ("download", "restore"):
@@ -276,10 +334,10 @@ def run(command: str, a: str, b: str) -> str:
             if client is None:
                 _cli_download(a, dest, single_ok=command == "download")
                 return f"{command}: {a} -> {dest} (aws CLI)"
-            count, total = _boto3_download(client, a, dest, single_ok=command == "download")
+            count, total = _download(client, a, dest, single_ok=command == "download")
             what = "restored" if command == "restore" else "downloaded"
             return (f"{what} {count} file(s), {total} bytes, from {a} to {dest} in "
-                    f"{time.monotonic() - started:.1f}s")
+                    f"{time.monotonic() - started:.1f}s ({client.name})")
         if command == "save":
             src = _node_path(a)
             if not os.path.isdir(src):
@@ -287,15 +345,19 @@ def run(command: str, a: str, b: str) -> str:
             if client is None:
                 _cli(["sync", src, b.rstrip("/") + "/"])
                 return f"save: {src} -> {b} (aws CLI)"
-            count, total = _boto3_save(client, src, b)
+            count, total = _save(client, src, b)
             if count == 0:
                 return ""  # nothing changed: a periodic save stays silent in the job's log
             return (f"saved {count} file(s), {total} bytes, from {src} to {b} in "
-                    f"{time.monotonic() - started:.1f}s")
+                    f"{time.monotonic() - started:.1f}s ({client.name})")
     except SyncError:
         raise
-    except Exception as exc:  # botocore errors, OSError: one readable line
+    except Exception as exc:  # botocore errors, S3Error, OSError: one readable line
         raise SyncError(f"{command} failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        close = getattr(client, "close", None)
+        if close is not None:
+            close()
     raise SyncError(f"unknown command {command!r}")
 
 

@@ -10,7 +10,8 @@ launcher.clouds.aws.storage) when a task really uses S3.
   non-s3 bucket URIs. Dry runs and cost queries never call it: they plan all of them.
 - `prepare_buckets(copies)`: client side, before the nodes copy: buckets named by
   storage mounts are created when missing, local `source` dirs uploaded to them.
-- `install_on_nodes(runners, cloud)`: bucket_sync.py + config.json (the standard
+- `install_on_nodes(runners, cloud)`: bucket_sync.py, its stdlib S3 client
+  (s3_stdlib.py, used when the node has no boto3) + config.json (the standard
   endpoint variables the client has set) on every node, and the client's AWS
   credentials as `~/.aws/credentials` (0600) unless the nodes use an instance role
   (`aws.iam_instance_profile` in the config, on AWS); an SSH-pool host that has that
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 STORAGE_DIR = "~/.launcher-storage"
 SCRIPT = f"{STORAGE_DIR}/bucket_sync.py"
 NODE_SCRIPT = '"$HOME"/.launcher-storage/bucket_sync.py'  # the same, as a shell word
+S3_CLIENT = f"{STORAGE_DIR}/s3_stdlib.py"  # bucket_sync's S3 client when boto3 is missing
 COPY_TIMEOUT_S = 6 * 3600.0
 CREDENTIALS = "~/.aws/credentials"
 
@@ -158,9 +160,10 @@ def node_files(cloud: str | None) -> dict[str, tuple[str, int]]:
     """node path -> (content, mode) of what every node of an S3-using task gets."""
     from launcher.clouds.aws import storage
 
-    script = resources.files("launcher.runtime").joinpath("bucket_sync.py").read_text("utf-8")
+    here = resources.files("launcher.runtime")
     files = {
-        SCRIPT: (script, 0o700),
+        SCRIPT: (here.joinpath("bucket_sync.py").read_text("utf-8"), 0o700),
+        S3_CLIENT: (here.joinpath("s3_stdlib.py").read_text("utf-8"), 0o600),
         f"{STORAGE_DIR}/config.json": (json.dumps(storage.endpoint_settings()) + "\n", 0o600),
     }
     if not uses_instance_role(cloud):
@@ -172,7 +175,7 @@ def node_files(cloud: str | None) -> dict[str, tuple[str, int]]:
 
 
 def install_on_nodes(runners: Sequence[CommandRunner], cloud: str | None) -> None:
-    """Put bucket_sync.py, its config and (unless an instance role) the credentials on
+    """Put bucket_sync.py, s3_stdlib.py, its config and (unless an instance role) the credentials on
     every node. Blocking, parallel. Runner errors propagate."""
     from launcher.runtime.execution import parallel
 

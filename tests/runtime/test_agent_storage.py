@@ -29,7 +29,8 @@ def agent2(tmp_path: Path, s3: S3Server) -> Iterator[Agent]:  # noqa: F811
     a = Agent(tmp_path / "cluster", num_nodes=2)  # after `s3`: its env reaches the nodes
     for node in a.nodes:
         (node / ".launcher-storage").mkdir()
-        shutil.copy(RUNTIME_DIR / "bucket_sync.py", node / ".launcher-storage" / "bucket_sync.py")
+        for name in ("bucket_sync.py", "s3_stdlib.py"):
+            shutil.copy(RUNTIME_DIR / name, node / ".launcher-storage" / name)
     a.setup()
     try:
         yield a

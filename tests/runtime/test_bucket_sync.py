@@ -1,5 +1,6 @@
-"""The node-side bucket tool against moto's S3 server: boto3 path, and the `aws` CLI
-fallback (run with `python3 -S`, so boto3 cannot be imported, as on a bare node)."""
+"""The node-side bucket tool against moto's S3 server: boto3 path, and the opt-in `aws`
+CLI backend (`LAUNCHER_S3_BACKEND=cli`; the default without boto3, the stdlib client,
+is tested in test_s3_stdlib.py)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def test_errors_are_one_line_and_exit_1(bucket: S3Server, tmp_path: Path) -> Non
 
 
 @pytest.mark.skipif(shutil.which("aws") is None, reason="no aws CLI here")
-def test_aws_cli_fallback_without_boto3(bucket: S3Server, tmp_path: Path) -> None:
+def test_aws_cli_backend_on_request(bucket: S3Server, tmp_path: Path) -> None:
     storage = tmp_path / ".launcher-storage"
     storage.mkdir()
     script = storage / "bucket_sync.py"
@@ -81,6 +82,7 @@ def test_aws_cli_fallback_without_boto3(bucket: S3Server, tmp_path: Path) -> Non
     (storage / "config.json").write_text(json.dumps({"AWS_ENDPOINT_URL": bucket.url}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
     env["HOME"] = str(tmp_path)
+    env["LAUNCHER_S3_BACKEND"] = "cli"
     res = subprocess.run([sys.executable, "-S", str(script), "download", "s3://bs-bkt/p", "d"],
                          env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
