@@ -35,6 +35,18 @@ One pool = one region of the `ssh` cloud. All hosts of a pool share one identity
       iam_instance_profile: my-role   # attached to every node (name or ARN), e.g.
                                       # for S3 access through the role
 
+    gcp:                     # how the `gcp` cloud provisions (every key optional; docs/gcp.md)
+      project: my-project       # default: GOOGLE_CLOUD_PROJECT, the ADC file, gcloud config
+      use_internal_ips: false   # reach nodes on their private IPs (no external IP)
+      ssh_user: gcpuser         # the login user written into the `ssh-keys` metadata
+      network: default          # the VPC network nodes join (firewall rule created once)
+      subnetwork: null          # a subnetwork name in the placement's region (custom VPCs)
+      ssh_cidr: 0.0.0.0/0       # where SSH (22) is allowed from
+      api_endpoint: null        # another Compute API endpoint (private endpoint, proxy);
+                                # CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE also sets it
+
+    azure: {...}             # how the `azure` cloud provisions (launcher/config_azure.py)
+
     jobs:                    # managed jobs
       checkpoint_store: s3://my-bucket/checkpoints   # default store for AWS tasks that
                                 # ask for a checkpoint without one (docs/storage.md)
@@ -49,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launcher.config_azure import AzureSettings, parse_azure
 from launcher.errors import ConfigError
 
 _POOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
@@ -115,6 +128,19 @@ class AWSSettings:
 
 
 @dataclass(frozen=True)
+class GCPSettings:
+    """The `gcp:` section (see the module docstring)."""
+
+    project: str | None = None
+    use_internal_ips: bool = False
+    ssh_user: str = "gcpuser"
+    network: str = "default"
+    subnetwork: str | None = None
+    ssh_cidr: str = "0.0.0.0/0"
+    api_endpoint: str | None = None
+
+
+@dataclass(frozen=True)
 class JobsSettings:
     """The `jobs:` section: `checkpoint_store` (an s3:// URI, or None) and
     `checkpoint_save_interval` in seconds (None = the agent's default, 300)."""
@@ -129,9 +155,13 @@ class LauncherConfig:
     catalog: dict[str, CatalogSource] = field(default_factory=dict)
     jobs: JobsSettings = field(default_factory=JobsSettings)
     aws: AWSSettings = field(default_factory=AWSSettings)
+    azure: AzureSettings = field(default_factory=AzureSettings)
+    gcp: GCPSettings = field(default_factory=GCPSettings)
 
 
-_SECTIONS = ("ssh_node_pools", "catalog", "aws", "jobs")
+_SECTIONS = ("ssh_node_pools", "catalog", "aws", "azure", "gcp", "jobs")
+_GCP_KEYS = ("project", "use_internal_ips", "ssh_user", "network", "subnetwork", "ssh_cidr",
+             "api_endpoint")
 _AWS_KEYS = ("use_internal_ips", "ssh_user", "vpc_name", "vpc_id", "security_group_name",
              "ssh_cidr", "iam_instance_profile")
 _CATALOG_KEYS = ("regions", "price_list_url", "price_list_format")
@@ -188,7 +218,9 @@ def parse_config(text: str, source: str = "config.yaml") -> LauncherConfig:
     for name, body in pools_raw.items():
         pools[str(name)] = _parse_pool(str(name), body, source)
     return LauncherConfig(jobs=jobs, ssh_node_pools=pools, catalog=_parse_catalog(data.get("catalog"), source),
-                          aws=_parse_aws(data.get("aws"), source))
+                          aws=_parse_aws(data.get("aws"), source),
+                          azure=parse_azure(data.get("azure"), source),
+                          gcp=_parse_gcp(data.get("gcp"), source))
 
 
 def _parse_aws(body: Any, source: str) -> AWSSettings:
@@ -228,6 +260,41 @@ def _parse_aws(body: Any, source: str) -> AWSSettings:
         security_group_name=group,
         ssh_cidr=cidr,
         iam_instance_profile=opt("iam_instance_profile"),
+    )
+
+
+def _parse_gcp(body: Any, source: str) -> GCPSettings:
+    import ipaddress
+
+    if body is None:
+        return GCPSettings()
+    if not isinstance(body, dict):
+        raise _err(source, "gcp", "expected a mapping (project, use_internal_ips, ssh_user, ...).")
+    _no_unknown(body, _GCP_KEYS, "gcp", source)
+    internal = body.get("use_internal_ips", False)
+    if not isinstance(internal, bool):
+        raise _err(source, "gcp.use_internal_ips", f"expected true or false, got {internal!r}.")
+
+    def opt(key: str) -> str | None:
+        value = body.get(key)
+        return None if value is None else _str(value, f"gcp.{key}", source)
+
+    cidr = opt("ssh_cidr") or "0.0.0.0/0"
+    try:
+        ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        raise _err(source, "gcp.ssh_cidr", f"expected a CIDR (e.g. 203.0.113.0/24), got {cidr!r}.") from None
+    endpoint = opt("api_endpoint")
+    if endpoint and not endpoint.startswith(("http://", "https://")):
+        raise _err(source, "gcp.api_endpoint", f"expected an http(s) URL, got {endpoint!r}.")
+    return GCPSettings(
+        project=opt("project"),
+        use_internal_ips=internal,
+        ssh_user=opt("ssh_user") or "gcpuser",
+        network=opt("network") or "default",
+        subnetwork=opt("subnetwork"),
+        ssh_cidr=cidr,
+        api_endpoint=endpoint,
     )
 
 

@@ -46,6 +46,12 @@ class AuthError(CloudError):
     """Credentials missing, expired or not allowed to do this."""
 
 
+class CloudQuotaError(QuotaError, AuthError):
+    """A quota that spans every region of the cloud (GCP's `GPUS_ALL_REGIONS`): another
+    region cannot help, so failover blocks the whole cloud (it is an AuthError for the
+    blocking rules, and a QuotaError for anyone asking what it is)."""
+
+
 class InvalidRequestError(CloudError):
     """The request itself is wrong (bad image, bad instance type): do not fail over."""
 
