@@ -31,8 +31,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
-import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -284,47 +282,10 @@ class AWSFake:
         return {k: len(v) for k, v in vars(leaks).items()}
 
 
-# the image the bodies boot: the Deep Learning AMI ships boto3 and the AWS CLI, which
-# node-side S3 transfers (launcher/runtime/bucket_sync.py) use. The bodies share this
-# machine's files, where only the test interpreter has boto3: its pure-Python packages
-# are made importable by the nodes' python3 through PYTHONPATH, and nothing else. They
-# are hard-linked (not symlinked: a body's /root is its own, and pyenv lives in /root).
-IMAGE_PACKAGES = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3", "six")
-
-
-def image_env(workdir: Path) -> dict[str, str]:
-    """Environment of every SSH session on an AWS body (see IMAGE_PACKAGES)."""
-    import importlib.util
-
-    site = Path(workdir) / "aws-image-site"
-    site.mkdir(parents=True, exist_ok=True)
-    for name in IMAGE_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        origin = Path(spec.origin)
-        src = origin.parent if origin.name == "__init__.py" else origin
-        dest = site / src.name
-        if dest.exists():
-            continue
-        tmp = site / f".{src.name}.{os.getpid()}.tmp"
-        link = _hardlink_or_copy
-        if src.is_dir():
-            shutil.copytree(
-                src, tmp, copy_function=link, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        else:
-            link(str(src), str(tmp))
-        with contextlib.suppress(OSError):  # another session got there first
-            os.rename(tmp, dest)
-    return {"PYTHONPATH": str(site)}
-
-
-def _hardlink_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:  # another filesystem
-        shutil.copy2(src, dst)
+# the image the bodies boot is this machine's files with its system python3, which has
+# neither boto3 nor the aws CLI — like Canonical's Ubuntu, the default CPU image: node-side
+# S3 transfers (launcher/runtime/bucket_sync.py) go through their stdlib S3 client
+# (s3_stdlib.py). Nothing is injected into the bodies' environment.
 
 
 # ---- where this process connects ---------------------------------------------------------
@@ -451,9 +412,7 @@ def aws_cloud(request: pytest.FixtureRequest, aws_moto: AWSFake) -> Iterator[AWS
     lab = _lab_or_none(request)
     if lab is None:
         pytest.skip("AWS bodies need network-namespace sshd nodes (netns lab unavailable)")
-    bodies = CloudBodies(
-        lab, aws_moto.list_instances, name="aws", env=image_env(lab.workdir)
-    ).start()
+    bodies = CloudBodies(lab, aws_moto.list_instances, name="aws").start()
     aws_moto.bodies = bodies
     try:
         with ConnectGuard(lab.subnet) as guard:  # this process reaches the lab only

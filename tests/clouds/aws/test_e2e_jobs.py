@@ -8,7 +8,8 @@ PREEMPTED in EC2's own view, block the zone, relaunch in another AZ of us-east-1
 task pins the region; with the default EAGER_NEXT_REGION there is no other region, so
 other zones of it come next, the preempted one last; FAILOVER tries the same region
 first) and finish the job, which resumes from the checkpoint the nodes saved to S3
-(moto's S3, on the lab's gateway, reached from inside the node namespaces).
+(moto's S3, on the lab's gateway, reached from inside the node namespaces) with the
+stdlib S3 client: the bodies' python3 has neither boto3 nor the aws CLI.
 """
 
 from __future__ import annotations
@@ -146,6 +147,9 @@ def test_spot_gang_preempted_by_ec2_relaunches_in_another_az_and_resumes_from_s3
         start = max(int("".join(c for c in ln.split("resum")[-1] if c.isdigit()) or 0)
                     for ln in resumed)
         assert start >= saved, (saved, resumed)
+        # the bodies' python3 has no boto3 and no aws CLI (as Canonical's Ubuntu): the
+        # restore went through bucket_sync's stdlib S3 client
+        assert any("restored" in ln and "(stdlib S3 client)" in ln for ln in lines), lines[-20:]
         assert _saved_count(fake) == COUNT_TO
 
         _wait(lambda: fake.leaks().empty(), 20, "no instance, EIP or body left")
