@@ -35,6 +35,9 @@ def load_yaml(text: str, source: str | None) -> LoadedYaml:
     """Parse one YAML document. Raises TaskValidationError (with the line) on any problem;
     several documents (a SkyPilot pipeline) are an error that says to use `jobs launch`."""
     documents = load_yaml_documents(text, source)
+    first = documents[0].data
+    if len(documents) == 2 and isinstance(first, dict) and set(first) <= {"name"}:
+        return documents[1]  # a pipeline header (name only) and one task: that task
     if len(documents) > 1:
         second = documents[1].start_line
         raise TaskValidationError(

@@ -152,3 +152,10 @@ def test_chain_runs_in_order_and_a_failed_stage_cancels_the_rest(
     finally:
         store.close()
     assert third.failure_reason and "stage 2 (second" in third.failure_reason
+
+
+def test_a_header_and_one_task_is_a_plain_task_for_launch(tmp_path: Path) -> None:
+    """SkyPilot's `sky launch` takes a one-stage pipeline (header + task) as that task."""
+    task = Task.from_yaml(_write(tmp_path, "name: p\n---\nname: only\nrun: echo hi\n"))
+    assert task.name == "only" and task.run == "echo hi"
+    assert task.line_of("run") == 4  # lines count from the top of the file
