@@ -285,3 +285,59 @@ def test_instance_role_credentials_from_imdsv2(moto_auth: tuple[str, str], s3: S
     assert (tmp_path / "c" / "step.txt").read_text() == "7"
     assert "PUT /latest/api/token" in _FakeIMDS.seen
     assert s3_stdlib.imds_credentials("http://127.0.0.1:9", timeout=0.2) is None
+
+
+class _FakeS3(http.server.BaseHTTPRequestHandler):
+    """A bucket in eu-west-1 that first answers SlowDown, then 301 to a wrong region."""
+
+    seen: list[tuple[str, str]] = []
+    slowdowns = 1
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        scope = self.headers.get("Authorization", "").split("Credential=")[1].split(",")[0]
+        self.seen.append((self.path, scope))
+        if _FakeS3.slowdowns:
+            _FakeS3.slowdowns -= 1
+            return self._send(503, b"<Error><Code>SlowDown</Code><Message>Reduce your "
+                                   b"request rate.</Message></Error>", {})
+        if "/eu-west-1/" not in scope:
+            return self._send(301, b"<Error><Code>PermanentRedirect</Code><Message>Use the "
+                                   b"right endpoint.</Message></Error>",
+                              {"x-amz-bucket-region": "eu-west-1"})
+        ns = "http://s3.amazonaws.com/doc/2006-03-01/"
+        body = (f'<ListBucketResult xmlns="{ns}"><IsTruncated>false</IsTruncated>'
+                "<Contents><Key>k%20%2B.txt</Key><Size>3</Size>"
+                "<LastModified>2026-01-02T03:04:05.000Z</LastModified></Contents>"
+                "<EncodingType>url</EncodingType></ListBucketResult>").encode()
+        return self._send(200, body, {})
+
+    def _send(self, code: int, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(code)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_region_redirect_and_slowdown_retry() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeS3)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _FakeS3.seen, _FakeS3.slowdowns = [], 1
+    try:
+        client = s3_stdlib.S3Client(endpoint=f"http://127.0.0.1:{server.server_address[1]}",
+                                    region="us-east-1",
+                                    credentials=s3_stdlib.Credentials("AK", "SK"))
+        with mock.patch.object(s3_stdlib.time, "sleep"):
+            listed = client.list("eu-bkt", "")
+        assert listed == {"k +.txt": (3, 1767323045.0)}
+        assert [s.split("/")[2] for _, s in _FakeS3.seen] == ["us-east-1", "us-east-1",
+                                                              "eu-west-1"]
+        client.list("eu-bkt", "")  # the bucket's region is remembered
+        assert _FakeS3.seen[-1][1].split("/")[2] == "eu-west-1" and len(_FakeS3.seen) == 4
+    finally:
+        server.shutdown()
+        server.server_close()
