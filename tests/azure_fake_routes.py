@@ -105,8 +105,9 @@ def _groups(fake: Any, h: Any, method: str, sub: str, name: str | None,
         fake.groups[key] = new
         return h._send(200 if g is not None else 201, _public(new))
     if method == "DELETE":
-        if g is None:
-            return h._send(404 if False else 204)
+        if g is None:  # ARM: deleting a group that does not exist is a 404
+            return h._error(404, "ResourceGroupNotFound",
+                            f"Resource group '{name}' could not be found.")
         g["properties"]["provisioningState"] = "Deleting"
 
         def done() -> None:
