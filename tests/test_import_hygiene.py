@@ -66,3 +66,23 @@ def test_probe_detects_a_forbidden_import(tmp_path: Path) -> None:
 def test_json_output_does_not_load_rich(tmp_path: Path) -> None:
     """Rich is only for tables: `gpus --json` never pays for it."""
     assert probe(["gpus", "H100:8", "--json"], tmp_path)["rich"] is False
+
+
+def _no_azure_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in [v for v in os.environ if v.startswith(("AZURE_", "MSI_", "IDENTITY_"))]:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.azure/azureProfile.json
+
+
+@pytest.mark.parametrize("args", [["check"], ["launch", "--dryrun", "-y", "TASK"]])
+def test_azure_sdk_not_imported_without_azure_credentials(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`check` decides from env and files that Azure has no credentials (no SDK import);
+    a dry run of an Azure task plans without it too."""
+    _no_azure_env(tmp_path, monkeypatch)
+    task = tmp_path / "t.yaml"
+    task.write_text("resources:\n  cloud: azure\n  instance_type: Standard_D2s_v5\nrun: echo\n")
+    result = probe([str(task) if a == "TASK" else a for a in args], tmp_path / "home")
+    assert result["code"] in (0, 1), result
+    assert [m for m in result["bad"] if m.startswith("azure")] == [], result  # type: ignore[union-attr]
