@@ -222,7 +222,7 @@ class AzureCloud:
             info = self._cluster_info(cluster, location, req.zone, req.instance_type,
                                       req.use_spot, created, settings, key_path,
                                       network, group)
-            return self._waiter()(info, time.monotonic() + t.ssh)  # type: ignore[no-any-return]
+            return self._waiter()(info, time.monotonic() + t.ssh)
         except BaseException:
             with contextlib.suppress(Exception):
                 delete_group(clients.resource(), group, location, t.teardown)
@@ -251,8 +251,8 @@ class AzureCloud:
         if gang is None:
             out: dict[str, NodeState] = {}
             for group in self._tagged_groups(cluster):
-                for vm in self._vms(compute, group, None):
-                    out[str(vm["id"])] = node_state(self._view(compute, group, vm), False)
+                for found in self._vms(compute, group, None):
+                    out[str(found["id"])] = node_state(self._view(compute, group, found), False)
             return out
         group, location = str(gang["group"]), str(gang.get("location") or "")
         spot = bool(gang.get("spot"))
@@ -267,7 +267,7 @@ class AzureCloud:
             return {prefix + n: NodeState.TERMINATED for n in gang.get("vms") or []}
         out = {}
         for name in gang.get("vms") or []:
-            vm = listed.get(str(name))
+            vm: dict[str, Any] | None = listed.get(str(name))
             vid = str(vm["id"]) if vm else prefix + str(name)
             out[vid] = node_state(self._view(compute, group, vm) if vm else None, spot)
         return out
@@ -367,7 +367,7 @@ class AzureCloud:
         info = self._cluster_info(cluster, location, None, size, bool(gang.get("spot")),
                                   created, settings, ensure_user_key().private_path,
                                   network, group)
-        return self._waiter()(info, time.monotonic() + self._timeouts.ssh)  # type: ignore[no-any-return]
+        return self._waiter()(info, time.monotonic() + self._timeouts.ssh)
 
     # ---- SupportsOrphans ----
 

@@ -114,7 +114,7 @@ def error_info(exc: BaseException) -> tuple[str | None, str, int | None]:
         with contextlib.suppress(Exception):
             body = json.loads(response.text()) if response is not None else None
         if isinstance(body, dict):
-            inner = body.get("error") if isinstance(body.get("error"), dict) else body
+            inner: dict[str, Any] = body["error"] if isinstance(body.get("error"), dict) else body
             code = inner.get("code")
             message = inner.get("message") or message
             if status is None and response is not None:

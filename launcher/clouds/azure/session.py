@@ -117,7 +117,7 @@ def auth_policy(credential: Any, endpoint: str, scope: str) -> Any:
     if not _loopback_http(endpoint):
         return ARMChallengeAuthenticationPolicy(credential, scope)
 
-    class LoopbackBearerPolicy(ARMChallengeAuthenticationPolicy):  # type: ignore[misc]
+    class LoopbackBearerPolicy(ARMChallengeAuthenticationPolicy):
         def on_request(self, request: Any) -> None:
             request.context.options["enforce_https"] = False
             super().on_request(request)
