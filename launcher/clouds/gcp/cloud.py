@@ -50,7 +50,7 @@ from launcher.clouds.gcp.provision import (
     RANK_LABEL,
     NodePlan,
     check_networking,
-    insert_kwargs,
+    insert_request,
     instance_name,
     label_value,
     policy_body,
@@ -221,7 +221,7 @@ class GCPCloud:
             records.add_policy(cluster, region, name)
             try:
                 body = compute_v1.ResourcePolicy(policy_body(name, req.num_nodes))
-                op = call(lambda: self.clients.resource_policies().insert(
+                op = call(lambda: self.clients.resource_policies().insert_unary(
                     project=project, region=region, resource_policy_resource=body),
                     action="create placement policy", region=region, sleep=self._sleep)
                 self._wait(op, "create placement policy", region=region)
@@ -232,7 +232,7 @@ class GCPCloud:
         names = [instance_name(cluster, r) for r in range(req.num_nodes)]
         records.set_instances(cluster, zone, names, req.use_spot)
         inst = self.clients.instances()
-        ops = [call(lambda r=r: inst.insert(**insert_kwargs(plan, r)),
+        ops = [call(lambda r=r: inst.insert_unary(request=insert_request(plan, r)),
                     action=f"insert instance {names[r]}", region=region, zone=zone,
                     sleep=self._sleep)
                for r in range(req.num_nodes)]
@@ -317,8 +317,10 @@ class GCPCloud:
     def _preempted(self, project: str, zone: str) -> set[str]:
         """Names of instances with a `compute.instances.preempted` operation in `zone`."""
         def run() -> set[str]:
-            ops = self.clients.zone_operations().list(
-                project=project, zone=zone, filter=f'operationType="{PREEMPTED_OP}"')
+            from google.cloud import compute_v1
+
+            ops = self.clients.zone_operations().list(request=compute_v1.ListZoneOperationsRequest(
+                project=project, zone=zone, filter=f'operationType="{PREEMPTED_OP}"'))
             return {str(op.target_link).rstrip("/").rsplit("/", 1)[-1] for op in ops}
         return call(run, action="list preemption operations", zone=zone)
 
@@ -368,7 +370,7 @@ class GCPCloud:
             raise InvalidRequestError(f"Cluster {cluster!r} runs on spot VMs; use `launcher "
                                       "down`.", cloud=CLOUD, zone=zone)
         project = self.project()
-        ops = [call(lambda n=i.name: self.clients.instances().stop(
+        ops = [call(lambda n=i.name: self.clients.instances().stop_unary(
             project=project, zone=zone, instance=n), action="stop instance", zone=zone,
             sleep=self._sleep) for i in insts]
         for op in ops:
@@ -381,7 +383,7 @@ class GCPCloud:
 
         zone, insts = self._gang(cluster)
         project = self.project()
-        ops = [call(lambda n=i.name: self.clients.instances().start(
+        ops = [call(lambda n=i.name: self.clients.instances().start_unary(
             project=project, zone=zone, instance=n), action="start instance", zone=zone,
             sleep=self._sleep) for i in insts]
         for op in ops:

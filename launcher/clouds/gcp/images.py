@@ -53,8 +53,9 @@ def machine_facts(clients: Any, project: str, zone: str, machine_type: str) -> M
     """The type's facts in `zone`. Raises CapacityError (not offered in the zone)."""
     with gcp_errors(zone=zone, action=f"machine type {machine_type}"):
         try:
-            mt = call(clients.machine_types().get, action=f"machine type {machine_type}",
-                      zone=zone, project=project, machine_type=machine_type)
+            mt = call(lambda: clients.machine_types().get(
+                project=project, zone=zone, machine_type=machine_type),
+                action=f"machine type {machine_type}", zone=zone)
         except CapacityError:
             raise
         except Exception as exc:

@@ -45,7 +45,7 @@ def _ensure_rule(clients: Any, project: str, body: dict[str, Any], deadline: flo
         if not is_not_found(exc.__cause__ or exc):
             raise
         try:
-            op = call(fw.insert, action=f"create firewall {name}", project=project,
+            op = call(fw.insert_unary, action=f"create firewall {name}", project=project,
                       firewall_resource=compute_v1.Firewall(body))
             wait(clients, project, op, deadline=deadline, action=f"create firewall {name}")
         except Exception as exc2:

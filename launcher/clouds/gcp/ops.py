@@ -40,6 +40,12 @@ def call(fn: Callable[..., Any], *, action: str, region: str | None = None,
     raise AssertionError("unreachable")
 
 
+def status_name(op: Any) -> str:
+    """An Operation's status as its name ("DONE"): compute_v1 gives an enum member."""
+    status = getattr(op, "status", "")
+    return str(getattr(status, "name", status))
+
+
 def _last(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1] if url else ""
 
@@ -52,13 +58,13 @@ def wait(clients: Any, project: str, op: Any, *, deadline: float, action: str,
     op_zone, op_region = _last(getattr(op, "zone", "") or ""), _last(getattr(op, "region", "") or "")
     where_region = region or (op_region or None)
     where_zone = zone or (op_zone or None)
-    while str(op.status) != "DONE":
+    while status_name(op) != "DONE":
         if time.monotonic() >= deadline:
-            raise CloudError(f"{action}: operation {op.name} not done in time ({op.status}).",
+            raise CloudError(f"{action}: operation {op.name} not done in time ({status_name(op)}).",
                              cloud=CLOUD, region=where_region, zone=where_zone)
         op = call(_waiter(clients, project, op_zone, op_region), action=action,
                   region=where_region, zone=where_zone, sleep=sleep, operation=op.name)
-        if str(op.status) != "DONE":
+        if status_name(op) != "DONE":
             sleep(poll)
     err = operation_error(op, region=where_region, zone=where_zone, action=action)
     if err is not None:

@@ -180,13 +180,13 @@ def instance_body(plan: NodePlan, rank: int) -> dict[str, Any]:
     return body
 
 
-def insert_kwargs(plan: NodePlan, rank: int) -> dict[str, Any]:
-    """Keyword arguments of `InstancesClient.insert` for node `rank`."""
+def insert_request(plan: NodePlan, rank: int) -> Any:
+    """The `InsertInstanceRequest` of node `rank` (with its requestId)."""
     from google.cloud import compute_v1
 
-    kwargs: dict[str, Any] = {"project": plan.project, "zone": plan.zone,
+    fields: dict[str, Any] = {"project": plan.project, "zone": plan.zone,
                               "instance_resource": compute_v1.Instance(instance_body(plan, rank))}
     rid = request_id(plan.token, rank)
     if rid:
-        kwargs["request_id"] = rid
-    return kwargs
+        fields["request_id"] = rid
+    return compute_v1.InsertInstanceRequest(**fields)

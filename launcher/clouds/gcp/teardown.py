@@ -28,17 +28,23 @@ def label_filter(cluster: str) -> str:
 
 
 def zone_instances(clients: Any, project: str, zone: str, cluster: str) -> list[Any]:
-    pager = call(lambda: clients.instances().list(project=project, zone=zone,
-                                                  filter=label_filter(cluster)),
-                 action="list instances", zone=zone)
+    from google.cloud import compute_v1
+
+    request = compute_v1.ListInstancesRequest(project=project, zone=zone,
+                                              filter=label_filter(cluster))
+    pager = call(lambda: clients.instances().list(request=request), action="list instances",
+                 zone=zone)
     return call(lambda: list(pager), action="list instances", zone=zone)
 
 
 def all_instances(clients: Any, project: str, filter_: str) -> dict[str, list[Any]]:
     """zone -> instances matching `filter_`, over every zone of the project."""
     def run() -> dict[str, list[Any]]:
+        from google.cloud import compute_v1
+
         out: dict[str, list[Any]] = {}
-        for scope, scoped in clients.instances().aggregated_list(project=project, filter=filter_):
+        request = compute_v1.AggregatedListInstancesRequest(project=project, filter=filter_)
+        for scope, scoped in clients.instances().aggregated_list(request=request):
             insts = list(getattr(scoped, "instances", None) or [])
             if insts:
                 out[scope.rsplit("/", 1)[-1]] = insts
@@ -53,7 +59,7 @@ def teardown_zone(clients: Any, project: str, zone: str, cluster: str, *, deadli
     ops = []
     for inst in insts:
         try:
-            ops.append(call(lambda name=inst.name: clients.instances().delete(
+            ops.append(call(lambda name=inst.name: clients.instances().delete_unary(
                 project=project, zone=zone, instance=name),
                 action=f"delete instance {inst.name}", zone=zone, sleep=sleep))
         except CloudError as exc:
@@ -80,7 +86,7 @@ def teardown_zone(clients: Any, project: str, zone: str, cluster: str, *, deadli
 def delete_policy(clients: Any, project: str, region: str, name: str, *, deadline: float,
                   poll: float, sleep: Sleep = time.sleep) -> None:
     try:
-        op = call(lambda: clients.resource_policies().delete(
+        op = call(lambda: clients.resource_policies().delete_unary(
             project=project, region=region, resource_policy=name),
             action=f"delete placement policy {name}", region=region, sleep=sleep)
         wait(clients, project, op, deadline=deadline, action=f"delete placement policy {name}",
@@ -93,7 +99,7 @@ def delete_policy(clients: Any, project: str, region: str, name: str, *, deadlin
 def delete_ports_rule(clients: Any, project: str, name: str, *, deadline: float,
                       poll: float, sleep: Sleep = time.sleep) -> None:
     try:
-        op = call(lambda: clients.firewalls().delete(project=project, firewall=name),
+        op = call(lambda: clients.firewalls().delete_unary(project=project, firewall=name),
                   action=f"delete firewall {name}", sleep=sleep)
         wait(clients, project, op, deadline=deadline, action=f"delete firewall {name}",
              poll=poll, sleep=sleep)
