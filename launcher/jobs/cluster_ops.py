@@ -168,6 +168,13 @@ class ClusterOps(Protocol):
         """Interruption notices received for the cluster's nodes (cheap; may be [])."""
         ...
 
+    def records_survive_loss(self, cluster_name: str) -> bool:
+        """True when the head node's job record and logs stay readable after the cloud
+        reports the node lost (the local cloud: its disk outlives it). False: they went
+        with the node, and the controller does not try to reach it (a dead address
+        answers nothing for seconds). Cheap; never raises."""
+        ...
+
     def lost_since(self, cluster_name: str) -> float | None:
         """When the cloud recorded the cluster's nodes going away (epoch seconds), if it
         records that; None otherwise (the controller then uses the last time it heard
@@ -517,6 +524,13 @@ class RealClusterOps:
                 continue
             out.append(Notice(f"{cluster_name}-{rank}", received, grace))
         return out
+
+    def records_survive_loss(self, cluster_name: str) -> bool:
+        """Only the local cloud's node directories outlive its nodes."""
+        try:
+            return self._cloud_name(cluster_name) == "local"
+        except Exception:
+            return False
 
     def lost_since(self, cluster_name: str) -> float | None:
         """Local cloud: when the first of its PREEMPTED nodes was marked (the cloud writes

@@ -11,7 +11,9 @@ Crash-safety rules (a `kill -9` may hit between any two lines):
    is never more than one live cluster per job except while a preempted one drains
    after an interruption notice; every attempt not yet torn down is torn down by
    the driver or by the startup sweep. A new attempt is provisioned only once the
-   earlier attempts' clusters are torn down (`_old_clusters_gone`).
+   earlier attempts' clusters are torn down (`_old_clusters_gone`) - except a
+   preempted attempt's: its teardown runs in the background meanwhile, tracked by its
+   row (outcome applied, `torn_down_at` NULL), which the startup sweep finishes.
 4. An in-place node replacement writes its intent (lost nodes, time, reason) before
    the cloud is asked and clears it with the new gang's job id; a restart that finds
    the intent recovers with a full relaunch (`_abandon_replace`).
@@ -58,9 +60,16 @@ from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptPhase, AttemptRow, JobRow
 
 if TYPE_CHECKING:
-    pass
+    from collections.abc import Mapping
+
+    from launcher.clouds.base import NodeState
 
 log = logging.getLogger("launcher.jobs.controller")
+
+
+def _forget(fut: asyncio.Future[Any]) -> None:
+    """Stop caring about `fut` (a worker call whose answer no longer matters)."""
+    fut.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 __all__ = ["Controller", "ControllerConfig"]
 
@@ -223,12 +232,14 @@ class Controller(RecoveryMixin):
                                                      Outcome.LAUNCH_ERROR):
                 await self._sleep_or_cancel(job.id, self._backoff(attempts))
             await self._old_clusters_gone(attempts)
+            self._mark(job.id, "old_gone")
             n = last.attempt + 1 if last else 1
             att = self.store.add_attempt(
                 job.id, n, cluster_name_for(self.cfg.cluster_prefix, job.id, n),
                 self._cause_after(attempts),
             )
             self._hit("attempt_recorded")
+        self._mark(job.id, "attempt")
         req = self._launch_request(job, att, attempts)
         try:
             launch = await self._launch_cancellable(job.id, att, req)
@@ -266,6 +277,7 @@ class Controller(RecoveryMixin):
             self._decide(job, att, outcome, reason=f"launch error: {type(exc).__name__}: {exc}")
             return
         self._hit("provisioned")
+        self._mark(job.id, "submitted")
         if self._cancel_event(job.id).is_set():
             self.store.update_attempt(job.id, att.attempt, phase=AttemptPhase.RUNNING,
                                       cluster_job_id=launch.cluster_job_id)
@@ -284,8 +296,12 @@ class Controller(RecoveryMixin):
         recovery_s = None
         prev = [a for a in self.store.attempts(job.id) if a.attempt < att.attempt]
         preempted = [a.preempted_at for a in prev if a.preempted_at is not None]
+        breakdown = ""
         if att.cause == "preemption" and preempted:
             recovery_s = now - preempted[-1]
+            breakdown = self._recovery_breakdown(job.id, preempted[-1], now)
+            log.info("job %d: recovered in %.1f s (%s)", job.id, recovery_s, breakdown)
+        self._marks.pop(job.id, None)
         att = self.store.update_attempt(
             job.id, att.attempt, phase=AttemptPhase.RUNNING, cloud=launch.cloud,
             region=launch.region, zone=launch.zone, instance_type=launch.instance_type,
@@ -293,15 +309,17 @@ class Controller(RecoveryMixin):
             cluster_job_id=launch.cluster_job_id, checkpoint_dir=launch.checkpoint_dir,
             running_at=now, recovery_s=recovery_s, node_ids=launch.node_ids,
         )
-        self._to_running(job, att)
+        self._to_running(job, att, breakdown)
 
-    def _to_running(self, job: JobRow, att: AttemptRow) -> None:
+    def _to_running(self, job: JobRow, att: AttemptRow, breakdown: str = "") -> None:
         fields: dict[str, Any] = {}
         if job.started_at is None:
             fields["started_at"] = att.running_at or time.time()
         if att.recovery_s is not None:
             fields["last_recovery_s"] = att.recovery_s
         how = f" {att.recovery_s:.1f} s after the preemption" if att.recovery_s else ""
+        if how and breakdown:
+            how += f" ({breakdown})"
         self.store.transition(
             job.id, S.RUNNING,
             f"running on {att.where} ({att.instance_type}, cluster {att.cluster_name}){how}",
@@ -333,6 +351,7 @@ class Controller(RecoveryMixin):
                 log.warning("job %d: notices unreadable: %r", job.id, exc)
                 notices = []
             if notices:
+                self._mark(job.id, "detected")
                 first = min(notices, key=lambda n: n.received_at)
                 if await self._ended_first(job, att, first.received_at):
                     return
@@ -341,24 +360,28 @@ class Controller(RecoveryMixin):
                     f"interruption notice for {first.node_id} (grace {first.grace_s:.0f} s)",
                     first.received_at, draining=True, grace_s=max(n.grace_s for n in notices))
                 return
+            # The agent is asked while the cloud is: a head that died answers nothing for
+            # seconds, and the cloud's view is re-read meanwhile (wake on what comes first).
+            status = asyncio.ensure_future(self._watch_call(
+                self.ops.job_status, att.cluster_name, att.cluster_job_id))
             try:
-                view = await self._watch_call(self.ops.cloud_view, att.cluster_name)
-            except TransientOpsError as exc:
-                log.info("job %d: cloud view unavailable (%s); not a preemption", job.id, exc)
-                view = None
-            if view is not None:
-                lost = lost_nodes(view, att.node_ids)
-                if lost:
-                    if await self._ended_first(job, att, None):
-                        return
-                    states = ", ".join(f"{n} {view.get(n, 'missing')}" for n in lost)
-                    await self._on_preemption(job, att, lost, f"cloud reports {states}",
-                                              await self._loss_time(att, last_ok),
-                                              draining=False)
+                view, lost = await self._view_until(job, att, status, interval)
+            except BaseException:
+                _forget(status)
+                raise
+            if lost:
+                _forget(status)
+                assert view is not None
+                self._mark(job.id, "detected")
+                head_lost = bool(att.node_ids) and att.node_ids[0] in lost
+                if await self._ended_first(job, att, None, head_lost=head_lost):
                     return
+                states = ", ".join(f"{n} {view.get(n, 'missing')}" for n in lost)
+                await self._on_preemption(job, att, lost, f"cloud reports {states}",
+                                          await self._loss_time(att, last_ok), draining=False)
+                return
             try:
-                run = await self._watch_call(self.ops.job_status, att.cluster_name,
-                                             att.cluster_job_id)
+                run = await status
             except TransientOpsError as exc:
                 unreachable += 1
                 down_s = time.time() - (last_ok or watch_start)
@@ -392,15 +415,41 @@ class Controller(RecoveryMixin):
                 await self._on_run_end(job, att, run)
                 return
 
-    async def _ended_first(self, job: JobRow, att: AttemptRow, lost_at: float | None) -> bool:
+    async def _view_until(self, job: JobRow, att: AttemptRow, status: asyncio.Future[JobRun],
+                          interval: float) -> tuple[Mapping[str, NodeState] | None,
+                                                    tuple[str, ...]]:
+        """Read the cloud's view of the attempt's nodes now, and again every `interval`
+        while `status` (the agent's answer) is outstanding; return (the last view, the
+        nodes it reports lost) as soon as some are lost, or once `status` is done.
+        A view that cannot be read is no loss (None)."""
+        view: Mapping[str, NodeState] | None = None
+        while True:
+            try:
+                view = await self._watch_call(self.ops.cloud_view, att.cluster_name)
+            except TransientOpsError as exc:
+                log.info("job %d: cloud view unavailable (%s); not a preemption", job.id, exc)
+                view = None
+            lost = lost_nodes(view, att.node_ids) if view is not None else ()
+            if lost or status.done():
+                return view, lost
+            await asyncio.wait({status}, timeout=max(interval, self.cfg.poll_min_s))
+            if status.done():
+                return view, ()
+
+    async def _ended_first(self, job: JobRow, att: AttemptRow, lost_at: float | None, *,
+                           head_lost: bool = False) -> bool:
         """Before a loss of the attempt's nodes is acted on: if the agent's record (still
         readable where the node's disk outlives it, e.g. the local cloud) shows the run
         had already ended by itself, the job's own result stands (it is applied here and
         True returned); a finished job is never run again. SUCCEEDED and CANCELLED always
         stand; a failure stands when the agent recorded it before the loss (`lost_at`,
         else the cloud's record of it); otherwise the loss may have caused the failure,
-        and it is treated as a preemption (False)."""
+        and it is treated as a preemption (False). When the head node itself is lost
+        (`head_lost`) and its record went with it (`records_survive_loss`), nothing is
+        asked: a dead address would only hold up the recovery."""
         assert att.cluster_job_id is not None
+        if head_lost and not await self._records_survive(att):
+            return False
         try:
             run = await asyncio.wait_for(
                 self._watch_call(self.ops.job_status, att.cluster_name, att.cluster_job_id),

@@ -110,12 +110,23 @@ class FinishMixin(ControllerBase):
         return t
 
     async def _old_clusters_gone(self, attempts: list[AttemptRow]) -> None:
-        """Before a new attempt is provisioned: wait until every earlier attempt's cluster
-        is torn down (starting that where nobody has), so a job never has two clusters
-        at once - except one draining after an interruption notice, by design."""
-        waits = [self._finalize_bg(a, fetch_logs=a.phase == AttemptPhase.RUNNING)
-                 for a in attempts if a.torn_down_at is None and a.outcome is not None
-                 and not (a.phase == AttemptPhase.RUNNING and a.drain_until)]
+        """Before a new attempt is provisioned: make sure every earlier attempt's cluster
+        is being torn down (starting that where nobody has) and wait for it, so a job
+        never has two clusters at once - except a preempted one whose every node the
+        cloud reports lost (nothing can run there; a partly lost cluster, or one an
+        interrupted in-place replacement may have restarted, is waited for): its teardown runs in the background while the next attempt provisions (its
+        DB row tracks it: outcome PREEMPTED applied, `torn_down_at` still NULL, so a
+        restarted controller's startup sweep finishes it), and one draining after an
+        interruption notice, by design."""
+        waits = []
+        for a in attempts:
+            if (a.torn_down_at is not None or a.outcome is None
+                    or (a.phase == AttemptPhase.RUNNING and a.drain_until)):
+                continue  # gone, undecided, or draining (its drain tears it down)
+            t = self._finalize_bg(a, fetch_logs=a.phase == AttemptPhase.RUNNING)
+            if not (a.outcome == Outcome.PREEMPTED and a.outcome_applied
+                    and await self._all_nodes_lost(a)):
+                waits.append(t)  # a cluster whose every node is lost goes in the background
         for result in await asyncio.gather(*waits, return_exceptions=True):
             if isinstance(result, BaseException):
                 log.warning("an earlier cluster was not torn down (%r): launching anyway",
@@ -151,8 +162,15 @@ class FinishMixin(ControllerBase):
         replaced by a failed or partial fetch (see `_save_logs`). Says in controller.log
         how it went."""
         path = path or paths.attempt_log_path(att.job_id, att.attempt)
-        # A head already gone (preempted) is tried once: its node does not come back.
-        tries = 1 if await self._head_gone(att) else max(1, self.cfg.log_fetch_tries)
+        # A head already gone (preempted) is tried once: its node does not come back; not
+        # at all when its logs went with it (what the watch synced is what there is).
+        gone = await self._head_gone(att)
+        if gone and not await self._records_survive(att):
+            await self._launch_call(self._mark_log_end, att, path, trailer)
+            log.info("job %d: %s's head node is gone with its logs: %s keeps the output "
+                     "synced while it ran", att.job_id, att.cluster_name, path.name)
+            return False
+        tries = 1 if gone else max(1, self.cfg.log_fetch_tries)
         delay = self.cfg.log_fetch_backoff_s
         error = "not tried"
         had = _has_content(path)
@@ -184,6 +202,22 @@ class FinishMixin(ControllerBase):
                     else f"{path.name} holds the partial output, marked incomplete")
         return False
 
+    async def _all_nodes_lost(self, att: AttemptRow) -> bool:
+        """True when the cloud reports every node of the attempt lost."""
+        if not att.node_ids:
+            return False
+        try:
+            view = await self._watch_call(self.ops.cloud_view, att.cluster_name)
+        except Exception:
+            return False
+        return set(att.node_ids) <= set(lost_nodes(view, att.node_ids))
+
+    async def _records_survive(self, att: AttemptRow) -> bool:
+        try:
+            return bool(await self._watch_call(self.ops.records_survive_loss, att.cluster_name))
+        except Exception:
+            return False
+
     async def _head_gone(self, att: AttemptRow) -> bool:
         """True when the cloud reports the attempt's head node gone (no log to wait for)."""
         if not att.node_ids:
@@ -193,6 +227,16 @@ class FinishMixin(ControllerBase):
         except Exception:
             return False
         return att.node_ids[0] in lost_nodes(view, att.node_ids[:1])
+
+    def _mark_log_end(self, att: AttemptRow, path: Path, trailer: str | None) -> None:
+        """End `path` (the output synced while the run went on) with a line saying its
+        head node was lost, then `trailer`. Blocking."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            _write_line(f, f"=== {att.cluster_name}'s head node was lost: output after the "
+                        "last sync (a few seconds at most) is missing ===")
+            if trailer:
+                _write_line(f, trailer)
 
     def _save_logs(self, att: AttemptRow, path: Path | None = None,
                    trailer: str | None = None, last_try: bool = True) -> str | None:

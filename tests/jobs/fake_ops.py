@@ -75,6 +75,14 @@ class FakeOps:
         self.query_failures = 0  # next N cloud_view calls raise TransientOpsError
         self.status_failures = 0  # next N job_status calls raise TransientOpsError
         self.provision_delay_s = 0.0
+        self.teardown_delay_s = 0.0
+        # A dead head does not answer: job_status on a lost head (whose record went with
+        # it) takes this long to fail ("No route to host"); status_delay_s: every call.
+        self.dead_head_s = 0.0
+        self.status_delay_s = 0.0  # how long a teardown takes (the cloud's terminate)
+        # Bumped by a test to "kill -9" the controller: teardowns in flight then never
+        # complete (they died with their process).
+        self.teardown_generation = 0
         self.replace_delay_s = 0.0  # how long an in-place replacement takes
         self.replacing = threading.Event()  # set once a replacement has started
         self.replacements = 0  # in-place replacements that restarted the gang
@@ -174,6 +182,13 @@ class FakeOps:
 
     def job_status(self, cluster_name: str, cluster_job_id: int) -> JobRun:
         with self.lock:
+            c = self.clusters.get(cluster_name)
+            dead = c is not None and not self.records_outlive_nodes and any(
+                s != NodeState.RUNNING for s in c.nodes.values())
+        delay = self.status_delay_s + (self.dead_head_s if dead else 0.0)
+        if delay:
+            time.sleep(delay)
+        with self.lock:
             if self.status_failures > 0:
                 self.status_failures -= 1
                 raise TransientOpsError("head unreachable (injected)")
@@ -209,6 +224,9 @@ class FakeOps:
             c = self.clusters.get(cluster_name)
             return [] if c is None else list(c.notices)
 
+    def records_survive_loss(self, cluster_name: str) -> bool:
+        return self.records_outlive_nodes
+
     def lost_since(self, cluster_name: str) -> float | None:
         with self.lock:
             c = self.clusters.get(cluster_name)
@@ -239,7 +257,12 @@ class FakeOps:
                 c.cancelled = True
 
     def teardown(self, cluster_name: str) -> None:
+        generation = self.teardown_generation
+        if self.teardown_delay_s:
+            time.sleep(self.teardown_delay_s)
         with self.lock:
+            if generation != self.teardown_generation:
+                raise TransientOpsError("teardown died with its controller (injected)")
             if self.clusters.pop(cluster_name, None) is not None:
                 self.teardowns.append(cluster_name)
                 self.timeline.append(f"teardown {cluster_name}")

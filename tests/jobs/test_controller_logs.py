@@ -89,8 +89,12 @@ def test_a_failed_fetch_never_replaces_what_was_saved(
     assert [p.name for p in saved.parent.iterdir() if p.name.endswith(".part")] == []
 
 
-def test_a_lost_head_is_not_waited_for(store: JobStore) -> None:
+@pytest.mark.parametrize("records_survive", [True, False])
+def test_a_lost_head_is_not_waited_for(store: JobStore, records_survive: bool) -> None:
+    """A head the cloud reports gone is tried once when its disk outlives it (local
+    cloud), not at all when its logs went with it (a dead address answers nothing)."""
     ops = FakeOps(PLACES)
+    ops.records_outlive_nodes = records_survive
     r = Running(ops, log_fetch_tries=50, log_fetch_backoff_s=1.0)
     try:
         job = submit(store)
@@ -101,8 +105,12 @@ def test_a_lost_head_is_not_waited_for(store: JobStore) -> None:
         wait_for(lambda: "teardown mj-1-1" in ops.timeline, 5.0, "teardown of mj-1-1")
     finally:
         r.stop()
-    assert ops.timeline[:2] == ["fetch-failed mj-1-1", "teardown mj-1-1"]
-    assert _saved(job.id)[-1].startswith("=== log incomplete")
+    if records_survive:
+        assert ops.timeline[:2] == ["fetch-failed mj-1-1", "teardown mj-1-1"]
+        assert _saved(job.id)[-1].startswith("=== log incomplete")
+    else:
+        assert ops.timeline[:1] == ["teardown mj-1-1"]
+        assert _saved(job.id)[-1].startswith("=== mj-1-1's head node was lost")
 
 
 def test_a_head_lost_while_retrying_gets_one_last_try(store: JobStore) -> None:

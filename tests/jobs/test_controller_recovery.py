@@ -285,3 +285,73 @@ def test_a_loss_after_the_run_ended_keeps_the_runs_own_result(
         r.stop()
     assert len(store.attempts(job.id)) == attempts
     assert store.job(job.id).recoveries == attempts - 1
+
+
+def test_recovery_does_not_wait_for_the_preempted_clusters_teardown(store: JobStore) -> None:
+    """Every node of the old cluster is lost: its teardown (slow: 2 s here) runs in the
+    background while the next attempt provisions; nothing leaks."""
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=30.0 if n == 1 else 0.3))
+    ops.teardown_delay_s = 2.0
+    r = Running(ops)
+    try:
+        job = submit(store)
+        old = _running(store, job.id)
+        ops.preempt(old)
+        wait_for(lambda: len(store.attempts(job.id)) == 2
+                 and store.job(job.id).status == S.RUNNING, 5.0, "recovered")
+        assert old in ops.live()  # still being torn down
+        assert (store.job(job.id).last_recovery_s or 99) < 1.5
+        assert _done(store, job.id) == S.SUCCEEDED
+        wait_for(lambda: ops.live() == [], 10.0, "no cluster left")
+    finally:
+        r.stop()
+    assert all(a.torn_down_at is not None for a in store.attempts(job.id))
+    running = [e.reason for e in store.events(job.id) if e.to_status == "RUNNING"]
+    assert "after the preemption (detect" in running[-1]  # the timing breakdown
+
+
+def test_controller_killed_during_a_background_teardown_finishes_it(store: JobStore) -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=30.0 if n == 1 else 0.3))
+    ops.teardown_delay_s = 1.0
+    r = Running(ops, crash_at="attempt_recorded:2")
+    job = submit(store)
+    old = _running(store, job.id)
+    ops.preempt(old)
+    r.wait_dead()
+    assert r.crashed
+    ops.teardown_generation += 1  # the dead controller's teardown never completes
+    ops.teardown_delay_s = 0.0
+    assert old in ops.live() and store.attempts(job.id)[0].torn_down_at is None
+    r2 = Running(ops)
+    try:
+        assert _done(store, job.id) == S.SUCCEEDED
+        wait_for(lambda: ops.live() == [], 5.0, "no cluster left")
+    finally:
+        r2.stop()
+    assert f"teardown {old}" in ops.timeline
+    assert all(a.torn_down_at is not None for a in store.attempts(job.id))
+
+
+@pytest.mark.parametrize("slow", ["dead_head", "slow_head"])
+def test_a_dead_head_never_holds_up_the_recovery(store: JobStore, slow: str) -> None:
+    """The cloud reports the nodes PREEMPTED: the controller neither waits for the dead
+    head's agent (its record went with it; reaching it takes seconds), nor for a status
+    call in flight when the node died."""
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=30.0 if n == 1 else 0.3))
+    if slow == "dead_head":
+        ops.dead_head_s = 3.0
+    r = Running(ops, last_look_s=5.0)
+    try:
+        job = submit(store)
+        old = _running(store, job.id)
+        if slow == "slow_head":
+            ops.status_delay_s = 3.0  # the call in flight when the node dies answers late
+            time.sleep(0.2)
+        ops.preempt(old)
+        wait_for(lambda: len(store.attempts(job.id)) == 2
+                 and store.job(job.id).status == S.RUNNING, 10.0, "recovered")
+        assert (store.job(job.id).last_recovery_s or 99) < 1.5
+        ops.status_delay_s = 0.0
+        assert _done(store, job.id) == S.SUCCEEDED
+    finally:
+        r.stop()
