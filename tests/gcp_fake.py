@@ -94,7 +94,7 @@ class GCPFake:
         self.exhausted: dict[str, str] = {}  # zone -> error code of inserts there
         self.quota: dict[str, str] = {}  # region -> quota message of inserts there
         self.unoffered: set[tuple[str, str]] = set()  # (zone, machine type)
-        self.on_delete: list[Any] = []  # callbacks(name) when an instance goes away
+        self.on_delete: list[Any] = []  # callbacks([instance id]) when an instance goes
         self._ids = itertools.count(int(time.time()) * 1000 + 1)
         self.server: ThreadingHTTPServer | None = None
         self.endpoint = ""
@@ -167,7 +167,8 @@ class GCPFake:
 
     def list_instances(self) -> list[tuple[str, str | None, str | None]]:
         """For tests/cloud_bodies.py: RUNNING/STAGING/PROVISIONING instances as
-        (name, networkIP, the `ssh-keys` metadata key)."""
+        (numeric id, networkIP, the `ssh-keys` metadata key). Ids, not names: a later
+        gang in another zone may reuse a name."""
         out = []
         for inst in self.live():
             if inst["status"] not in ("PROVISIONING", "STAGING", "RUNNING"):
@@ -176,20 +177,22 @@ class GCPFake:
             for item in inst.get("metadata", {}).get("items", []):
                 if item.get("key") == "ssh-keys":
                     key = item["value"].split("\n")[0].split(":", 1)[1]
-            out.append((inst["name"], inst["networkInterfaces"][0]["networkIP"], key))
+            out.append((inst["id"], inst["networkInterfaces"][0]["networkIP"], key))
         return out
 
     def preempt(self, names: list[str]) -> None:
         """Spot preemption as GCE does it with instanceTerminationAction DELETE: the VM
         is gone, and the zone has a DONE `compute.instances.preempted` operation."""
+        gone = []
         with self.lock:
             for (zone, name), inst in list(self.state.instances.items()):
                 if name in names:
+                    gone.append(inst["id"])
+                    for cb in self.on_delete:  # the body dies first: no notice
+                        cb([inst["id"]])
                     del self.state.instances[(zone, name)]
                     self._op("compute.instances.preempted", inst["selfLink"], zone=zone,
                              done=True, user="system")
-        for cb in self.on_delete:
-            cb(names)
 
     def leaks(self) -> dict[str, list[str]]:
         """What a torn-down cluster must not leave: instances, placement policies,
@@ -389,9 +392,9 @@ class GCPFake:
         if effect[0] == "create":
             self._create(effect[1], effect[2], effect[3])
         elif effect[0] == "delete":
-            self.state.instances.pop((effect[1], effect[2]), None)
-            for cb in self.on_delete:
-                cb([effect[2]])
+            inst = self.state.instances.pop((effect[1], effect[2]), None)
+            for cb in self.on_delete if inst is not None else []:
+                cb([inst["id"]])
         elif effect[0] == "status":
             inst = self.state.instances.get((effect[1], effect[2]))
             if inst is not None:

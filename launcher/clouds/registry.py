@@ -16,6 +16,7 @@ IMPLEMENTED: dict[str, str] = {
     "local": "launcher.clouds.local:LocalCloud",
     "ssh": "launcher.clouds.ssh:SSHCloud",
     "aws": "launcher.clouds.aws.cloud:AWSCloud",
+    "gcp": "launcher.clouds.gcp.cloud:GCPCloud",
     "azure": "launcher.clouds.azure.cloud:AzureCloud",
 }
 
