@@ -103,6 +103,8 @@ class AzureFake:
         self.ip_used: set[str] = set()
         self.public_next = 10
         self.bodies: Any = None
+        self.skus: list[dict[str, Any]] = []  # Microsoft.Compute/skus (resource SKUs)
+        self.retail_pages: list[dict[str, Any]] = []  # Retail Prices pages (?page=N)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -237,6 +239,9 @@ class AzureFake:
                     fake.calls.append((method, url.path))
                     if url.path.startswith("/fake-operations/"):
                         return self._operation(url.path.rsplit("/", 1)[1])
+                    if url.path == "/api/retail/prices":  # prices.azure.com: no auth
+                        page = int(query.get("page", "0"))
+                        return self._send(200, fake.retail_pages[page])
                     if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                         return self._error(401, "AuthenticationFailed",
                                            "Authentication failed. The 'Authorization' header "

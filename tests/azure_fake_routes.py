@@ -14,6 +14,11 @@ _RES = re.compile(r"^/subscriptions/([^/]+)/resourcegroups/([^/]+)/providers/([^
 
 def route(fake: Any, h: Any, method: str, path: str, query: dict[str, str],
           body: dict[str, Any], op_error: dict[str, Any] | None) -> None:
+    if re.match(r"^/subscriptions/[^/]+/providers/Microsoft.Compute/skus$", path, re.I):
+        loc = re.match(r"location eq '([^']+)'", query.get("$filter", ""))
+        items = [s for s in fake.skus
+                 if loc is None or loc.group(1) in (s.get("locations") or [])]
+        return h._send(200, {"value": items})
     m = _RG.match(path)
     if m:
         return _groups(fake, h, method, m.group(1), m.group(2), query, body)
