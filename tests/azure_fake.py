@@ -103,6 +103,7 @@ class AzureFake:
         self.ip_used: set[str] = set()
         self.public_next = 10
         self.bodies: Any = None
+        self.vm_op_polls: int | None = None  # VM creations' polls (None: op_polls)
         self.skus: list[dict[str, Any]] = []  # Microsoft.Compute/skus (resource SKUs)
         self.retail_pages: list[dict[str, Any]] = []  # Retail Prices pages (?page=N)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -189,9 +190,10 @@ class AzureFake:
             self.ip_used.discard(ip)
 
     def _new_op(self, on_success: Any, error: dict[str, Any] | None = None,
-                location_style: bool = False) -> str:
+                location_style: bool = False, polls: int | None = None) -> str:
         op_id = uuid.uuid4().hex
-        self.ops[op_id] = Operation(self.op_polls, on_success, error, location_style)
+        self.ops[op_id] = Operation(self.op_polls if polls is None else polls, on_success,
+                                    error, location_style)
         return f"{self.endpoint}/fake-operations/{op_id}?api-version=2024-01-01"
 
     def _allocate_ip(self, subnet_prefix: str) -> str | None:

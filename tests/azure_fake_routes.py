@@ -178,7 +178,8 @@ def _put(fake: Any, h: Any, key: str, rid: str, ns: str, rtype: str, name: str,
         if rtype == "virtualmachines":
             res["_power"] = "running"
 
-    url = fake._new_op(done, op_error)
+    url = fake._new_op(done, op_error,
+                       polls=fake.vm_op_polls if rtype == "virtualmachines" else None)
     if op_error is not None:
         # ARM leaves the failed resource in place, provisioningState Failed
         def fail_later() -> None:

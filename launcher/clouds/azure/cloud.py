@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -123,6 +124,8 @@ class AzureCloud:
         self._settings = settings
         self._timeouts = timeouts
         self._checked: tuple[float, CredentialStatus] | None = None
+        self._cached: tuple[str, Clients] | None = None
+        self._lock = threading.Lock()
 
     # ---- plumbing ----
 
@@ -133,9 +136,20 @@ class AzureCloud:
 
     @property
     def clients(self) -> Clients:
-        if self._clients is None:
-            return Clients(self.settings())  # settings may change between calls (config)
-        return self._clients
+        """The injected clients, else ones for the current settings (rebuilt when the
+        config changes; reused otherwise, so the SDK's token cache is reused too)."""
+        if self._clients is not None:
+            return self._clients
+        return self._clients_for(self.settings())
+
+    def _clients_for(self, settings: AzureSettings) -> Clients:
+        if self._clients is not None:
+            return self._clients
+        key = repr(settings)
+        with self._lock:
+            if self._cached is None or self._cached[0] != key:
+                self._cached = (key, Clients(settings))
+            return self._cached[1]
 
     def _waiter(self) -> NodeWaiter:
         if self._node_waiter is None:
@@ -170,7 +184,7 @@ class AzureCloud:
         from launcher.task_config import apply_overrides
 
         settings = apply_overrides(self.settings(), req.settings.get("azure") or {})
-        clients = self._clients or Clients(settings)
+        clients = self._clients_for(settings)
         user_key = ensure_user_key()
         public_key = req.ssh_public_key or user_key.public_key()
         ib = req.fabric == "infiniband"
