@@ -31,7 +31,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 COUNTED = ("ec2", "ssm", "sts")
@@ -53,9 +53,11 @@ def ec2_error_body(code: str, message: str) -> bytes:
 
 @dataclass
 class _Kill:
-    n: int
-    pid: int
+    match: Callable[[int, tuple[str, str], list[tuple[str, str]]], bool]
+    pid: int | Callable[[], int | None]
     when: str  # "before" | "after"
+    own: bool = False  # count only the requests `pid` itself sends
+    seen: list[tuple[str, str]] = field(default_factory=list)
     fired: bool = False
 
 
@@ -107,14 +109,35 @@ class MotoMeter:
     def kill_at(self, n: int, pid: int, when: str) -> None:
         """SIGKILL `pid` at counted request `n` (1-based), `when` "before" or "after"
         moto handles it."""
+        self.kill_when(lambda i, _call, _calls: i == n, pid, when)
+
+    def kill_on(self, call: tuple[str, str] | None, occurrence: int,
+                pid: int | Callable[[], int | None], when: str, *, own: bool = False) -> None:
+        """SIGKILL at the `occurrence`th request `call` (service, action; None: any)
+        since now. `pid` may be a function, asked when a request arrives; with `own`,
+        only the requests that `pid` itself sends count (its socket, by /proc)."""
+        self.kill_when(lambda _i, c, seen: (call is None or c == call)
+                       and sum(call is None or x == call for x in seen) == occurrence,
+                       pid, when, own=own)
+
+    def kill_when(self, match: Callable[[int, tuple[str, str], list[tuple[str, str]]], bool],
+                  pid: int | Callable[[], int | None], when: str, *, own: bool = False) -> None:
+        """SIGKILL at the first request where `match(n, call, calls seen so far)` holds
+        (n counts from `reset`; the calls seen, from now, only `pid`'s with `own`)."""
         assert when in ("before", "after"), when
         with self._lock:
-            self._kill = _Kill(n, pid, when)
+            self._kill = _Kill(match, pid, when, own)
+            self._fired = False
 
     @property
     def killed(self) -> bool:
         """The last `kill_at` fired (kept after `disarm`, cleared by `reset`)."""
         return self._fired
+
+    @property
+    def seen(self) -> list[tuple[str, str]]:
+        """The calls the armed kill has counted so far."""
+        return list(self._kill.seen) if self._kill is not None else []
 
     def disarm(self) -> None:
         with self._lock:
@@ -150,9 +173,16 @@ class MotoMeter:
         with self._lock:
             self.calls.append(call)
             n = len(self.calls)
-            kill = self._kill if self._kill is not None and self._kill.n == n else None
-            if kill is not None:
-                kill.fired = self._fired = True
+            kill = self._kill
+            if kill is not None and not kill.fired and (
+                    not kill.own or _sent_by(kill.pid, environ)):
+                kill.seen.append(call)
+                if kill.match(n, call, kill.seen):
+                    kill.fired = self._fired = True
+                else:
+                    kill = None
+            else:
+                kill = None
             fail = next((f for f in self._fails if f.call == call and f.remaining > 0), None)
             if fail is not None:
                 fail.remaining -= 1
@@ -173,9 +203,38 @@ class MotoMeter:
         return body
 
 
-def _sigkill(pid: int) -> None:
+def _sent_by(pid: int | Callable[[], int | None], environ: dict[str, Any]) -> bool:
+    """The request's TCP connection belongs to process `pid` (same network namespace):
+    its client port's socket inode (/proc/net/tcp*) is among the process's fds."""
+    target = pid() if callable(pid) else pid
+    port = int(environ.get("REMOTE_PORT") or 0)
+    if target is None or not port:
+        return False
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in list(f)[1:]:
+                cols = line.split()
+                if int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{cols[9]}]")
+    fd_dir = f"/proc/{target}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"{fd_dir}/{fd}") in inodes:
+                return True
+    return False
+
+
+def _sigkill(pid: int | Callable[[], int | None]) -> None:
+    target = pid() if callable(pid) else pid
+    if target is None:
+        return
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+        os.kill(target, signal.SIGKILL)
 
 
 def _respond(start_response: StartResponse, status: int, body: bytes) -> list[bytes]:
