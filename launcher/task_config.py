@@ -11,8 +11,9 @@ task (`config: {aws: {use_internal_ips: true}, docker: {run_options: [...]}}`). 
 key is one of three kinds here, from the table `CONFIG_KEYS`:
 
 - applied: the key means the same as launcher's own setting of that name (the
-  `aws:` section of launcher's config.yaml, `docker.run_options`); the value is
-  validated and handed to the cloud's provisioner with the request, over config.yaml.
+  `aws:` section of launcher's config.yaml); the value is validated and handed to the
+  cloud's provisioner with the request (`ProvisionRequest.settings`), which lays it
+  over config.yaml's for that launch (`apply_overrides`).
 - no effect here: a real SkyPilot key for something launcher does differently or does
   not run (the managed-jobs controller is a local process; there is no Kubernetes or
   GCP provisioner). Accepted, and the dry run says it has no effect, and why.
@@ -84,7 +85,9 @@ CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {
         "use_ssm": KeyRule("refused", "launcher reaches nodes over SSH, not SSM"),
     },
     "docker": {
-        "run_options": KeyRule("applied", value="str-list"),
+        "run_options": KeyRule(
+            "no-effect", "no provisioner in this version starts `docker:` images, so there is "
+            "no container to pass options to"),
     },
     "jobs": {
         "controller": KeyRule(

@@ -55,7 +55,6 @@ def test_config_applied_keys_reach_the_provisioning_request() -> None:
     assert task.config is not None
     assert task.config.provider_overrides() == {
         "aws": {"use_internal_ips": True, "vpc_name": "research-vpc"},
-        "docker": {"run_options": ("--shm-size=16g", "--ipc=host")},
     }
     p = plan(task)
     req = provision_request("c1", p.placements[0], None, task.config.provider_overrides())
@@ -76,6 +75,7 @@ def test_config_keys_with_no_effect_are_planned_with_a_note() -> None:
     task = load(CONFIG_TASK)
     p = plan(task)
     assert any(n.startswith("config.kubernetes has no effect here") for n in p.notes)
+    assert any(n.startswith("config.docker.run_options has no effect here") for n in p.notes)
     assert any(n.startswith("config.jobs.controller has no effect here") and "local process" in n
                for n in p.notes)
     assert p.placements and all(pl.accelerator == "H100" for pl in p.placements)
@@ -90,7 +90,7 @@ def test_config_keys_with_no_effect_are_planned_with_a_note() -> None:
          "iam_instance_profile"),
         ("aws:\n    vpc_nmae: x", "config.aws.vpc_nmae", "did you mean 'vpc_name'"),
         ("admin_policy: my.Policy", "config.admin_policy", "unknown config section"),
-        ("docker:\n    run_options: 7", "config.docker.run_options", "list of strings"),
+        ("aws:\n    use_internal_ips: 1", "config.aws.use_internal_ips", "true or false"),
     ],
 )
 def test_config_refuses_unknown_and_unsupported_keys_by_name(body: str, field: str,

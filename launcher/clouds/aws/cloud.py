@@ -161,7 +161,10 @@ class AWSCloud:
 
         if req.num_nodes < 1:
             raise InvalidRequestError("num_nodes must be >= 1.", cloud=CLOUD, region=req.region)
-        settings = self.settings()
+        from launcher.task_config import apply_overrides
+
+        # config.yaml's aws: section, with the task's own `config: {aws: ...}` keys over it
+        settings = apply_overrides(self.settings(), req.settings.get("aws", {}))
         region = req.region
         # recorded before any call: `terminate` (which failover runs after every failed
         # attempt) then looks in this region only, instead of scanning every region
