@@ -6,8 +6,10 @@ transport sends and parses (camelCase JSON, `/compute/v1/projects/...` paths):
   operation), get, list and aggregatedList (with `filter` on `labels.KEY = "V"`,
   `labels.KEY:*`, `status = X`; `maxResults`/`pageToken` paging), delete, stop, start;
 - zoneOperations / regionOperations / globalOperations: get, wait, list (filter on
-  `operationType`); numeric ids, names `operation-<ms>-<hex>`; a mutating call returns
-  a RUNNING operation that is DONE at the first get/wait (its effects applied then);
+  `operationType`); numeric ids, names `operation-<ms>-<hex>`; a mutating call takes
+  effect at once (an inserted instance exists, PROVISIONING) and returns a RUNNING
+  operation that is DONE at the first get/wait (the instance RUNNING then; a get of
+  the instance also moves it PROVISIONING -> STAGING -> RUNNING);
   failures inside the operation are `error.errors[]` with `code`/`message` and
   `httpErrorStatusCode`, as GCP reports ZONE_RESOURCE_POOL_EXHAUSTED;
 - firewalls (get/insert/delete), resourcePolicies (get/insert/delete), images
@@ -256,8 +258,9 @@ class GCPFake:
         op = self._op("insert", target, zone=zone, error=error)
         if rid:
             self.state.request_ids[rid] = op["name"]
-        if error is None:
-            self.state.pending[op["name"]] = ("create", zone, project, body)
+        if error is None:  # GCE creates it whether or not anyone waits on the operation
+            self._create(zone, project, body)
+            self.state.pending[op["name"]] = ("status", zone, name, "RUNNING")
         return 200, op
 
     def _create(self, zone: str, project: str, body: dict[str, Any]) -> None:
@@ -269,7 +272,7 @@ class GCPFake:
             nic["accessConfigs"] = [dict(nic["accessConfigs"][0], natIP=ip)]
         inst = dict(body)
         inst.update(
-            kind="compute#instance", id=str(next(self._ids)), status="RUNNING",
+            kind="compute#instance", id=str(next(self._ids)), status="PROVISIONING",
             zone=f"{GOOGLE}/projects/{project}/zones/{zone}",
             machineType=f"{GOOGLE}/projects/{project}/zones/{zone}/machineTypes/"
                         + body["machineType"].rsplit("/", 1)[-1],
@@ -293,6 +296,9 @@ class GCPFake:
         if inst is None:
             return self._error(404, "notFound", f"The resource 'projects/{project}/zones/"
                                                 f"{zone}/instances/{name}' was not found")
+        # booting goes on whether or not anyone waits on the operation
+        inst["status"] = {"PROVISIONING": "STAGING", "STAGING": "RUNNING"}.get(
+            inst["status"], inst["status"])
         return 200, inst
 
     def _instances_list(self, project: str, q: dict[str, str], body: dict[str, Any],
@@ -324,8 +330,7 @@ class GCPFake:
             return status, got
         op = self._op("delete", got["selfLink"], zone=zone, error=_op_error(fault))
         if fault is None:
-            got["status"] = "STOPPING"
-            self.state.pending[op["name"]] = ("delete", zone, name)
+            self._apply(("delete", zone, name))
         return 200, op
 
     def _instances_stop(self, project: str, q: dict[str, str], body: dict[str, Any],
@@ -335,7 +340,7 @@ class GCPFake:
             return status, got
         op = self._op("stop", got["selfLink"], zone=zone, error=_op_error(fault))
         if fault is None:
-            self.state.pending[op["name"]] = ("status", zone, name, "TERMINATED")
+            got["status"] = "TERMINATED"
         return 200, op
 
     def _instances_start(self, project: str, q: dict[str, str], body: dict[str, Any],
@@ -345,6 +350,7 @@ class GCPFake:
             return status, got
         op = self._op("start", got["selfLink"], zone=zone, error=_op_error(fault))
         if fault is None:
+            got["status"] = "STAGING"
             self.state.pending[op["name"]] = ("status", zone, name, "RUNNING")
         return 200, op
 
@@ -389,9 +395,7 @@ class GCPFake:
         return op
 
     def _apply(self, effect: tuple[Any, ...]) -> None:
-        if effect[0] == "create":
-            self._create(effect[1], effect[2], effect[3])
-        elif effect[0] == "delete":
+        if effect[0] == "delete":
             inst = self.state.instances.pop((effect[1], effect[2]), None)
             for cb in self.on_delete if inst is not None else []:
                 cb([inst["id"]])
@@ -440,7 +444,7 @@ class GCPFake:
         op = self._op("insert", f"{GOOGLE}/projects/{project}/global/firewalls/{body['name']}",
                       error=_op_error(fault))
         if fault is None:
-            self.state.pending[op["name"]] = ("firewall", dict(body, kind="compute#firewall"))
+            self._apply(("firewall", dict(body, kind="compute#firewall")))
         return 200, op
 
     def _firewalls_delete(self, project: str, q: dict[str, str], body: dict[str, Any],
@@ -450,7 +454,7 @@ class GCPFake:
         op = self._op("delete", f"{GOOGLE}/projects/{project}/global/firewalls/{name}",
                       error=_op_error(fault))
         if fault is None:
-            self.state.pending[op["name"]] = ("firewall-delete", name)
+            self._apply(("firewall-delete", name))
         return 200, op
 
     def _policies_insert(self, project: str, q: dict[str, str], body: dict[str, Any],
@@ -460,7 +464,7 @@ class GCPFake:
         target = f"{GOOGLE}/projects/{project}/regions/{region}/resourcePolicies/{body['name']}"
         op = self._op("insert", target, region=region, error=_op_error(fault))
         if fault is None:
-            self.state.pending[op["name"]] = ("policy", region, dict(body, selfLink=target))
+            self._apply(("policy", region, dict(body, selfLink=target)))
         return 200, op
 
     def _policies_delete(self, project: str, q: dict[str, str], body: dict[str, Any],
@@ -472,7 +476,7 @@ class GCPFake:
         op = self._op("delete", f"{GOOGLE}/projects/{project}/regions/{region}/resourcePolicies/"
                       f"{name}", region=region, error=_op_error(fault))
         if fault is None:
-            self.state.pending[op["name"]] = ("policy-delete", region, name)
+            self._apply(("policy-delete", region, name))
         return 200, op
 
     def _images_family(self, project: str, q: dict[str, str], body: dict[str, Any],
