@@ -86,3 +86,31 @@ def test_azure_sdk_not_imported_without_azure_credentials(
     result = probe([str(task) if a == "TASK" else a for a in args], tmp_path / "home")
     assert result["code"] in (0, 1), result
     assert [m for m in result["bad"] if m.startswith("azure")] == [], result  # type: ignore[union-attr]
+
+
+def _no_gcp_credentials_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT",
+                        "CLOUDSDK_CORE_PROJECT", "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE")}
+    (tmp_path / "gcloud").mkdir(exist_ok=True)
+    env["CLOUDSDK_CONFIG"] = str(tmp_path / "gcloud")  # no ADC file, no gcloud config
+    return env
+
+
+@pytest.mark.parametrize("args", [["check"], ["launch", "TASK", "--dryrun"]])
+def test_gcp_sdk_not_imported_without_gcp_credentials(args: list[str], tmp_path: Path) -> None:
+    """`launcher check` and a dry run of a GCP task, without GCP credentials: the gcp
+    cloud answers from env/files alone, google-cloud-compute (~1-2 s) is not imported."""
+    task = tmp_path / "t.yaml"
+    task.write_text("resources:\n  cloud: gcp\n  instance_type: n2-standard-2\nrun: echo hi\n")
+    argv = [str(task) if a == "TASK" else a for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(forbidden=("google",)), *argv],
+        capture_output=True, text=True, timeout=60,
+        env={**_no_gcp_credentials_env(tmp_path), "LAUNCHER_HOME": str(tmp_path / "home"),
+             "PROBE_PREIMPORT": ""})
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE "))
+    result = json.loads(line[len("PROBE "):])
+    assert result["bad"] == [], f"`launcher {' '.join(args)}` imported {result['bad']}"
+    if args == ["check"]:
+        assert "no GCP credentials" in proc.stdout + proc.stderr, proc.stdout
