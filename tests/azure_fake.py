@@ -137,7 +137,7 @@ class AzureFake:
     def evict(self, vm_ids: list[str], *, deallocate: bool = False) -> None:
         """Spot eviction: bodies die; the VMs (and NICs) are deleted, or deallocated."""
         if self.bodies is not None:
-            self.bodies.kill(vm_ids)
+            self.bodies.kill([self.vm(v)["properties"]["vmId"] for v in vm_ids])
         with self.lock:
             for vid in vm_ids:
                 vm = self.vm(vid)
@@ -155,7 +155,7 @@ class AzureFake:
                           + [r["id"] for r in self.resources.values()])
 
     def list_instances(self) -> list[tuple[str, str | None, str | None]]:
-        """Live VMs for the bodies: (VM id, its NIC's private IP, its SSH public key)."""
+        """Live VMs for the bodies: (vmId, its NIC's private IP, its SSH public key)."""
         out = []
         with self.lock:
             for vm in self.vms():
@@ -167,7 +167,9 @@ class AzureFake:
                 ip = None if nic is None else nic["properties"]["ipConfigurations"][0][
                     "properties"].get("privateIPAddress")
                 keys = props["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"]
-                out.append((vm["id"], ip, keys[0]["keyData"] if keys else None))
+                # the body is keyed by the VM's unique vmId (a resource id has slashes and
+                # is reused by a VM of the same name)
+                out.append((props["vmId"], ip, keys[0]["keyData"] if keys else None))
         return out
 
     # ---- state helpers ---------------------------------------------------------------

@@ -74,7 +74,7 @@ def test_two_node_launch_exec_logs_down_on_azure(azure_cloud: AzureFake, tmp_pat
         assert len(vms) == 2
         assert {v["location"] for v in vms} == {"eastus"}
         assert all(v["properties"]["hardwareProfile"]["vmSize"] == "Standard_D2s_v5" for v in vms)
-        nodes = fake.bodies.wait_for([v["id"] for v in vms])
+        nodes = fake.bodies.wait_for([v["properties"]["vmId"] for v in vms])
         hostnames = {n.hostname for n in nodes.values()}
         for rank in (0, 1):
             got = [ln for ln in lines if ln.startswith(f"(rank {rank}) rank={rank} host=")]
