@@ -55,7 +55,6 @@ class KeyRule:
     value: ValueType = "any"
 
 
-_NO_GCP = "launcher has no GCP provisioner in this version (GCP placements are planned only)"
 _NO_K8S = ("launcher has no Kubernetes backend (Kubernetes alternatives are dropped, a "
            "Kubernetes-only task is refused)")
 
@@ -99,7 +98,28 @@ CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {
     },
     "serve": KeyRule("no-effect", "`launch` does not run SkyServe services"),
     "kubernetes": KeyRule("no-effect", _NO_K8S),
-    "gcp": KeyRule("no-effect", _NO_GCP),
+    "gcp": {
+        "use_internal_ips": KeyRule("applied", value="bool"),
+        "project_id": KeyRule("applied", value="str"),  # launcher's gcp.project
+        "vpc_name": KeyRule("applied", value="str"),  # launcher's gcp.network
+        "labels": KeyRule("no-effect", "use resources.labels, which launcher puts on every node"),
+        "ssh_proxy_command": KeyRule(
+            "refused", "launcher reaches nodes directly (or on private IPs with "
+            "gcp.use_internal_ips), not through an SSH proxy"),
+        "remote_identity": KeyRule(
+            "refused", "launcher does not manage service accounts per task; nodes run as "
+            "the project's default compute service account"),
+        "prioritize_reservations": KeyRule("refused", "reservations are not used"),
+        "specific_reservations": KeyRule("refused", "reservations are not used"),
+        "managed_instance_group": KeyRule(
+            "refused", "launcher creates instances directly (one insert per node), not MIGs"),
+        "enable_gpu_direct": KeyRule(
+            "refused", "GPUDirect networking (a3/a4 gangs) is not built yet: such gangs are "
+            "refused at launch (docs/gcp.md)"),
+        "placement_policy": KeyRule(
+            "no-effect", "launcher makes a compact placement policy for multi-node GPU "
+            "gangs itself"),
+    },
     "nvidia_gpus": KeyRule("no-effect", "launcher leaves the GPU driver settings of the image as they are"),
 }
 

@@ -117,8 +117,18 @@ class GCPCloud:
             self._clients = Clients(self.settings())
         return self._clients
 
-    def project(self) -> str:
-        project = local_credentials(self.settings()).project
+    def _task_settings(self, req: ProvisionRequest) -> GCPSettings:
+        """config.yaml's `gcp:` with the task's `config.gcp` keys laid over it
+        (SkyPilot's `project_id` and `vpc_name` are launcher's `project` and `network`)."""
+        from launcher.task_config import apply_overrides
+
+        renames = {"project_id": "project", "vpc_name": "network"}
+        overrides = {renames.get(k, k): v for k, v in (req.settings.get("gcp") or {}).items()}
+        settings: GCPSettings = apply_overrides(self.settings(), overrides)
+        return settings
+
+    def project(self, settings: GCPSettings | None = None) -> str:
+        project = local_credentials(settings or self.settings()).project
         if not project:
             raise AuthError("No GCP project: set gcp.project in the config, "
                             "GOOGLE_CLOUD_PROJECT, or `gcloud config set project`.", cloud=CLOUD)
@@ -183,8 +193,8 @@ class GCPCloud:
             raise InvalidRequestError(f"No zone known in GCP region {req.region}.", cloud=CLOUD,
                                       region=req.region)
         records.add_zone(req.cluster_name, zone)
-        settings = self.settings()
-        project = self.project()
+        settings = self._task_settings(req)
+        project = self.project(settings)
         user_key = ensure_user_key()
         facts = machine_facts(self.clients, project, zone, req.instance_type)
         gpu = bool(req.accelerator) or bool(facts.accelerators)

@@ -328,3 +328,15 @@ def test_failover_invalid_request_stops_at_once(gcp_env: GCPFake) -> None:
                              _placement("gcp", "us-east1", "us-east1-b")])
     assert [a.error_type for a in err.value.attempts] == ["InvalidRequestError"]
     assert gcp_env.live() == []
+
+
+def test_task_config_gcp_keys_are_laid_over_the_config(gcp_env: GCPFake) -> None:
+    cloud = make_cloud(gcp_env)
+    info = cloud.provision(req("tc", n=1, settings={"gcp": {"use_internal_ips": False,
+                                                            "vpc_name": "other-vpc"}}))
+    nic = gcp_env.state.instances[("us-central1-a", "tc-0")]["networkInterfaces"][0]
+    assert nic["network"] == f"projects/{PROJECT}/global/networks/other-vpc"
+    assert nic["accessConfigs"][0]["type"] == "ONE_TO_ONE_NAT"
+    assert info.nodes[0].external_ip == nic["accessConfigs"][0]["natIP"]
+    assert "launcher-other-vpc-ssh" in gcp_env.state.firewalls
+    cloud.terminate("tc")
