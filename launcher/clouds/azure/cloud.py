@@ -48,6 +48,7 @@ from launcher.clouds.azure.provision import (
     create_placement_group,
 )
 from launcher.clouds.azure.session import Clients, check_credentials, local_credentials_source
+from launcher.clouds.azure.states import node_state
 from launcher.clouds.azure.teardown import delete_group
 from launcher.clouds.base import (
     CapacityError,
@@ -77,39 +78,6 @@ def _settings() -> AzureSettings:
     from launcher.config import load_config
 
     return load_config().azure
-
-
-def power_state(view: dict[str, Any]) -> tuple[str, str]:
-    """(provisioning state, power state) codes of an instance view, lower case."""
-    prov = power = ""
-    for st in view.get("statuses") or []:
-        code = str(st.get("code", "")).lower()
-        if code.startswith("provisioningstate/"):
-            prov = code.split("/", 1)[1]
-        elif code.startswith("powerstate/"):
-            power = code.split("/", 1)[1]
-    return prov, power
-
-
-def node_state(vm: dict[str, Any] | None, spot: bool) -> NodeState:
-    """Azure's view of one VM of a live group (None: the VM is gone) as a NodeState."""
-    if vm is None:
-        return NodeState.PREEMPTED if spot else NodeState.TERMINATED
-    props = vm.get("properties") or {}
-    spot = spot or props.get("priority") == "Spot"
-    prov, power = power_state(props.get("instanceView") or {})
-    prov = prov or str(props.get("provisioningState", "")).lower()
-    if prov == "deleting":
-        return NodeState.TERMINATED
-    if power in ("deallocated", "deallocating", "stopped", "stopping"):
-        return NodeState.PREEMPTED if spot else NodeState.STOPPED
-    if power == "running" and prov in ("succeeded", "updating", ""):
-        return NodeState.RUNNING
-    if prov in ("creating", "updating") or power in ("starting", ""):
-        return NodeState.PENDING
-    if prov == "failed":
-        return NodeState.UNKNOWN
-    return NodeState.UNKNOWN
 
 
 class AzureCloud:
