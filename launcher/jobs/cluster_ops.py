@@ -194,6 +194,19 @@ class ClusterOps(Protocol):
         cut before its end (what `on_line` got is then partial)."""
         ...
 
+    def fetch_log_since(
+        self,
+        cluster_name: str,
+        cluster_job_id: int,
+        offsets: Mapping[int, int],
+        on_line: Callable[[str], None],
+    ) -> dict[int, int]:
+        """Incremental sync of the running job's log: the complete lines (rank-prefixed)
+        past each rank's byte offset (a rank not listed: 0); returns the next offsets.
+        One short call. Raises TransientOpsError when the head cannot be read (then no
+        line was delivered: ask again from the same offsets)."""
+        ...
+
     def cancel_job(self, cluster_name: str, cluster_job_id: int) -> None:
         """Best effort; idempotent."""
         ...
@@ -565,6 +578,16 @@ class RealClusterOps:
         try:
             client.follow_logs(cluster_job_id, on_line, follow=follow,  # type: ignore[attr-defined]
                                complete=True)
+        except LauncherError as exc:
+            raise TransientOpsError(f"{cluster_name}: {exc}") from None
+
+    def fetch_log_since(self, cluster_name: str, cluster_job_id: int,
+                        offsets: Mapping[int, int],
+                        on_line: Callable[[str], None]) -> dict[int, int]:
+        client = self._client(cluster_name)
+        try:
+            return dict(client.logs_since(cluster_job_id, offsets,  # type: ignore[attr-defined]
+                                          on_line))
         except LauncherError as exc:
             raise TransientOpsError(f"{cluster_name}: {exc}") from None
 

@@ -31,6 +31,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from launcher.jobs import paths
 from launcher.jobs.cluster_ops import (
     AttemptLaunch,
     JobRun,
@@ -52,6 +53,7 @@ from launcher.jobs.controller_types import (
     cluster_name_for,
 )
 from launcher.jobs.crash import SimulatedCrash
+from launcher.jobs.log_sync import LogSync
 from launcher.jobs.recovery import (
     ExitDecision,
     decide_exit,
@@ -116,6 +118,7 @@ class Controller(RecoveryMixin):
                 await asyncio.gather(*self._drivers.values(), *self._background,
                                      return_exceptions=True)
             self._launch_pool.shutdown(wait=not crashed, cancel_futures=True)
+            self._log_pool.shutdown(wait=False, cancel_futures=True)
             self._watch_pool.shutdown(wait=not crashed, cancel_futures=True)
             self.store.close()
 
@@ -339,10 +342,20 @@ class Controller(RecoveryMixin):
         assert att.cluster_job_id is not None
         interval = self.cfg.poll_min_s
         watch_start = time.time()
+        sync = self._log_sync(att)
+        pulling: asyncio.Future[int] | None = None
+        next_pull = 0.0
         last_ok: float | None = None  # when the agent last answered this controller
         unreachable = 0
         while True:
             await self._sleep_or_cancel(job.id, interval)
+            if (not unreachable and (pulling is None or pulling.done())
+                    and time.monotonic() >= next_pull):
+                # Keep the output as it runs (never awaited: it holds up nothing).
+                next_pull = time.monotonic() + self.cfg.log_sync_s
+                pulling = asyncio.get_running_loop().run_in_executor(
+                    self._log_pool, sync.pull, self.ops.fetch_log_since, att.cluster_name)
+                _forget(pulling)
             if not unreachable:  # while backing off, keep the grown interval (see below)
                 interval = min(interval * 1.5, self._poll_cap())
             try:
@@ -414,6 +427,16 @@ class Controller(RecoveryMixin):
                 self._hit("job_finished")
                 await self._on_run_end(job, att, run)
                 return
+
+    def _log_sync(self, att: AttemptRow) -> LogSync:
+        """The incremental log copy of the attempt's current gang run (see log_sync)."""
+        assert att.cluster_job_id is not None
+        key = (att.job_id, att.attempt)
+        sync = self._log_syncs.get(key)
+        if sync is None or sync.closed or sync.cluster_job_id != att.cluster_job_id:
+            sync = LogSync(paths.attempt_log_path(att.job_id, att.attempt), att.cluster_job_id)
+            self._log_syncs[key] = sync
+        return sync
 
     async def _view_until(self, job: JobRow, att: AttemptRow, status: asyncio.Future[JobRun],
                           interval: float) -> tuple[Mapping[str, NodeState] | None,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from launcher.jobs.cluster_ops import ClusterOps
 from launcher.jobs.controller_types import ControllerConfig
 from launcher.jobs.crash import CrashPoints, SimulatedCrash
+from launcher.jobs.log_sync import LogSync
 from launcher.jobs.store import JobRow, JobStore
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ class ControllerBase:
         self.store = JobStore(db_path)
         self._launch_pool = ThreadPoolExecutor(self.cfg.launch_workers, "mj-launch")
         self._watch_pool = ThreadPoolExecutor(self.cfg.watch_workers, "mj-watch")
+        # Incremental log syncs: their own pool, so a dead head never takes a status slot.
+        self._log_pool = ThreadPoolExecutor(self.cfg.watch_workers, "mj-logs")
+        self._log_syncs: dict[tuple[int, int], LogSync] = {}
         self._drivers: dict[int, asyncio.Task[None]] = {}
         self._driver_failures: dict[int, int] = {}
         self._cancel_events: dict[int, asyncio.Event] = {}

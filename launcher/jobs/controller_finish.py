@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import tempfile
@@ -231,7 +232,11 @@ class FinishMixin(ControllerBase):
     def _mark_log_end(self, att: AttemptRow, path: Path, trailer: str | None) -> None:
         """End `path` (the output synced while the run went on) with a line saying its
         head node was lost, then `trailer`. Blocking."""
+        self._stop_log_sync(att)
         path.parent.mkdir(parents=True, exist_ok=True)
+        synced = paths.attempt_log_path(att.job_id, att.attempt)
+        if path != synced and _has_content(synced):  # a gang run ended by a node loss
+            os.replace(synced, path)
         with open(path, "a", encoding="utf-8") as f:
             _write_line(f, f"=== {att.cluster_name}'s head node was lost: output after the "
                         "last sync (a few seconds at most) is missing ===")
@@ -249,6 +254,11 @@ class FinishMixin(ControllerBase):
         assert att.cluster_job_id is not None
         path = path or paths.attempt_log_path(att.job_id, att.attempt)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if not _has_content(path):  # e.g. a gang run's own file: start from what was synced
+            synced = paths.attempt_log_path(att.job_id, att.attempt)
+            if path != synced and _has_content(synced):
+                self._stop_log_sync(att)
+                os.replace(synced, path)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part",
                                         dir=path.parent)
         tmp = Path(tmp_name)
@@ -275,10 +285,21 @@ class FinishMixin(ControllerBase):
                     _write_line(f, trailer)
                 f.flush()
                 os.fsync(f.fileno())
+            self._stop_log_sync(att)  # the whole log replaces the synced copy
             os.replace(tmp, path)
             return error
         finally:
             tmp.unlink(missing_ok=True)
+
+    def _stop_log_sync(self, att: AttemptRow) -> None:
+        """No more incremental appends to the attempt's log (see log_sync)."""
+        sync = self._log_syncs.pop((att.job_id, att.attempt), None)
+        if sync is not None:
+            sync.close()
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                p = paths.attempt_log_path(att.job_id, att.attempt)
+                p.with_name(p.name + ".sync").unlink()
 
     async def _teardown_all(self, job_id: int) -> None:
         for a in self.store.attempts(job_id):

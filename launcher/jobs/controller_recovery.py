@@ -66,6 +66,7 @@ class RecoveryMixin(FinishMixin):
         loop = asyncio.get_running_loop()
 
         def record_placed(p: Placed) -> None:  # on the event loop
+            self._mark(job.id, "provisioned")
             cur = self.store.attempt(job.id, att.attempt)
             if cur.cloud is None:
                 self.store.update_attempt(
@@ -145,6 +146,8 @@ class RecoveryMixin(FinishMixin):
 
     def _decide_preempted(self, job: JobRow, att: AttemptRow, reason: str, at: float, *,
                           draining: bool, grace_s: float = 0.0) -> None:
+        self._marks.setdefault(job.id, {}).setdefault("detected", time.time())
+        self._mark(job.id, "decided")
         att = self.store.attempt(att.job_id, att.attempt)  # where it was provisioned, if known
         if att.cloud is not None:
             for b in blocks_after_preemption(job.strategy, Where(att.cloud, att.region, att.zone),

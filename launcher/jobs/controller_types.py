@@ -71,6 +71,9 @@ class ControllerConfig:
     # does not answer; see Controller._ended_first).
     last_look_s: float = 5.0
     log_fetch_backoff_s: float = 1.0
+    # The running attempt's new output is pulled into its log file this often (in the
+    # background of the watch), so a node lost without notice loses at most this much.
+    log_sync_s: float = 2.0
 
 
 def cluster_name_for(prefix: str, job_id: int, attempt: int) -> str:

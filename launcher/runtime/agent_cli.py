@@ -12,6 +12,9 @@ Each command prints one JSON document on stdout and exits 0; on error it prints
     queue                           -> {"jobs": [JobRecord...]}
     job ID                          -> JobRecord
     logs ID [--follow] [--rank R]   -> lines, then the end marker line
+    logs ID --offsets R=B,R=B...    -> the complete lines each rank's log has past byte B,
+                                    then the end marker, whose record adds "log_offsets"
+                                    {rank: byte after the last line sent} (incremental sync)
     cancel (ID... | --all)          -> {"cancelled", "already_finished", "not_found", "cancelling"}
     autostop (--idle-minutes M [--down] [--action CMD] | --off) -> {"autostop": cfg|null}
     status                          -> agent, daemon, queue, autostop, last notice
@@ -196,11 +199,26 @@ def cmd_job(paths: core.Paths, args: Args) -> dict:
 
 
 class _Tail:
-    __slots__ = ("f", "partial")
+    __slots__ = ("f", "partial", "start")
 
     def __init__(self) -> None:
         self.f: object = None
         self.partial = b""
+        self.start = 0  # byte offset to read from (`logs --offsets`)
+
+
+def _parse_offsets(text: str) -> dict[int, int]:
+    """"0=123,1=45" -> {0: 123, 1: 45}."""
+    out: dict[int, int] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        rank, _, off = part.partition("=")
+        try:
+            out[int(rank)] = max(0, int(off))
+        except ValueError:
+            raise _usage(f"logs: bad --offsets entry {part!r} (expected RANK=BYTES)") from None
+    return out
 
 
 def cmd_logs(paths: core.Paths, args: Args) -> None:
@@ -218,6 +236,11 @@ def cmd_logs(paths: core.Paths, args: Args) -> None:
         os.makedirs(paths.logs, mode=0o700, exist_ok=True)
         waiter.watch(paths.logs, core.Waiter.IN_CREATE)
     tails = {r: _Tail() for r in ranks}
+    offsets = _parse_offsets(args.offsets) if args.offsets else None
+    if offsets is not None:
+        waiter = None  # one pass; a partial last line waits for the next call
+        for r, t in tails.items():
+            t.start = offsets.get(r, 0)
     next_daemon_check = time.monotonic() + 5.0
     out = sys.stdout.buffer
     parent = os.getppid()  # sshd or the local runner: when it goes, nobody reads us
@@ -230,6 +253,8 @@ def cmd_logs(paths: core.Paths, args: Args) -> None:
                     t.f = open(os.path.join(job_dir, f"rank-{r}.log"), "rb")  # noqa: SIM115
                 except FileNotFoundError:
                     continue
+                if t.start:
+                    t.f.seek(t.start)
             prefix = b"(rank %d) " % r
             while True:
                 chunk = t.f.read(1 << 16)  # type: ignore[attr-defined]
@@ -242,7 +267,7 @@ def cmd_logs(paths: core.Paths, args: Args) -> None:
                     t.partial = b""
                 out.write(b"".join(prefix + line + b"\n" for line in lines))
                 wrote = True
-            if final and t.partial:
+            if final and t.partial and offsets is None:
                 out.write(prefix + t.partial + b"\n")
                 t.partial = b""
                 wrote = True
@@ -266,6 +291,10 @@ def cmd_logs(paths: core.Paths, args: Args) -> None:
                 core.start_daemon(paths)
         waiter.wait(1.0 if dir_watched else 0.25)
     record = core.record_json(row, paths)
+    if offsets is not None:
+        record["log_offsets"] = {
+            str(r): (t.f.tell() - len(t.partial)  # type: ignore[attr-defined]
+                     if t.f is not None else t.start) for r, t in tails.items()}
     if record["log_truncated"]:
         out.write(f"launcher: {record['log_truncated']}\n".encode())
     out.write(f"{core.END_MARKER} {json.dumps(record)}\n".encode())
@@ -420,7 +449,7 @@ COMMANDS: dict[str, tuple[Handler, str | None, dict[str, type]]] = {
     "submit": (cmd_submit, None, {"--follow": bool}),
     "queue": (cmd_queue, None, {}),
     "job": (cmd_job, "job_id", {}),
-    "logs": (cmd_logs, "job_id", {"--follow": bool, "--rank": int}),
+    "logs": (cmd_logs, "job_id", {"--follow": bool, "--rank": int, "--offsets": str}),
     "cancel": (cmd_cancel, "job_ids", {"--all": bool}),
     "autostop": (cmd_autostop, None, {"--idle-minutes": float, "--down": bool, "--action": str,
                                       "--off": bool}),

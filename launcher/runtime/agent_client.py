@@ -357,6 +357,41 @@ class AgentClient:
         rec = self._stream(cmd, on_line, require_end=complete)
         return rec if rec is not None else self.job(job_id)
 
+    def logs_since(self, job_id: int, offsets: Mapping[int, int],
+                   on_line: Callable[[str], None]) -> dict[int, int]:
+        """Incremental log sync: the complete lines each rank's log has past its byte
+        offset in `offsets` (0 for a rank not listed), in rank order; returns the offsets
+        to ask from next time. One short agent call; never waits for output. Raises
+        AgentError when the answer was cut (nothing delivered counts then: ask again
+        from the same offsets)."""
+        spec = ",".join(f"{int(r)}={int(b)}" for r, b in sorted(offsets.items())) or "0=0"
+        holder: list[str] = []
+        lines: list[str] = []
+
+        def on_output(line: str) -> None:
+            if line.startswith(END_MARKER):
+                holder.append(line[len(END_MARKER):].strip())
+            elif line.startswith('{"error": '):
+                holder.append(line)
+            else:
+                lines.append(line)
+
+        result = self.head.run(f"{_AGENT} logs {int(job_id)} --offsets {spec}",
+                               on_output=on_output, timeout=_SHORT_TIMEOUT_S)
+        if not holder:
+            raise AgentError(f"agent `logs` on {self.cluster.cluster_name} stopped before its "
+                             f"end marker (exit {result.returncode})")
+        doc = json.loads(holder[0])
+        if "error" in doc:
+            self._raise(doc)
+        raw = doc.get("log_offsets")
+        if not isinstance(raw, dict):
+            raise AgentError(f"the agent on {self.cluster.cluster_name} is too old for "
+                             "incremental log sync (no log_offsets)")
+        for line in lines:
+            on_line(line)
+        return {int(r): int(b) for r, b in raw.items()}
+
     def _stream(self, args: str, on_line: Callable[[str], None], *, stdin: str | None = None,
                 intercept: Callable[[str], bool] | None = None,
                 require_end: bool = False) -> JobRecord | None:

@@ -79,7 +79,8 @@ class FakeOps:
         # A dead head does not answer: job_status on a lost head (whose record went with
         # it) takes this long to fail ("No route to host"); status_delay_s: every call.
         self.dead_head_s = 0.0
-        self.status_delay_s = 0.0  # how long a teardown takes (the cloud's terminate)
+        self.status_delay_s = 0.0
+        self.log_syncs = 0  # fetch_log_since calls  # how long a teardown takes (the cloud's terminate)
         # Bumped by a test to "kill -9" the controller: teardowns in flight then never
         # complete (they died with their process).
         self.teardown_generation = 0
@@ -249,6 +250,25 @@ class FakeOps:
             self.timeline.append(f"fetch-{'failed' if fail else 'ok'} {cluster_name}")
         if fail:
             raise TransientOpsError(f"{cluster_name}: agent `logs` failed (exit -9) (injected)")
+
+    def fetch_log_since(self, cluster_name: str, cluster_job_id: int,
+                        offsets: Mapping[int, int],
+                        on_line: Callable[[str], None]) -> dict[int, int]:
+        """Rank 0's "log" is `logs` (one entry per line; the offset counts entries).
+        A lost head whose records went with it answers after `dead_head_s`, with an error."""
+        with self.lock:
+            c = self.clusters.get(cluster_name)
+            dead = c is None or (not self.records_outlive_nodes and any(
+                s != NodeState.RUNNING for s in c.nodes.values()))
+            lines = [] if c is None else list(c.logs)
+            self.log_syncs += 1
+        if dead:
+            time.sleep(self.dead_head_s)
+            raise TransientOpsError(f"{cluster_name}: no route to host (injected)")
+        start = offsets.get(0, 0)
+        for line in lines[start:]:
+            on_line(f"(rank 0) {line}")
+        return {0: len(lines)}
 
     def cancel_job(self, cluster_name: str, cluster_job_id: int) -> None:
         with self.lock:

@@ -136,3 +136,62 @@ def test_a_head_lost_while_retrying_gets_one_last_try(store: JobStore) -> None:
     assert store.job(job.id).status == S.SUCCEEDED
     assert ops.timeline == ["fetch-failed mj-1-1"] * 3 + ["teardown mj-1-1"]
     assert _saved(job.id)[-1].startswith("=== log incomplete")
+
+
+def test_output_is_kept_as_it_runs_and_survives_a_head_lost_without_notice(
+        store: JobStore) -> None:
+    """The controller pulls the running attempt's new lines (offsets, on its poll) into
+    attempt-<n>.log; the head then dies with its disk (no notice): the log keeps what
+    ran, the dead head is not asked, and the recovery is not held up."""
+    from .fake_ops import Behaviour
+
+    ops = FakeOps(PLACES + [Place("aws", "us-east-1", "us-east-1b", 1.1)],
+                  behaviours=lambda n: Behaviour(duration_s=30.0 if n == 1 else 0.3))
+    ops.dead_head_s = 3.0
+    r = Running(ops)
+    try:
+        job = submit(store)
+        wait_for(lambda: store.job(job.id).status == S.RUNNING, what="RUNNING")
+        log_path = paths.attempt_log_path(job.id, 1)
+        for i in range(3):
+            with ops.lock:
+                ops.clusters["mj-1-1"].logs.append(f"step {i}")
+            wait_for(lambda i=i: log_path.exists()
+                     and f"(rank 0) step {i}" in log_path.read_text(), 5.0, f"step {i} synced")
+        ops.preempt("mj-1-1")
+        wait_for(lambda: len(store.attempts(job.id)) == 2
+                 and store.job(job.id).status == S.RUNNING, 5.0, "recovered")
+        assert (store.job(job.id).last_recovery_s or 99) < 1.5
+        wait_for(lambda: store.job(job.id).status.is_terminal, what="terminal status")
+        wait_for(lambda: ops.live() == [], what="teardown")
+    finally:
+        r.stop()
+    lines = _saved(job.id)
+    assert lines[:3] == ["(rank 0) step 0", "(rank 0) step 1", "(rank 0) step 2"]
+    assert lines[3].startswith("=== mj-1-1's head node was lost") and len(lines) == 4
+    assert not log_path.with_name(log_path.name + ".sync").exists()
+    assert "fetch-failed mj-1-1" not in ops.timeline  # the dead head was not asked
+    # the second attempt ended normally: its whole log replaced the synced copy
+    assert paths.attempt_log_path(job.id, 2).read_text().splitlines() == [
+        "(rank 0) ran on us-east-1b", "(rank 0) working", "(rank 0) done (gang run 1)"]
+
+
+def test_a_restarted_controller_continues_the_sync_where_it_stopped(tmp_path) -> None:
+    from launcher.jobs.log_sync import LogSync
+
+    path = tmp_path / "attempt-1.log"
+    source = ["a", "b", "c", "d"]
+
+    def fetch(_c: str, _j: int, offsets: dict[int, int], on_line) -> dict[int, int]:
+        n = len(source)
+        for line in source[offsets.get(0, 0):n]:
+            on_line(f"(rank 0) {line}")
+        return {0: n}
+
+    del source[2:]
+    assert LogSync(path, 7).pull(fetch, "c") == 2
+    source += ["c", "d"]
+    assert LogSync(path, 7).pull(fetch, "c") == 2  # a new controller: from the sidecar
+    assert path.read_text().splitlines() == [f"(rank 0) {x}" for x in "abcd"]
+    LogSync(path, 8)  # another gang run: starts its copy afresh
+    assert not path.exists()

@@ -362,6 +362,34 @@ def test_logs_follow_streams_and_waits_for_a_pending_job(agent: Agent) -> None:
     assert agent.job(blocker)["status"] == "SUCCEEDED"
 
 
+def test_logs_offsets_sends_only_new_complete_lines(agent: Agent) -> None:
+    """`logs JOB --offsets R=B,...`: the incremental sync the managed-jobs controller
+    runs on its poll - only complete lines past each rank's offset, and the offsets to
+    ask from next (a partial last line waits for its newline)."""
+    job = agent.submit('echo one; echo two; printf par; sleep 0.4; echo tial; echo three',
+                       num_nodes=2)
+    agent.wait_status(job, ("RUNNING",))
+    deadline = time.monotonic() + 10
+    lines: list[str] = []
+    rec: dict = {}
+    while time.monotonic() < deadline:
+        lines, rec = agent.logs(job, "--offsets", "0=0")
+        if len([ln for ln in lines if ln.startswith("(rank 0)")]) >= 2:
+            break
+        time.sleep(0.05)
+    assert [ln for ln in lines if ln.startswith("(rank 0)")] == ["(rank 0) one", "(rank 0) two"]
+    off = rec["log_offsets"]
+    assert off["0"] == len(b"one\ntwo\n")
+    agent.wait_status(job)
+    spec = ",".join(f"{r}={b}" for r, b in off.items())
+    more, rec2 = agent.logs(job, "--offsets", spec)
+    assert [ln for ln in more if ln.startswith("(rank 0)")] == ["(rank 0) partial",
+                                                               "(rank 0) three"]
+    again, _ = agent.logs(job, "--offsets", ",".join(f"{r}={b}" for r, b in
+                                                       rec2["log_offsets"].items()))
+    assert again == []
+
+
 def test_client_killed_mid_run_leaves_job_running_and_logs_complete(agent: Agent) -> None:
     job = agent.submit("for i in $(seq 1 15); do echo tick $i; sleep 0.1; done", num_nodes=2)
     follower = agent.proc("logs", str(job), "--follow")

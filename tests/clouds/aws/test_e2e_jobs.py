@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from launcher.api import jobs as api
+from launcher.jobs import paths
 from launcher.jobs.store import JobStore
 from tests import netns
 from tests.aws_moto import CLUSTER_TAG, AWSFake
@@ -46,6 +47,7 @@ def spot_env(
     monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
     monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
     monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
+    monkeypatch.setenv("LAUNCHER_JOBS_LOG_SYNC_S", "0.5")
     monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
     config = launcher_home / "config.yaml"
     config.write_text(config.read_text() + "jobs:\n  checkpoint_save_interval: 1\n")
@@ -151,6 +153,13 @@ def test_spot_gang_preempted_by_ec2_relaunches_in_another_az_and_resumes_from_s3
         # restore went through bucket_sync's stdlib S3 client
         assert any("restored" in ln and "(stdlib S3 client)" in ln for ln in lines), lines[-20:]
         assert _saved_count(fake) == COUNT_TO
+
+        # attempt 1's output was kept as it ran (its head died with its disk, no notice)
+        first_log = paths.attempt_log_path(job.id, 1).read_text().splitlines()
+        assert len([ln for ln in first_log if ln.startswith("(rank 0) count ")]) >= 3, first_log
+        assert "head node was lost" in first_log[-1], first_log[-3:]
+        recovered = [r for r in reasons if "after the preemption" in r]
+        assert recovered and float(recovered[-1].split(" s after")[0].split()[-1]) < 10.0
 
         _wait(lambda: fake.leaks().empty(), 20, "no instance, EIP or body left")
         print(f"spot job with one preemption: {time.monotonic() - t0:.1f}s", *reasons, sep="\n")
