@@ -96,6 +96,16 @@ CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {
             "no-effect", "managed jobs keep their files on this machine and in the task's "
             "checkpoint store"),
     },
+    "azure": {
+        "use_internal_ips": KeyRule("applied", value="bool"),
+        "ssh_user": KeyRule("applied", value="str"),
+        "subscription_id": KeyRule("applied", value="str"),
+        "resource_group_vm": KeyRule(
+            "refused", "launcher creates one resource group per cluster and deletes it with "
+            "the cluster; it does not launch into an existing group"),
+        "storage_account": KeyRule(
+            "refused", "Azure Blob storage is not supported yet (docs/azure.md)"),
+    },
     "serve": KeyRule("no-effect", "`launch` does not run SkyServe services"),
     "kubernetes": KeyRule("no-effect", _NO_K8S),
     "gcp": {

@@ -189,3 +189,13 @@ def test_classify_by_code_and_status() -> None:
     assert classify("ZonalAllocationFailed") is CapacityError
     assert classify("OperationNotAllowed", "The operation is not allowed") is InvalidRequestError
     assert classify("Whatever", "", 403) is AuthError
+
+
+def test_task_config_overrides_apply_to_one_launch(azure_fake: AzureFake,
+                                                   cloud: AzureCloud) -> None:
+    info = cloud.provision(req("ov", num_nodes=1,
+                               settings={"azure": {"use_internal_ips": True, "ssh_user": "me"}}))
+    assert info.nodes[0].external_ip is None and info.nodes[0].ssh_user == "me"
+    assert not [r for r in azure_fake.resources.values()
+                if r["type"].endswith("publicIPAddresses")]
+    cloud.terminate("ov")
