@@ -14,7 +14,9 @@ transport sends and parses (camelCase JSON, `/compute/v1/projects/...` paths):
   `httpErrorStatusCode`, as GCP reports ZONE_RESOURCE_POOL_EXHAUSTED;
 - firewalls (get/insert/delete), resourcePolicies (get/insert/delete), images
   getFromFamily, machineTypes get (a small table; other types 404), `/token` (an
-  OAuth token endpoint for ADC files whose `token_uri` points here).
+  OAuth token endpoint for ADC files whose `token_uri` points here);
+- recorded pages a test sets in `recorded` (Cloud Billing Catalog SKUs,
+  machineTypes/acceleratorTypes aggregatedList), served by `pageToken` ("p1", "p2"...).
 HTTP errors are `{"error": {"code", "message", "errors": [{"reason", "message",
 "domain"}]}}`.
 
@@ -96,6 +98,7 @@ class GCPFake:
         self.exhausted: dict[str, str] = {}  # zone -> error code of inserts there
         self.quota: dict[str, str] = {}  # region -> quota message of inserts there
         self.unoffered: set[tuple[str, str]] = set()  # (zone, machine type)
+        self.recorded: dict[str, list[Any]] = {}  # "skus" / "machineTypes" / ... -> pages
         self.on_delete: list[Any] = []  # callbacks([instance id]) when an instance goes
         self._ids = itertools.count(int(time.time()) * 1000 + 1)
         self.server: ThreadingHTTPServer | None = None
@@ -151,6 +154,7 @@ class GCPFake:
             self.exhausted.clear()
             self.quota.clear()
             self.unoffered.clear()
+            self.recorded.clear()
 
     # ---- test controls ---------------------------------------------------------------
 
@@ -214,6 +218,10 @@ class GCPFake:
         path = unquote(url.path)
         if path == "/token":
             return 200, {"access_token": "fake-token", "expires_in": 3600, "token_type": "Bearer"}
+        if path.startswith("/v1/services/") and path.endswith("/skus"):
+            with self.lock:
+                self.calls.append(Call(method, "billing.skus", path))
+            return self._paged(self.recorded.get("skus", []), query)
         body = json.loads(raw) if raw else {}
         m = re.match(r"/compute/v1/projects/([^/]+)/(.*)$", path)
         if not m:
@@ -499,6 +507,19 @@ class GCPFake:
                                    for a, c in accs]
         return 200, out
 
+    def _recorded_aggregated(self, project: str, q: dict[str, str], body: dict[str, Any],
+                             fault: Fault | None, what: str) -> tuple[int, dict[str, Any]]:
+        return self._paged(self.recorded.get(what, []), q)
+
+    def _paged(self, pages: list[dict[str, Any]], q: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        """Recorded pages, in order: page N answers pageToken "pN" (page 0: none); a page
+        that is an int is that HTTP error."""
+        index = int(q.get("pageToken", "p0")[1:] or 0)
+        page = pages[index] if index < len(pages) else {}
+        if isinstance(page, int):
+            return self._error(page, "backendError", "recorded failure")
+        return 200, page
+
     @staticmethod
     def _error(code: int, reason: str, message: str) -> tuple[int, dict[str, Any]]:
         return code, {"error": {"code": code, "message": message,
@@ -518,6 +539,7 @@ _ROUTES: list[tuple[str, str, str]] = [
     ("POST", r"zones/([^/]+)/instances/([^/]+)/stop", "instances.stop"),
     ("POST", r"zones/([^/]+)/instances/([^/]+)/start", "instances.start"),
     ("GET", r"aggregated/instances", "instances.aggregated"),
+    ("GET", r"aggregated/(machineTypes|acceleratorTypes)", "recorded.aggregated"),
     ("GET", r"zones/[^/]+/operations/([^/]+)", "operations.get"),
     ("POST", r"zones/[^/]+/operations/([^/]+)/wait", "operations.wait"),
     ("GET", r"zones/([^/]+)/operations", "operations.list"),

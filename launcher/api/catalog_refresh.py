@@ -27,7 +27,8 @@ from launcher.errors import LauncherError
 # cloud -> module with `fetch(regions, *, price_list_url, price_list_format,
 # regions_are_defaults, on_progress) -> FetchedCatalog`
 FETCHERS: dict[str, str] = {"aws": "launcher.clouds.aws.catalog_fetcher",
-                            "azure": "launcher.clouds.azure.catalog_fetcher"}
+                            "azure": "launcher.clouds.azure.catalog_fetcher",
+                            "gcp": "launcher.clouds.gcp.catalog_fetcher"}
 
 
 class CatalogRefreshError(LauncherError):
