@@ -76,6 +76,8 @@ class MotoMeter:
         self._lock = threading.Lock()
         self.calls: list[tuple[str, str]] = []
         self.handling_s = 0.0  # moto's own time on counted requests
+        # every counted request: (call, arrived, answered) on time.monotonic()
+        self.log: list[tuple[tuple[str, str], float, float]] = []
         self._kill: _Kill | None = None
         self._fired = False
         self._fails: list[_Fail] = []
@@ -102,6 +104,7 @@ class MotoMeter:
         with self._lock:
             self.calls = []
             self.handling_s = 0.0
+            self.log = []
             self._kill = None
             self._fired = False
             self._fails = []
@@ -166,7 +169,13 @@ class MotoMeter:
         found = _ACTION.search(body)
         return service, found.group(1).decode() if found else "?"
 
+    def handling_between(self, start: float, end: float) -> float:
+        """Seconds moto spent on counted requests inside [start, end] (monotonic)."""
+        with self._lock:
+            return sum(max(0.0, min(b, end) - max(a, start)) for _, a, b in self.log)
+
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        arrived = time.monotonic()
         call = self._identify(environ)
         if call is None:
             return self.app(environ, start_response)
@@ -192,12 +201,16 @@ class MotoMeter:
             _sigkill(kill.pid)
             return _respond(start_response, 503, ec2_error_body("Unavailable", "client gone"))
         if fail is not None:
+            with self._lock:
+                self.log.append((call, arrived, time.monotonic()))
             return _respond(start_response, fail.status,
                             ec2_error_body(fail.code, f"injected {fail.code}"))
-        t0 = time.perf_counter()
+        t0 = time.monotonic()
         body = list(self.app(environ, start_response))  # moto answers in one piece
+        t1 = time.monotonic()
         with self._lock:
-            self.handling_s += time.perf_counter() - t0
+            self.handling_s += t1 - t0
+            self.log.append((call, arrived, t1))
         if kill is not None:
             _sigkill(kill.pid)
         return body

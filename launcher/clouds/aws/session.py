@@ -12,8 +12,12 @@
   boto3 Session, with botocore's own retry of throttling errors (`RequestLimitExceeded`,
   `Throttling`: retry mode "adaptive", client-side rate limiting and backoff), short
   connect/read timeouts, and a short IMDS timeout (1 s, one attempt) so a machine that
-  only looks like EC2 never stalls. `AWS_PROFILE`, `AWS_REGION` and `AWS_ENDPOINT_URL`
-  are honoured by botocore itself. Thread-safe.
+  only looks like EC2 never stalls. Capacity and quota errors are never retried there:
+  EC2 answers `InsufficientInstanceCapacity` with HTTP 500, which botocore's retry
+  modes treat as transient (8 attempts with backoff: ~20 s in one zone before failover
+  could block it); they go straight to failover (`_no_retry_for_failover`).
+  `AWS_PROFILE`, `AWS_REGION` and `AWS_ENDPOINT_URL` are honoured by botocore itself.
+  Thread-safe.
 """
 
 from __future__ import annotations
@@ -98,6 +102,18 @@ def _core_session() -> Any:
         return _core
 
 
+def _no_retry_for_failover(response: Any = None, **_: Any) -> bool | None:
+    """A `needs-retry` handler, registered first: False (botocore's "do not retry")
+    for an error whose answer is to try elsewhere (errors.py: capacity, quota), None
+    (no opinion: botocore's retry handler decides) for anything else."""
+    from launcher.clouds.aws.errors import CAPACITY_CODES, QUOTA_CODES
+
+    if not response or not isinstance(response[1], dict):
+        return None
+    code = (response[1].get("Error") or {}).get("Code")
+    return False if code in CAPACITY_CODES or code in QUOTA_CODES else None
+
+
 class ClientFactory:
     """Cached boto3 clients of one boto3 Session. Thread-safe; the first call imports
     boto3. `client(service, region)` raises nothing itself (errors come from calls)."""
@@ -130,6 +146,9 @@ class ClientFactory:
                     read_timeout=self._read_timeout,
                 )
                 hit = self._boto_session().client(service, region_name=region, config=config)
+                service_id = hit.meta.service_model.service_id.hyphenize()
+                hit.meta.events.register_first(f"needs-retry.{service_id}",
+                                               _no_retry_for_failover)
                 self._clients[(service, region)] = hit
             return hit
 
