@@ -47,7 +47,6 @@ from launcher.clouds.gcp.ops import Sleep, call, wait
 from launcher.clouds.gcp.provision import (
     CLUSTER_LABEL,
     CLUSTER_METADATA,
-    RANK_LABEL,
     NodePlan,
     check_networking,
     insert_request,
@@ -57,7 +56,8 @@ from launcher.clouds.gcp.provision import (
     policy_name,
     wants_compact_placement,
 )
-from launcher.clouds.gcp.session import Clients, local_credentials
+from launcher.clouds.gcp.session import Clients, check_token, local_credentials
+from launcher.clouds.gcp.states import label_ok, metadata, node_state, preempted_names, rank_key
 from launcher.clouds.gcp.teardown import (
     all_instances,
     delete_policy,
@@ -67,7 +67,6 @@ from launcher.clouds.gcp.teardown import (
 )
 from launcher.config import GCPSettings, load_config
 
-PREEMPTED_OP = "compute.instances.preempted"
 CHECK_TTL_S = 60.0
 
 
@@ -161,22 +160,9 @@ class GCPCloud:
         now = time.monotonic()
         if self._checked is not None and now - self._checked[0] < CHECK_TTL_S:
             return self._checked[1]
-        status = self._check_token(local.source, local.project, local.account)
+        status = check_token(self.clients, local.source, local.project, local.account)
         self._checked = (now, status)
         return status
-
-    def _check_token(self, source: str, project: str, account: str | None) -> CredentialStatus:
-        try:
-            creds = self.clients.credentials()
-            if not getattr(creds, "token", None) and hasattr(creds, "refresh"):
-                import google.auth.transport.requests
-
-                creds.refresh(google.auth.transport.requests.Request())
-        except Exception as exc:  # never raises: the reason is the answer
-            return CredentialStatus(False, f"GCP credentials from {source} unusable: "
-                                           f"{type(exc).__name__}: {exc}")
-        who = account or getattr(creds, "service_account_email", None) or "application default"
-        return CredentialStatus(True, f"project {project}, account {who}")
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
         """Create the gang (see the module docstring). Raises CapacityError, QuotaError,
@@ -209,7 +195,7 @@ class GCPCloud:
             disk_size_gb=req.disk_size_gb, accelerator=req.accelerator,
             accelerator_count=int(req.accelerator_count or 0), gpu=gpu,
             token=req.idempotency_token,
-            extra_labels={k: v for k, v in req.labels.items() if _label_ok(k, v)})
+            extra_labels={k: v for k, v in req.labels.items() if label_ok(k, v)})
         try:
             return self._create(req, plan, settings, user_key.private_path)
         except BaseException:
@@ -309,30 +295,20 @@ class GCPCloud:
             out: dict[str, NodeState] = {}
             for insts in all_instances(self.clients, project, label_filter(cluster)).values():
                 for inst in insts:
-                    out[str(inst.name)] = _state(str(inst.status), False)
+                    out[str(inst.name)] = node_state(str(inst.status), False)
             return out
         zone, names, spot = recorded
         got = {n: self._get(project, zone, n) for n in names}
         preempted: set[str] = set()
         if spot and any(i is None or str(i.status) == "TERMINATED" for i in got.values()):
-            preempted = self._preempted(project, zone)
+            preempted = preempted_names(self.clients, project, zone, self._sleep)
         out = {}
         for n, inst in got.items():
             if inst is None:
                 out[n] = NodeState.PREEMPTED if n in preempted else NodeState.TERMINATED
             else:
-                out[n] = _state(str(inst.status), n in preempted)
+                out[n] = node_state(str(inst.status), n in preempted)
         return out
-
-    def _preempted(self, project: str, zone: str) -> set[str]:
-        """Names of instances with a `compute.instances.preempted` operation in `zone`."""
-        def run() -> set[str]:
-            from google.cloud import compute_v1
-
-            ops = self.clients.zone_operations().list(request=compute_v1.ListZoneOperationsRequest(
-                project=project, zone=zone, filter=f'operationType="{PREEMPTED_OP}"'))
-            return {str(op.target_link).rstrip("/").rsplit("/", 1)[-1] for op in ops}
-        return call(run, action="list preemption operations", zone=zone)
 
     def terminate(self, cluster: str) -> None:
         """Delete everything of `cluster` (see the module docstring); idempotent, blocking.
@@ -369,7 +345,7 @@ class GCPCloud:
         if not found:
             raise InvalidRequestError(f"Cluster {cluster!r} has no instance on GCP.", cloud=CLOUD)
         zone, insts = next(iter(sorted(found.items())))
-        return zone, sorted(insts, key=_rank)
+        return zone, sorted(insts, key=rank_key)
 
     def stop(self, cluster: str) -> None:
         """Stop every node (boot disks kept). Blocking until the stop operations are done.
@@ -407,6 +383,26 @@ class GCPCloud:
                                   self.settings(), ensure_user_key().private_path)
         return self._node_waiter(info, time.monotonic() + self._timeouts.ssh)
 
+    # ---- autostop ----
+
+    def autostop_action(self, cluster: ClusterInfo, down: bool) -> str:
+        """The head agent's autostop action. Stop: power every node off over SSH (workers
+        first, then the head; launcher/clouds/aws/autostop.py's command, no SDK): GCE
+        turns a guest shutdown into a stopped (TERMINATED) instance, boot disk kept, and
+        `launcher start` brings it back. `down`: "" (GCE cannot delete an instance on a
+        guest shutdown): the agent takes the cluster down itself and the client deletes
+        the instances when it reconciles. Raises InvalidRequestError for a stop of a
+        spot cluster (launcher stops no spot gang; use --down)."""
+        from launcher.clouds.aws.autostop import power_off_command
+
+        if down:
+            return ""
+        if cluster.use_spot:
+            raise InvalidRequestError(
+                f"Cluster {cluster.cluster_name!r} runs on spot VMs, which launcher does not "
+                "stop: use autostop with --down.", cloud=CLOUD, region=cluster.region)
+        return power_off_command(cluster)
+
     # ---- SupportsOrphans ----
 
     def list_tagged_clusters(self) -> dict[str, list[str]]:
@@ -416,38 +412,8 @@ class GCPCloud:
         found = all_instances(self.clients, self.project(), f"labels.{CLUSTER_LABEL}:*")
         for insts in found.values():
             for inst in insts:
-                name = _metadata(inst, CLUSTER_METADATA) or inst.labels.get(CLUSTER_LABEL)
+                name = metadata(inst, CLUSTER_METADATA) or inst.labels.get(CLUSTER_LABEL)
                 if name:
                     out.setdefault(str(name), []).append(str(inst.name))
         return {k: sorted(v) for k, v in out.items()}
 
-
-def _state(status: str, preempted: bool) -> NodeState:
-    if status in ("PROVISIONING", "STAGING", "REPAIRING"):
-        return NodeState.PENDING
-    if status == "RUNNING":
-        return NodeState.RUNNING
-    if status == "TERMINATED" and preempted:
-        return NodeState.PREEMPTED
-    if status in ("STOPPING", "TERMINATED", "SUSPENDING", "SUSPENDED"):
-        return NodeState.STOPPED
-    return NodeState.UNKNOWN
-
-
-def _rank(inst: Any) -> tuple[int, str]:
-    rank = inst.labels.get(RANK_LABEL, "")
-    return (int(rank) if rank.isdigit() else 1 << 30, str(inst.name))
-
-
-def _metadata(inst: Any, key: str) -> str | None:
-    for item in getattr(getattr(inst, "metadata", None), "items", None) or []:
-        if item.key == key:
-            return str(item.value)
-    return None
-
-
-def _label_ok(key: str, value: str) -> bool:
-    import re
-
-    ok = re.compile(r"[a-z][a-z0-9_-]{0,62}\Z")
-    return bool(ok.match(key)) and bool(re.fullmatch(r"[a-z0-9_-]{0,63}", value))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher.clouds.base import CredentialStatus
 from launcher.config import GCPSettings
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -178,3 +179,20 @@ class Clients:
 
     def machine_types(self) -> Any:
         return self.get("MachineTypesClient")
+
+
+def check_token(clients: Clients, source: str, project: str,
+                account: str | None) -> CredentialStatus:
+    """Obtain a token from the credentials (short timeout): enabled with project and
+    account, or why not. Never raises."""
+    try:
+        creds = clients.credentials()
+        if not getattr(creds, "token", None) and hasattr(creds, "refresh"):
+            import google.auth.transport.requests
+
+            creds.refresh(google.auth.transport.requests.Request())
+    except Exception as exc:  # never raises: the reason is the answer
+        return CredentialStatus(False, f"GCP credentials from {source} unusable: "
+                                       f"{type(exc).__name__}: {exc}")
+    who = account or getattr(creds, "service_account_email", None) or "application default"
+    return CredentialStatus(True, f"project {project}, account {who}")

@@ -340,3 +340,17 @@ def test_task_config_gcp_keys_are_laid_over_the_config(gcp_env: GCPFake) -> None
     assert info.nodes[0].external_ip == nic["accessConfigs"][0]["natIP"]
     assert "launcher-other-vpc-ssh" in gcp_env.state.firewalls
     cloud.terminate("tc")
+
+
+def test_autostop_action_powers_the_nodes_off_and_refuses_spot_stop() -> None:
+    nodes = (NodeInfo(0, "a-0", "10.0.0.2", ssh_user="root"),
+             NodeInfo(1, "a-1", "10.0.0.3", ssh_user="root"))
+    info = ClusterInfo("a", "gcp", "us-central1", "us-central1-a", "n2-standard-2", False, nodes)
+    cloud = GCPCloud(settings=SETTINGS)
+    action = cloud.autostop_action(info, down=False)
+    assert "root@10.0.0.3" in action and action.endswith("sudo shutdown -h now")
+    assert cloud.autostop_action(info, down=True) == ""
+    import dataclasses
+
+    with pytest.raises(InvalidRequestError):
+        cloud.autostop_action(dataclasses.replace(info, use_spot=True), down=False)
