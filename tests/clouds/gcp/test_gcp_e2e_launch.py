@@ -8,6 +8,10 @@ the bodies are gone. Nothing is reached but loopback and the lab.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +31,16 @@ pytestmark = [
 ]
 
 RESOURCES = {"cloud": "gcp", "region": "us-central1", "instance_type": "n2-standard-2"}
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", "from launcher.cli import main; main()", *args],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"})
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc
+    return proc
 
 
 def test_two_node_launch_exec_logs_down_on_gcp(gcp_cloud: GCPFake, tmp_path: Path) -> None:
@@ -75,6 +89,15 @@ def test_two_node_launch_exec_logs_down_on_gcp(gcp_cloud: GCPFake, tmp_path: Pat
         first: list[str] = []
         api.logs("gcpe2e", jobs[0].id, follow=False, on_line=first.append)
         assert sum("rank=" in ln for ln in first) == 2, first
+
+        # the CLI as its own process (only the documented settings reach the fake):
+        # queue, logs, a status refresh that asks GCE, check naming project and account
+        assert len(json.loads(_cli("queue", "gcpe2e", "--json").stdout)) == 2
+        assert "exec on " in _cli("logs", "gcpe2e", str(jobs[1].id)).stdout
+        rows = json.loads(_cli("status", "--refresh", "--json").stdout)
+        assert [r["name"] for r in rows] == ["gcpe2e"] and rows[0]["status"] == "UP", rows
+        check = _cli("check").stdout
+        assert "project launcher-test, account launcher@launcher-test" in check, check
 
         api.down("gcpe2e")
         bodies.sync()
