@@ -314,8 +314,12 @@ class GCPCloud:
         """Delete everything of `cluster` (see the module docstring); idempotent, blocking.
         Raises CloudError (the record is kept then, so a retry looks in the same zones)."""
         zones = records.cluster_zones(cluster)
-        if zones is None:
+        if zones is None:  # no record (lost, or an orphan): find the zones by label, and
+            # the placement policy by its name in their regions
             zones = sorted(all_instances(self.clients, self.project(), label_filter(cluster)))
+            for zone in zones:  # recorded, so a retry after a failure looks there too
+                records.add_zone(cluster, zone)
+                records.add_policy(cluster, region_of(zone), policy_name(cluster))
         self._teardown(cluster, zones)
         records.drop_cluster(cluster)
 

@@ -354,3 +354,22 @@ def test_autostop_action_powers_the_nodes_off_and_refuses_spot_stop() -> None:
 
     with pytest.raises(InvalidRequestError):
         cloud.autostop_action(dataclasses.replace(info, use_spot=True), down=False)
+
+
+def test_orphans_are_found_and_removed_without_a_record(gcp_env: GCPFake) -> None:
+    """A gang the state DB does not know (a client killed after the inserts), with its
+    zone record lost too: listed as an orphan, removed by label through aggregatedList."""
+    from launcher.clouds.gcp import records
+    from launcher.provisioning.orphans import find_orphans
+    from launcher.provisioning.teardown import terminate_orphan
+
+    cloud = make_cloud(gcp_env)
+    cloud.provision(req("lost", n=2, instance_type="a2-highgpu-8g", accelerator="A100",
+                        accelerator_count=8))
+    assert gcp_env.leaks()["policies"] == ["launcher-lost"]
+    records.drop_cluster("lost")
+    scan = find_orphans(["gcp"], cloud_fn={"gcp": cloud}.__getitem__)
+    assert [(o.cloud, o.cluster, o.node_ids) for o in scan.orphans] == [
+        ("gcp", "lost", ("lost-0", "lost-1"))], scan
+    terminate_orphan("gcp", "lost", cloud_fn={"gcp": cloud}.__getitem__)
+    assert gcp_env.leaks() == {"instances": [], "policies": [], "firewalls": []}
