@@ -12,7 +12,8 @@ the first one that fails is the offer's rejection reason):
    decides alone; a host of the user's own SSH pools serves it whatever GPUs it has:
    WHOLE_HOST_CLOUDS);
 2. instance type, cloud, region, zone (the `local` cloud only takes part when the
-   candidate names it, or when the caller passes `include_local=True`);
+   candidate names it, or when the caller passes `include_local=True`; a cloud in
+   NAMED_ONLY_CLOUDS, e.g. kubernetes, only when the candidate names it);
 3. vCPUs and memory (at least, or exactly);
 4. the market: a spot price for `use_spot`, an on-demand price otherwise;
 5. gang size: `num_nodes <= max_nodes` when the offer has a limit;
@@ -34,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from launcher.catalog.offer import WHOLE_HOST_CLOUDS, Offer, fabric_satisfies
+from launcher.catalog.offer import NAMED_ONLY_CLOUDS, WHOLE_HOST_CLOUDS, Offer, fabric_satisfies
 from launcher.resources import ResourceCandidate
 
 LOCAL_CLOUD = "local"
@@ -217,10 +218,8 @@ def candidate_failures(
         ):
             return out
     elif (
-        offer.cloud == LOCAL_CLOUD
-        and not include_local
-        and fail(KIND_LOCATION, "local cloud is used only when the task names it")
-    ):
+        (offer.cloud == LOCAL_CLOUD and not include_local) or offer.cloud in NAMED_ONLY_CLOUDS
+    ) and fail(KIND_LOCATION, f"{offer.cloud} cloud is used only when the task names it"):
         return out
     if (
         cand.region is not None
@@ -383,7 +382,7 @@ class _Matcher:
         if self.cloud is not None:
             if o.cloud != self.cloud:
                 return None
-        elif o.cloud == LOCAL_CLOUD and not self.local_ok:
+        elif (o.cloud == LOCAL_CLOUD and not self.local_ok) or o.cloud in NAMED_ONLY_CLOUDS:
             return None
         if self.region is not None and o.region != self.region:
             return None

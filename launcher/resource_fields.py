@@ -45,9 +45,14 @@ from launcher.task_fields import (
 KNOWN_CLOUDS = (
     "aws", "azure", "gcp", "lambda", "runpod", "vast", "nebius", "hyperbolic", "mithril",
     "verda", "seeweb", "yotta", "oci", "ibm", "scp", "cudo", "fluidstack", "paperspace",
-    "primeintellect", "do", "shadeform", "vsphere", "coreweave", "local", "ssh",
+    "primeintellect", "do", "shadeform", "vsphere", "coreweave", "local", "ssh", "kubernetes",
 )  # fmt: skip
-UNSUPPORTED_CLOUDS = ("kubernetes", "k8s", "slurm")
+UNSUPPORTED_CLOUDS = ("slurm",)
+# SkyPilot's short name for a cloud (`infra: k8s/CONTEXT`, `cloud: k8s`).
+CLOUD_ALIASES = {"k8s": "kubernetes"}
+# Keys that configure a Kubernetes pod (preemption / termination hooks): accepted on a
+# resources mapping that names kubernetes (planned only; no Kubernetes backend runs them).
+POD_ONLY_FIELDS = ("preemption", "termination_hook")
 DISK_TIERS = ("low", "medium", "high", "ultra", "best")
 NETWORK_TIERS = ("standard", "best")
 
@@ -302,6 +307,7 @@ def parse_cloud(value: object, path: Path, origin: Origin) -> str | None:
     if value is None:
         return None
     name = expect_str(value, path, origin).strip().lower()
+    name = CLOUD_ALIASES.get(name, name)
     if name in UNSUPPORTED_CLOUDS:
         raise origin.error(path, f"the cloud '{value}': {_engine_refusal(name)}")
     if name not in KNOWN_CLOUDS:
@@ -314,8 +320,8 @@ def parse_cloud(value: object, path: Path, origin: Origin) -> str | None:
 
 
 def _engine_refusal(name: str) -> str:
-    """Why a task placed only on Kubernetes or Slurm is refused (issue 12)."""
-    engine = "Slurm" if name == "slurm" else "Kubernetes"
+    """Why a task placed only on Slurm is refused (issue 12)."""
+    engine = "Slurm"
     return (
         f"{engine} {UNSUPPORTED_NOTE} (launcher runs tasks on cloud VMs and SSH machines). "
         f"An any_of/ordered entry on {engine} is skipped while other entries remain, but "
@@ -333,6 +339,12 @@ def parse_infra(
     parts = [p.strip() for p in text.split("/")]
     if parts[0].lower() in UNSUPPORTED_CLOUDS:
         raise origin.error(path, f"infra '{text}': {_engine_refusal(parts[0].lower())}")
+    if CLOUD_ALIASES.get(parts[0].lower(), parts[0].lower()) == "kubernetes" and len(parts) > 1:
+        # a Kubernetes context name may hold slashes (EKS: arn:...:cluster/NAME)
+        context = "/".join(parts[1:])
+        if not all(parts[1:]):
+            raise origin.error(path, f"'{text}' is not k8s[/CONTEXT] (e.g. 'k8s/my-context').")
+        return parse_cloud(parts[0], path, origin), (None if context == "*" else context), None
     if len(parts) > 3 or any(not p for p in parts):
         raise origin.error(
             path,
@@ -407,19 +419,38 @@ def apply_network_tier(
 
 def parse_resources_spec(value: object, path: Path, origin: Origin) -> ResourcesSpec:
     """The `resources:` section (None = no requirements). `job_recovery`, `spot_recovery`
-    and `autostop` are accepted here but parsed by launcher.task_policies."""
+    and `autostop` are accepted here but parsed by launcher.task_policies.
+
+    SkyPilot Benchmark's `candidates` list is read as `any_of` (with a note); the pod
+    keys `preemption` / `termination_hook` are accepted (with a note) where the mapping
+    or the section names kubernetes, and refused by name elsewhere."""
     if value is None:
         return ResourcesSpec()
     mapping = expect_mapping(value, path, origin)
+    given = [k for k in ("any_of", "ordered", "candidates") if mapping.get(k) is not None]
+    entries_raw = mapping.get(given[0]) if given else None
+    section_k8s = _names_kubernetes(mapping) or (
+        isinstance(entries_raw, list)
+        and any(isinstance(e, Mapping) and _names_kubernetes(e) for e in entries_raw)
+    )
+    notes: list[str] = []
     check_keys(
-        mapping, path, origin, SECTION_FIELDS,
-        unsupported=UNSUPPORTED_RESOURCE_FIELDS, elsewhere=TOP_LEVEL_ELSEWHERE,
+        mapping, path, origin, (*SECTION_FIELDS, "candidates", *_pod_keys(section_k8s)),
+        unsupported=_unsupported_keys(section_k8s), elsewhere=TOP_LEVEL_ELSEWHERE,
     )  # fmt: skip
+    notes.extend(_pod_notes(mapping, path))
     base = parse_resources_entry(mapping, path, origin)
-    if mapping.get("any_of") is not None and mapping.get("ordered") is not None:
-        raise origin.error(path + ("ordered",), "use either 'any_of' or 'ordered', not both.")
-    ordered = mapping.get("ordered") is not None
-    key = "ordered" if ordered else "any_of"
+    if len(given) > 1:
+        raise origin.error(
+            path + (given[1],), f"use either '{given[0]}' or '{given[1]}', not both.",
+        )
+    key = given[0] if given else "any_of"
+    ordered = key == "ordered"
+    if key == "candidates":
+        notes.append(
+            f"{format_path(path + (key,))} (SkyPilot Benchmark's list of resources to compare, "
+            "each on its own cluster) is planned as any_of: the cheapest candidate runs."
+        )
     alternatives: list[Resources] = []
     dropped: list[str] = []
     first_drop_error: TaskValidationError | None = None
@@ -430,15 +461,17 @@ def parse_resources_spec(value: object, path: Path, origin: Origin) -> Resources
         for index, entry in enumerate(entries):
             where = path + (key, index)
             entry_map = expect_mapping(entry, where, origin, "a resources mapping")
+            entry_k8s = _names_kubernetes(entry_map) or _names_kubernetes(mapping)
             check_keys(
-                entry_map, where, origin, ENTRY_FIELDS,
-                unsupported=UNSUPPORTED_RESOURCE_FIELDS,
-                elsewhere={"any_of": "resources (one level only)", "ordered": "resources (one level only)"},
+                entry_map, where, origin, (*ENTRY_FIELDS, *_pod_keys(entry_k8s)),
+                unsupported=_unsupported_keys(entry_k8s),
+                elsewhere={k: "resources (one level only)" for k in ("any_of", "ordered", "candidates")},
             )  # fmt: skip
+            notes.extend(_pod_notes(entry_map, where))
             engine = _unsupported_engine(entry_map)
             if engine is not None:
-                # One alternative on an engine launcher lacks (Kubernetes, Slurm) does not
-                # sink the task: it is dropped with a note while others remain.
+                # One alternative on an engine launcher lacks (Slurm) does not sink the
+                # task: it is dropped with a note while others remain.
                 try:
                     parse_resources_entry(entry_map, where, origin)
                 except TaskValidationError as exc:
@@ -450,14 +483,46 @@ def parse_resources_spec(value: object, path: Path, origin: Origin) -> Resources
             alternatives.append(parse_resources_entry(entry_map, where, origin))
         if not alternatives and first_drop_error is not None:
             raise first_drop_error
+    dropped.extend(notes)
     spec = ResourcesSpec(base, tuple(alternatives), ordered, tuple(dropped))
     _check_image_regions(spec, origin)
     return spec
 
 
+def _names_kubernetes(entry: Mapping[str, object]) -> bool:
+    """Whether a resources mapping names kubernetes (`cloud: kubernetes|k8s`, `infra: k8s/...`)."""
+    cloud = entry.get("cloud")
+    infra = entry.get("infra")
+    name = cloud if isinstance(cloud, str) else infra.split("/")[0] if isinstance(infra, str) else ""
+    name = name.strip().lower()
+    return CLOUD_ALIASES.get(name, name) == "kubernetes"
+
+
+def _pod_keys(kubernetes: bool) -> tuple[str, ...]:
+    """The pod-only keys allowed on a mapping (only where kubernetes is named)."""
+    return POD_ONLY_FIELDS if kubernetes else ()
+
+
+def _unsupported_keys(kubernetes: bool) -> tuple[str, ...]:
+    """The SkyPilot resource keys refused as unsupported on a mapping."""
+    if not kubernetes:
+        return UNSUPPORTED_RESOURCE_FIELDS
+    return tuple(k for k in UNSUPPORTED_RESOURCE_FIELDS if k not in POD_ONLY_FIELDS)
+
+
+def _pod_notes(mapping: Mapping[str, object], path: Path) -> list[str]:
+    """A note per pod-only key present (accepted for a Kubernetes placement, never run)."""
+    return [
+        f"{format_path(path + (key,))} configures the Kubernetes pod; the task is planned "
+        "with it but nothing runs it here (no Kubernetes backend in this version)."
+        for key in POD_ONLY_FIELDS
+        if mapping.get(key) is not None
+    ]
+
+
 def _unsupported_engine(entry: Mapping[str, object]) -> str | None:
-    """'Kubernetes' / 'Slurm' when an alternative names such an engine as its cloud."""
-    names = {"kubernetes": "Kubernetes", "k8s": "Kubernetes", "slurm": "Slurm"}
+    """'Slurm' when an alternative names such an engine as its cloud."""
+    names = {"slurm": "Slurm"}
     cloud = entry.get("cloud")
     if isinstance(cloud, str) and cloud.strip().lower() in names:
         return names[cloud.strip().lower()]

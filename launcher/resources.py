@@ -198,8 +198,9 @@ class ResourcesSpec:
     base: Resources = Resources()
     alternatives: tuple[Resources, ...] = ()
     ordered: bool = False
-    # Alternatives that were written but can never be placed here (e.g. `infra:
-    # kubernetes`), each a note naming the entry and why; the rest of the task stands.
+    # Notes on what was written but set aside (an alternative that can never be placed
+    # here, e.g. `infra: slurm`; a pod-only key; `candidates` read as any_of), each
+    # naming the entry and why; the rest of the task stands.
     dropped: tuple[str, ...] = field(default=(), compare=False)
 
     def expanded(self) -> list[Resources]:

@@ -55,8 +55,8 @@ class KeyRule:
     value: ValueType = "any"
 
 
-_NO_K8S = ("launcher has no Kubernetes backend (Kubernetes alternatives are dropped, a "
-           "Kubernetes-only task is refused)")
+_NO_K8S = ("launcher has no Kubernetes backend (Kubernetes placements are planned only, "
+           "never launched)")
 
 # section -> key -> rule; a section mapped to a KeyRule covers every key under it.
 CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {

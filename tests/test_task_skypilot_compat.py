@@ -97,7 +97,7 @@ def test_fractional_gpu_lands_on_a_node_with_that_gpu() -> None:
     assert cheapest.accelerator_count == 1
 
 
-def test_kubernetes_alternative_is_dropped_with_a_note() -> None:
+def test_kubernetes_alternative_is_planned_only_beside_the_clouds() -> None:
     task = load(
         """\
         resources:
@@ -109,16 +109,12 @@ def test_kubernetes_alternative_is_dropped_with_a_note() -> None:
             - infra: gcp
         """
     )
-    assert len(task.resources.alternatives) == 2
-    assert task.notes == (
-        "resources.any_of[1] (Kubernetes) is skipped: Kubernetes is a SkyPilot feature "
-        "launcher doesn't support yet.",
-        "resources.any_of[2] (Kubernetes) is skipped: Kubernetes is a SkyPilot feature "
-        "launcher doesn't support yet.",
-    )
+    assert len(task.resources.alternatives) == 4
+    assert {a.cloud for a in task.resources.alternatives} == {"aws", "kubernetes", "gcp"}
     result = plan(task)
-    assert {p.cloud for p in result.placements} == {"aws", "gcp"}
-    assert task.notes[0] in result.notes
+    assert {p.cloud for p in result.placements} == {"aws", "gcp", "kubernetes"}
+    k8s = [i for i, p in enumerate(result.placements) if p.cloud == "kubernetes"]
+    assert k8s and not any(result.enabled[i] for i in k8s)
 
 
 def test_only_unsupported_alternatives_is_still_an_error() -> None:
@@ -127,7 +123,7 @@ def test_only_unsupported_alternatives_is_still_an_error() -> None:
     from launcher.errors import TaskValidationError
 
     with pytest.raises(TaskValidationError) as err:
-        load("resources:\n  any_of:\n    - infra: k8s\n    - cloud: slurm\n")
+        load("resources:\n  any_of:\n    - infra: slurm\n    - cloud: slurm\n")
     assert err.value.field == "resources.any_of[0].infra"
 
 

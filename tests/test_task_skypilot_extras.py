@@ -16,7 +16,8 @@ import pytest
 from launcher.api.planning import plan
 from launcher.errors import NoPlacementError, TaskValidationError
 from launcher.provisioning.failover import provision_request
-from launcher.provisioning.planning import TPU_NOT_LAUNCHABLE
+from launcher.provisioning.offers import KUBERNETES_NOT_LAUNCHABLE
+from launcher.provisioning.planning import KUBERNETES_PLAN_ONLY, TPU_NOT_LAUNCHABLE
 from launcher.task import Task
 from launcher.task_config import apply_overrides
 from launcher.task_git import clone_script
@@ -283,20 +284,71 @@ def test_fluidstack_is_refused_by_name_and_skipped_as_an_alternative() -> None:
     assert any("any_of[0] (fluidstack) is skipped" in n for n in p.notes)
 
 
-def test_kubernetes_alone_is_refused_with_the_reason_and_dropped_among_others() -> None:
-    with pytest.raises(TaskValidationError) as err:
-        load("resources:\n  infra: k8s\n  accelerators: H100:8\n")
-    assert err.value.field == "resources.infra" and "only place given" in str(err.value)
+def test_kubernetes_task_is_planned_from_its_own_request_and_never_enabled() -> None:
     task = load("""\
         resources:
+          infra: k8s/arn:aws:eks:us-east-1:1:cluster/team
           accelerators: H100:8
-          ordered:
-            - infra: k8s/my-context
-            - infra: aws
+          cpus: 32+
+          memory: 256+
+        run: nvidia-smi
         """)
     p = plan(task)
-    assert {pl.cloud for pl in p.placements} == {"aws"}
-    assert any("ordered[0] (Kubernetes) is skipped" in n for n in p.notes)
+    assert len(p.placements) == 1 and p.chosen is None and p.enabled == [False]
+    k = p.placements[0]
+    assert (k.cloud, k.region, k.instance_type, k.accelerator, k.accelerator_count) == (
+        "kubernetes", "arn:aws:eks:us-east-1:1:cluster/team", "pod", "H100", 8)
+    assert (k.offer.vcpus, k.offer.memory_gib, k.node_price) == (32, 256, 0.0)
+    assert KUBERNETES_PLAN_ONLY in p.notes
+    assert p.disabled_reasons["kubernetes"] == KUBERNETES_NOT_LAUNCHABLE
+    row = p.to_json()["placements"][0]
+    assert (row["node_price"], row["hourly_cost"], row["enabled"]) == (None, None, False)
+    cpu = plan(load("resources:\n  cloud: kubernetes\n  cpus: 2\nrun: x\n"))
+    assert [(pl.region, pl.accelerator) for pl in cpu.placements] == [("in-cluster", None)]
+
+
+def test_kubernetes_is_never_a_placement_of_a_task_that_does_not_name_it() -> None:
+    p = plan(load("""\
+        resources:
+          accelerators: H100:8
+          any_of:
+            - infra: k8s/ctx
+            - {}
+        """))
+    k8s = [pl for pl in p.placements if pl.cloud == "kubernetes"]
+    assert len(k8s) == 1 and k8s[0].candidate.cloud == "kubernetes"
+    plain = plan(load("resources:\n  accelerators: H100:8\n"))
+    assert "kubernetes" not in {pl.cloud for pl in plain.placements}
+
+
+def test_kubernetes_pod_keys_are_accepted_with_a_note_only_on_kubernetes() -> None:
+    task = load("""\
+        resources:
+          cloud: kubernetes
+          cpus: 1
+          preemption: {hook: echo bye, hook_timeout: 60}
+          termination_hook: {command: echo bye, timeout: 90}
+        """)
+    assert any(n.startswith("resources.preemption configures the Kubernetes pod")
+               for n in task.notes)
+    assert any(n.startswith("resources.termination_hook configures") for n in task.notes)
+    assert plan(task).placements[0].cloud == "kubernetes"
+    with pytest.raises(TaskValidationError) as err:
+        load("resources:\n  cloud: gcp\n  termination_hook: {command: x}\n")
+    assert err.value.field == "resources.termination_hook"
+
+
+def test_kubernetes_launch_is_refused_with_the_reason(tmp_path: Path) -> None:
+    f = tmp_path / "k.yaml"
+    f.write_text("resources:\n  infra: k8s\n  cpus: 1\nrun: echo hi\n")
+    env = {**os.environ, "LAUNCHER_HOME": str(tmp_path / "home")}
+    out = subprocess.run([*CLI, "launch", str(f), "-y"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode != 0 and KUBERNETES_NOT_LAUNCHABLE in out.stderr
+    assert "Traceback" not in out.stderr
+    dry = subprocess.run([*CLI, "launch", str(f), "--dryrun"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert dry.returncode == 0 and "kubernetes  in-cluster" in dry.stdout
 
 
 def test_b100_resolves_and_is_dropped_from_a_set_with_a_note() -> None:
@@ -320,6 +372,7 @@ def test_b100_resolves_and_is_dropped_from_a_set_with_a_note() -> None:
         ("resources:\n  accelerator_args: {runtime_version: tpu-vm-base}\n",
          "resources.accelerator_args"),
         ("resources:\n  cloud: aws\n  preemption: {hook: echo}\n", "resources.preemption"),
+        ("resources:\n  cloud: slurm\n", "resources.cloud"),
     ],
 )
 def test_skypilot_only_fields_stay_refused_by_name(text: str, field: str) -> None:

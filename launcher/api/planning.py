@@ -23,6 +23,7 @@ from launcher.provisioning.planning import (
     json_number,
     placement_to_dict,
     plan,
+    price_known,
 )
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ __all__ = [
     "json_number",
     "parse_accelerator_spec",
     "placement_to_dict",
+    "price_known",
     "plan",
     "price_dates",
 ]

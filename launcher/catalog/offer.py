@@ -14,6 +14,13 @@ LOCAL_CLOUD = "local"
 # Clouds whose offers are whole machines of the user's own (SSH node pools): a task that
 # asks for no accelerator may run on any such host with enough CPUs and memory, GPU or not.
 WHOLE_HOST_CLOUDS = frozenset({"ssh"})
+# The cloud of a user's own Kubernetes cluster: no catalog rows (the cluster's price is
+# the user's business). Its plan-only offers are derived from the task that names it.
+KUBERNETES_CLOUD = "kubernetes"
+# Clouds whose offers serve only a candidate that names the cloud (never a task that
+# leaves the cloud out), and whose prices are unknown (0 in the row, "-" when shown).
+NAMED_ONLY_CLOUDS = frozenset({KUBERNETES_CLOUD})
+UNPRICED_CLOUDS = frozenset({KUBERNETES_CLOUD})
 # Fabrics a catalog row may carry. `None` in a row means nobody has told us.
 FABRICS = ("infiniband", "efa", "roce", "tcpx", "ethernet")
 # Fabrics that give RDMA between nodes (what `fabric: rdma` asks for).

@@ -396,6 +396,7 @@ def render_plan(plan: Plan, as_json: bool, limit: int | None = None) -> None:
     if as_json:
         print_json(plan.to_json(limit))
         return
+    from launcher.api.planning import price_known
 
     with_total = plan.hours is not None
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -441,9 +442,8 @@ def render_plan(plan: Plan, as_json: bool, limit: int | None = None) -> None:
             str(p.num_nodes),
             "spot" if p.use_spot else "on-demand",
             _fabric(p.fabric, p.fabric_gbps),
-            _money(p.node_price),
-            _money(p.hourly_cost),
-            *total,
+            *((_money(None),) * (2 + with_total) if not price_known(p)
+              else (_money(p.node_price), _money(p.hourly_cost), *total)),
             "yes" if plan.enabled[start] else "no",
             style=style,
         )

@@ -1,4 +1,5 @@
-"""Offers = the catalog's rows plus the live offers of the user's SSH node pools.
+"""Offers = the catalog's rows plus the live offers of the user's SSH node pools, plus
+the plan-only offers of a task that names kubernetes (`kubernetes_offers`).
 
 The catalog never imports a cloud module: the pools' offers are read here (from
 `launcher.clouds.ssh`, only when a config file exists) and handed to
@@ -8,11 +9,12 @@ Raises ConfigError for a malformed config file.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from launcher.catalog.offer import Offer
+    from launcher.resources import ResourceCandidate
 
 SSH_CLOUD = "ssh"
 
@@ -43,3 +45,38 @@ def catalog_offers(
     wanted = None if clouds is None else {c.lower() for c in clouds}
     live = pool_offers() if wanted is None or SSH_CLOUD in wanted else []
     return query.offers(accelerators=accelerators, clouds=clouds, live=live)
+
+
+# Why a Kubernetes placement is never enabled (planned only, like OCI and TPU VMs).
+KUBERNETES_NOT_LAUNCHABLE = "no Kubernetes backend in this version"
+# The region of a Kubernetes placement when the task names no context.
+IN_CLUSTER = "in-cluster"
+
+
+def kubernetes_offers(cands: Sequence[ResourceCandidate]) -> list[Offer]:
+    """Plan-only offers for the candidates that name kubernetes (none otherwise).
+
+    A user's own cluster has no price catalog, so each offer is the request itself: the
+    asked accelerator and count, vCPUs and memory, in the named context (region) or
+    `in-cluster`; instance type `pod` unless one is named; on-demand price 0 (unknown:
+    shown as "-"), no spot market, no fabric data. The optimizer serves such an offer
+    only to a candidate naming kubernetes (NAMED_ONLY_CLOUDS); planning marks it not
+    enabled (KUBERNETES_NOT_LAUNCHABLE)."""
+    from launcher.catalog.offer import KUBERNETES_CLOUD, Offer
+
+    out: dict[Offer, None] = {}
+    for c in cands:
+        if c.cloud != KUBERNETES_CLOUD:
+            continue
+        offer = Offer(
+            cloud=KUBERNETES_CLOUD, region=c.region or IN_CLUSTER, zone=c.zone,
+            instance_type=c.instance_type or "pod", accelerator=c.accelerator,
+            accelerator_count=c.accelerator_count if c.accelerator is not None else 0.0,
+            accelerator_memory_gib=None, vcpus=c.cpus, memory_gib=c.memory_gib,
+            price=0.0, spot_price=None, fabric=None, fabric_gbps=None, nvlink=None,
+            max_nodes=None, arch="x86_64",
+            source="derived from the task (a Kubernetes cluster has no price catalog)",
+            fetched_at="",
+        )  # fmt: skip
+        out[offer] = None
+    return list(out)

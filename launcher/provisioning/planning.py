@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from launcher.catalog.locations import resolve_task_locations
-from launcher.catalog.offer import WHOLE_HOST_CLOUDS, Offer
+from launcher.catalog.offer import KUBERNETES_CLOUD, UNPRICED_CLOUDS, WHOLE_HOST_CLOUDS, Offer
 from launcher.catalog.query_args import InvalidQueryError, _catalog_clouds, json_number
 from launcher.errors import NoPlacementError
 from launcher.optimizer import (
@@ -48,6 +48,7 @@ __all__ = [
     "enabled_clouds",
     "json_number",
     "plan",
+    "price_known",
 ]
 
 
@@ -60,6 +61,14 @@ NO_PROVISIONER = "no provisioner in this version (cost queries only)"
 TPU_NOT_LAUNCHABLE = (
     "TPU VMs are planned and priced only: launcher cannot create TPU VMs yet, so a "
     "launch never picks them (use a GPU alternative to launch)."
+)
+
+
+# A task naming kubernetes is planned with offers derived from its own request.
+KUBERNETES_PLAN_ONLY = (
+    "Kubernetes placements are planned only: they are the request itself (no price "
+    "catalog for your cluster, price shown as '-'), and launcher has no Kubernetes "
+    "backend in this version, so a launch never picks them."
 )
 
 
@@ -182,8 +191,21 @@ def _rejection_to_dict(r: Rejection) -> dict[str, Any]:
     }
 
 
+def price_known(p: Placement) -> bool:
+    """False for a placement whose cloud has no prices (kubernetes: shown as "-")."""
+    return p.cloud not in UNPRICED_CLOUDS
+
+
 def placement_to_dict(p: Placement, enabled: bool) -> dict[str, Any]:
-    """One placement in the dry-run / cost JSON shape."""
+    """One placement in the dry-run / cost JSON shape (prices null where unknown:
+    UNPRICED_CLOUDS)."""
+    if not price_known(p):
+        return {**_placement_dict(p, enabled), "node_price": None, "hourly_cost": None,
+                "total_cost": None}
+    return _placement_dict(p, enabled)
+
+
+def _placement_dict(p: Placement, enabled: bool) -> dict[str, Any]:
     return {
         "cloud": p.cloud,
         "region": p.region,
@@ -272,6 +294,8 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
     disabled = {c: s.reason for c, s in sorted(status_cache.items()) if not s.enabled}
     if any(is_tpu(p.accelerator) for p in ranking.placements):
         notes.append(TPU_NOT_LAUNCHABLE)
+    if any(p.cloud == KUBERNETES_CLOUD for p in ranking.placements):
+        notes.append(KUBERNETES_PLAN_ONLY)
     if chosen is None:
         by_reason: dict[str, list[str]] = {}
         for c in sorted({p.cloud for p in ranking.placements}):
@@ -329,6 +353,10 @@ def _credential_status(cloud: str) -> CredentialStatus:
     from launcher.clouds.base import CredentialStatus
     from launcher.clouds.registry import IMPLEMENTED, credential_status
 
+    if cloud == KUBERNETES_CLOUD:
+        from launcher.provisioning.offers import KUBERNETES_NOT_LAUNCHABLE
+
+        return CredentialStatus(False, KUBERNETES_NOT_LAUNCHABLE)
     if cloud not in IMPLEMENTED:  # skip the registry import chain for catalog-only clouds
         return CredentialStatus(False, NO_PROVISIONER)
     return credential_status(cloud)
@@ -355,10 +383,11 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
     candidates need the rows without accelerators (or all rows), narrowed to the
     candidates' clouds when every such candidate names one.
     """
-    from launcher.provisioning.offers import SSH_CLOUD, pool_offers
+    from launcher.provisioning.offers import SSH_CLOUD, kubernetes_offers, pool_offers
 
     accs = sorted({c.accelerator for c in cands if c.accelerator is not None})
-    wide = [c for c in cands if c.accelerator is None]
+    # kubernetes has no catalog rows: its plan-only offers come from the task itself
+    wide = [c for c in cands if c.accelerator is None and c.cloud != KUBERNETES_CLOUD]
     live = pool_offers()
     out: list[Offer] = list(query.offers(accelerators=accs, live=live)) if accs else []
     if wide:
@@ -376,6 +405,7 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
                     or (need_gpu_rows and o.accelerator not in seen)):
                 # a host of the user's own pool serves a CPU-only task too
                 out.append(o)
+    out.extend(kubernetes_offers(cands))
     return out
 
 
