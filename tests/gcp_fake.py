@@ -404,9 +404,10 @@ class GCPFake:
 
     def _apply(self, effect: tuple[Any, ...]) -> None:
         if effect[0] == "delete":
-            inst = self.state.instances.pop((effect[1], effect[2]), None)
-            for cb in self.on_delete if inst is not None else []:
-                cb([inst["id"]])
+            gone = self.state.instances.pop((effect[1], effect[2]), None)
+            if gone is not None:
+                for cb in self.on_delete:
+                    cb([gone["id"]])
         elif effect[0] == "status":
             inst = self.state.instances.get((effect[1], effect[2]))
             if inst is not None:

@@ -74,6 +74,9 @@ def gcp_server(request: pytest.FixtureRequest) -> Iterator[GCPFake]:
 def gcp_env(gcp_server: GCPFake, launcher_home: Path, tmp_path: Path,
             monkeypatch: pytest.MonkeyPatch) -> Iterator[GCPFake]:
     gcp_server.reset()
+    from launcher.clouds.gcp import network
+
+    network._known.clear()  # the product's per-process "rule exists" cache: a new project
     gcloud = tmp_path / "gcloud"
     gcloud.mkdir()
     adc = tmp_path / "adc.json"

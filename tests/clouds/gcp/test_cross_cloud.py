@@ -43,9 +43,9 @@ def test_aws_capacity_then_gcp_capacity_then_azure(
                       gcp_placement("gcp", "us-central1", "us-central1-b"),
                       _azure("eastus")])
     with StateDB() as db:
-        got = provision_with_failover(FakeTask(), "xc", db, plan_fn=plan,
-                                      cloud_fn={"aws": aws, "gcp": gcp,
-                                                "azure": azure}.__getitem__)
+        clouds: dict[str, Any] = {"aws": aws, "gcp": gcp, "azure": azure}
+        got = provision_with_failover(FakeTask(), "xc", db,  # type: ignore[arg-type]
+                                      plan_fn=plan, cloud_fn=clouds.__getitem__)
     assert [(a.cloud, a.zone, a.error_type) for a in got.attempts] == [
         ("aws", "use1-az6", "CapacityError"), ("aws", "use1-az1", "CapacityError"),
         ("gcp", "us-central1-a", "CapacityError"), ("gcp", "us-central1-b", "CapacityError")]

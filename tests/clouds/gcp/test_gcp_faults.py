@@ -24,7 +24,7 @@ from tests.clouds.gcp.test_gcp_provision import SETTINGS
 from tests.gcp_fake import Fault, GCPFake
 
 MUTATING = ("instances.insert", "firewalls.insert", "policies.insert")
-EMPTY = {"instances": [], "policies": [], "firewalls": []}
+EMPTY: dict[str, list[str]] = {"instances": [], "policies": [], "firewalls": []}
 
 
 def _cloud(fake: GCPFake, waiter: object = None) -> GCPCloud:

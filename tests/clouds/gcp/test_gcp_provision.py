@@ -288,7 +288,8 @@ class OtherCloud:
 def _run(fake: GCPFake, name: str, placements: list[Placement], **clouds: Any) -> Any:
     gcp = make_cloud(fake)
     with StateDB() as db:
-        return provision_with_failover(FakeTask(), name, db, plan_fn=plan_over(placements),
+        return provision_with_failover(FakeTask(), name, db,  # type: ignore[arg-type]
+                                       plan_fn=plan_over(placements),
                                        cloud_fn={"gcp": gcp, **clouds}.__getitem__)
 
 
