@@ -54,7 +54,12 @@ from launcher.task_policies import (
     parse_checkpoint,
     parse_job_recovery,
 )
-from launcher.task_storage import StorageMount, parse_storage_mount
+from launcher.task_storage import (
+    StorageMount,
+    parse_storage_mount,
+    placeholder_notes,
+    placeholder_refusal,
+)
 from launcher.task_volumes import VOLUMES_NOT_LAUNCHABLE, VolumeMount, parse_volumes
 
 __all__ = [
@@ -294,6 +299,9 @@ class Task:
                 raise self.error(f"{key}.{names[0]}", _missing_message(key, names))
         if self.volumes:
             raise self.error("volumes", VOLUMES_NOT_LAUNCHABLE)
+        refusal = placeholder_refusal(self.storage_mounts)
+        if refusal is not None:
+            raise self.origin.error(*refusal)
 
     def node_setup(self) -> str | None:
         """What runs on every node before `run`: the git workdir's clone (if any), then
@@ -553,7 +561,7 @@ def _build_task(
         unset_secrets=unset_secrets,
         notes=resources.dropped + _set_aside_notes(top, origin)
         + (config.notes if config else ())
-        + ((VOLUMES_NOT_LAUNCHABLE,) if volumes else ()),
+        + ((VOLUMES_NOT_LAUNCHABLE,) if volumes else ()) + placeholder_notes(storage_mounts),
         config=config,
         git_workdir=git_workdir,
         volumes=volumes,

@@ -11,6 +11,10 @@ created empty when missing; `store` (s3, gcs, azure, r2, ibm, oci) is inferred f
 a URI source and defaults to s3; `mode` is MOUNT (the default), COPY or
 MOUNT_CACHED; `persistent` (default true) keeps the bucket after the task.
 
+A `name` that is a placeholder the user fills in (empty, missing, an unset `$VAR`,
+`YOUR_OWN_BUCKET_NAME`) is accepted with a note for planning (`placeholder_notes`);
+every real launch refuses it naming the field (`placeholder_refusal`).
+
 Parsing only (stdlib, no I/O): what a launch can really do with a mount is decided
 by `launcher.runtime.storage_nodes`. Errors are TaskValidationError with the
 field path (`file_mounts./data.mode`) and line.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from launcher.task_fields import (
@@ -52,6 +56,7 @@ class StorageMount:
     `name`: the bucket to create/reuse (None when `source` is a bucket URI).
     `source`: a bucket URI as written, or an absolute local directory, or None.
     `store`: one of STORE_TYPES. `mode`: one of MODES. `persistent`: keep the bucket.
+    `placeholder`: why `name` is not a real bucket name yet (see `parse_storage_mount`).
     """
 
     name: str | None
@@ -59,6 +64,9 @@ class StorageMount:
     store: str
     mode: str
     persistent: bool = True
+    # Why `name` is a placeholder the user still has to fill in (empty, an unset
+    # `$VAR`, `YOUR_OWN_BUCKET_NAME`, missing): planned, refused at launch. None = real.
+    placeholder: str | None = None
 
     @property
     def source_is_local(self) -> bool:
@@ -118,15 +126,15 @@ def parse_storage_mount(
     check_keys(mapping, path, origin, STORAGE_KEYS)
 
     name = None
-    if mapping.get("name") is not None:
-        name = sub(expect_str(mapping["name"], path + ("name",), origin).strip())
+    placeholder = None
+    if "name" in mapping:
+        raw = mapping["name"]
+        name = "" if raw is None else sub(
+            expect_str(raw, path + ("name",), origin, allow_empty=True).strip())
         if "://" in name:
             raise origin.error(path + ("name",), f"'{name}' is a URI; 'name' is a bare bucket "
                                "name (put an existing bucket's URI in 'source').")
-        if not _BUCKET_RE.match(name) or ".." in name:
-            raise origin.error(path + ("name",), f"'{name}' is not a valid bucket name (3-63 "
-                               "characters: lowercase letters, digits, '-' and '.').")
-
+        placeholder = _placeholder_problem(name)
     source = None
     source_store = None
     if mapping.get("source") is not None:
@@ -144,19 +152,18 @@ def parse_storage_mount(
             bucket = _URI_RE.match(text)
             if bucket is None or not bucket.group(2):
                 raise origin.error(where, f"'{text}' names no bucket.")
-            if name is not None:
+            if name:
                 raise origin.error(path + ("name",), "give either 'name' (a bucket to create, "
                                    "optionally filled from a local 'source') or a bucket URI "
                                    "in 'source', not both.")
             source = text
+            name, placeholder = None, None  # an empty 'name' beside a bucket URI is moot
         else:
             source = os.path.normpath(os.path.join(base, os.path.expanduser(text)))
             if name is None:
-                raise origin.error(path + ("name",), "a local 'source' is uploaded to a bucket: "
-                                   "give that bucket's 'name'.")
+                placeholder = "no 'name' given (a local 'source' is uploaded to a bucket)"
     if name is None and source is None:
-        raise origin.error(path, "a storage mount needs 'name' (a bucket to create or reuse) "
-                           "or 'source' (an existing bucket URI).")
+        placeholder = "no 'name' given (a bucket to create or reuse) and no bucket URI 'source'"
 
     store = source_store or "s3"
     if mapping.get("store") is not None:
@@ -181,4 +188,42 @@ def parse_storage_mount(
     persistent = True
     if mapping.get("persistent") is not None:
         persistent = expect_bool(mapping["persistent"], path + ("persistent",), origin)
-    return StorageMount(name=name, source=source, store=store, mode=mode, persistent=persistent)
+    return StorageMount(name=name, source=source, store=store, mode=mode, persistent=persistent,
+                        placeholder=placeholder)
+
+
+# An unexpanded `$VAR` / `${VAR}` left in a name (the env has no value for it).
+_UNSET_VAR_RE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+
+
+def _placeholder_problem(name: str) -> str | None:
+    """Why `name` is a placeholder rather than a bucket name, or None when it is valid."""
+    if not name:
+        return "the bucket name is empty"
+    if _UNSET_VAR_RE.search(name):
+        return f"'{name}' holds a variable with no value"
+    if not _BUCKET_RE.match(name) or ".." in name:
+        return (f"'{name}' is not a valid bucket name (3-63 characters: lowercase letters, "
+                "digits, '-' and '.')")
+    return None
+
+
+def placeholder_notes(mounts: Mapping[str, StorageMount]) -> tuple[str, ...]:
+    """A note per storage mount whose bucket name is a placeholder (dry runs, `cost`)."""
+    return tuple(
+        f"file_mounts.{target}.name: {m.placeholder}; the mount is planned, but a launch "
+        "needs a real bucket name there."
+        for target, m in mounts.items()
+        if m.placeholder is not None
+    )
+
+
+def placeholder_refusal(mounts: Mapping[str, StorageMount]) -> tuple[Path, str] | None:
+    """(field path, message) for the first storage mount a launch cannot use because its
+    bucket name is a placeholder; None when every name is real."""
+    for target, m in mounts.items():
+        if m.placeholder is not None:
+            return (("file_mounts", target, "name"), f"{m.placeholder}: give the storage mount a "
+                    "real bucket name (3-63 characters: lowercase letters, digits, '-' and "
+                    "'.') before launching; dry runs and `cost` plan it as is.")
+    return None

@@ -387,3 +387,74 @@ def test_every_refused_field_is_in_the_task_format_table() -> None:
                  "volumes", "config", "event_callback", "file_mounts_mapping",
                  "experimental", "preemption", "termination_hook"):
         assert f"`{name}`" in doc or f"`resources.{name}`" in doc, name
+
+
+# ---------------------------------------------------------------- placeholder bucket names
+
+
+PLACEHOLDER_TASK = """\
+    envs:
+      OUT_BUCKET:
+    file_mounts:
+      /out:
+        name: $OUT_BUCKET
+        mode: MOUNT
+      /empty:
+        name:
+      /braced:
+        name: ${NOT_DEFINED}-ckpt
+        store: gcs
+      /fill:
+        name: YOUR_OWN_BUCKET_NAME
+        source: ./src
+        mode: COPY
+      /none:
+        mode: MOUNT
+      /real:
+        name: my-real-bucket-1
+    run: ls /out
+    """
+
+
+def test_placeholder_bucket_names_are_planned_with_a_note_per_mount() -> None:
+    task = load(PLACEHOLDER_TASK)
+    problems = {t: m.placeholder for t, m in task.storage_mounts.items()}
+    assert problems["/real"] is None
+    assert problems["/out"] == "'$OUT_BUCKET' holds a variable with no value"
+    assert problems["/empty"] == "the bucket name is empty"
+    assert problems["/braced"] == "'${NOT_DEFINED}-ckpt' holds a variable with no value"
+    assert problems["/fill"] is not None and "not a valid bucket name" in problems["/fill"]
+    assert problems["/none"] is not None and "no 'name' given" in problems["/none"]
+    assert task.storage_mounts["/braced"].store == "gcs"
+    p = plan(task)
+    assert p.placements
+    for target in ("/out", "/empty", "/braced", "/fill", "/none"):
+        assert any(n.startswith(f"file_mounts.{target}.name:") and "a launch needs a real "
+                   "bucket name" in n for n in p.notes), target
+    assert not any(n.startswith("file_mounts./real.") for n in p.notes)
+    again = Task.from_dict(task.to_dict(), require_values=False)
+    assert {t: m.placeholder for t, m in again.storage_mounts.items()} == problems
+
+
+def test_placeholder_bucket_name_refused_at_launch_naming_the_field() -> None:
+    task = load("file_mounts:\n  /results:\n    name: $BUCKET\n    mode: MOUNT\nrun: x\n")
+    with pytest.raises(TaskValidationError) as err:
+        task.check_values()  # what every real launch and `jobs launch` call first
+    assert err.value.field == "file_mounts./results.name"
+    assert "real bucket name" in str(err.value)
+    filled = load("envs:\n  B: my-bucket-7\nfile_mounts:\n  /r:\n    name: $B\nrun: x\n")
+    assert filled.storage_mounts["/r"].name == "my-bucket-7"
+    filled.check_values()
+
+
+def test_launch_refuses_a_placeholder_bucket_from_the_cli(tmp_path: Path) -> None:
+    f = tmp_path / "b.yaml"
+    f.write_text("file_mounts:\n  /outputs:\n    name:\n    mode: MOUNT\nrun: ls /outputs\n")
+    env = {**os.environ, "LAUNCHER_HOME": str(tmp_path / "home")}
+    dry = subprocess.run([*CLI, "cost", str(f)], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert dry.returncode == 0 and "file_mounts./outputs.name" in dry.stdout
+    out = subprocess.run([*CLI, "launch", str(f), "-y"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "field 'file_mounts./outputs.name'" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -67,7 +67,6 @@ def test_missing_local_source_is_reported_by_check_local_paths(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(("body", "field", "line", "fragment"), [
-    ("  /d: {}\n", "file_mounts./d", 3, "needs 'name'"),
     ("  /d:\n    bucket: x\n", "file_mounts./d.bucket", 4, "unknown field 'bucket'"),
     ("  /d:\n    source: s3://b\n    mode: mount-ish\n", "file_mounts./d.mode", 5,
      "unknown mode 'mount-ish'"),
@@ -75,11 +74,9 @@ def test_missing_local_source_is_reported_by_check_local_paths(tmp_path: Path) -
      "did you mean 'azure'?"),
     ("  /d:\n    source: gs://b\n    store: s3\n", "file_mounts./d.store", 5,
      "does not match the source"),
-    ("  /d:\n    name: Bad_Name\n", "file_mounts./d.name", 4, "not a valid bucket name"),
     ("  /d:\n    name: s3://b\n", "file_mounts./d.name", 4, "'name' is a bare bucket name"),
     ("  /d:\n    name: b-bkt\n    source: s3://other\n", "file_mounts./d.name", 4,
      "not both"),
-    ("  /d:\n    source: ./local\n", "file_mounts./d.name", 3, "give that bucket's 'name'"),
     ("  /d:\n    source: [a, b]\n", "file_mounts./d.source", 4, "list of local sources"),
     ("  /d:\n    source: ftp://b/x\n", "file_mounts./d.source", 4, "not a bucket URI"),
     ("  /d:\n    source: s3://b\n    persistent: 'yes'\n", "file_mounts./d.persistent", 5,
@@ -95,3 +92,20 @@ def test_bad_storage_mounts_name_the_field(body: str, field: str, line: int,
     assert err.value.line == line, message
     assert fragment in message, message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(("body", "line", "fragment"), [
+    ("  /d: {}\n", 3, "no 'name' given"),
+    ("  /d:\n    name: Bad_Name\n", 4, "'Bad_Name' is not a valid bucket name"),
+    ("  /d:\n    source: ./local\n", 3, "a local 'source' is uploaded to a bucket"),
+])
+def test_placeholder_names_are_planned_and_refused_at_launch(body: str, line: int,
+                                                             fragment: str) -> None:
+    task = Task.from_yaml_str("run: echo\nfile_mounts:\n" + body, source="t.yaml")
+    assert any(n.startswith("file_mounts./d.name:") for n in task.notes)
+    with pytest.raises(TaskValidationError) as err:
+        task.check_values()
+    message = str(err.value)
+    assert err.value.field == "file_mounts./d.name", message
+    assert err.value.line == line, message
+    assert fragment in message and "real bucket name" in message, message

@@ -98,6 +98,9 @@ def plan_bucket_copies(task: Task) -> list[BucketCopy]:
         out.append(BucketCopy(remote=remote, uri=source, field=where))
     for remote, mount in task.storage_mounts.items():
         where = f"file_mounts.{remote}"
+        if mount.placeholder is not None:  # `exec` has no check_values(): refuse here too
+            raise _refuse(task, f"{where}.name", f"{mount.placeholder}: give the storage "
+                          "mount a real bucket name before launching.")
         if mount.store != "s3":
             raise _refuse(task, f"{where}.store", f"store '{mount.store}' is planned by "
                           "`launcher cost` and `launch --dryrun`, but launching with it is not "
