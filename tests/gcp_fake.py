@@ -98,6 +98,8 @@ class GCPFake:
         self.exhausted: dict[str, str] = {}  # zone -> error code of inserts there
         self.quota: dict[str, str] = {}  # region -> quota message of inserts there
         self.unoffered: set[tuple[str, str]] = set()  # (zone, machine type)
+        self.holds: dict[int, threading.Event] = {}  # call index -> released when set
+        self.held = threading.Event()  # a held call has arrived
         self.recorded: dict[str, list[Any]] = {}  # "skus" / "machineTypes" / ... -> pages
         self.on_delete: list[Any] = []  # callbacks([instance id]) when an instance goes
         self._ids = itertools.count(int(time.time()) * 1000 + 1)
@@ -120,11 +122,14 @@ class GCPFake:
                 raw = self.rfile.read(length) if length else b""
                 status, body = fake.handle(method, self.path, raw)
                 data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json; charset=UTF-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the caller was killed
+                    self.close_connection = True
 
             def do_GET(self) -> None:
                 self._do("GET")
@@ -155,6 +160,10 @@ class GCPFake:
             self.quota.clear()
             self.unoffered.clear()
             self.recorded.clear()
+            for event in self.holds.values():
+                event.set()
+            self.holds.clear()
+            self.held.clear()
 
     # ---- test controls ---------------------------------------------------------------
 
@@ -162,6 +171,15 @@ class GCPFake:
         """The call numbered `index` (0 = the next call) fails with `fault`."""
         with self.lock:
             self.faults[len(self.calls) + index] = fault
+
+    def hold_call(self, index: int) -> threading.Event:
+        """The call numbered `index` (0 = the next) waits, before it is served, until the
+        returned event is set; `held` is set when it arrives."""
+        event = threading.Event()
+        with self.lock:
+            self.holds[len(self.calls) + index] = event
+            self.held.clear()
+        return event
 
     def exhaust(self, zone: str, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED") -> None:
         self.exhausted[zone] = code
@@ -232,6 +250,10 @@ class GCPFake:
             index = len(self.calls)
             self.calls.append(Call(method, kind, path))
             fault = self.faults.pop(index, None)
+            hold = self.holds.get(index)
+        if hold is not None:  # the caller may be killed meanwhile; GCE carries on anyway
+            self.held.set()
+            hold.wait(timeout=60)
         if kind == "unknown":
             return self._error(404, "notFound", f"The resource '{path}' was not found")
         if fault is not None and not fault.in_operation:
