@@ -34,6 +34,7 @@ from launcher.config import GCPSettings
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"
 TIMEOUT_S = 60.0
+CHECK_TIMEOUT_S = 5.0  # the token request of `launcher check`
 
 
 @dataclass(frozen=True)
@@ -188,9 +189,14 @@ def check_token(clients: Clients, source: str, project: str,
     try:
         creds = clients.credentials()
         if not getattr(creds, "token", None) and hasattr(creds, "refresh"):
-            import google.auth.transport.requests
+            from google.auth.transport.requests import Request
 
-            creds.refresh(google.auth.transport.requests.Request())
+            class _Short(Request):  # google-auth's default is 120 s per token request
+                def __call__(self, *args: Any, **kwargs: Any) -> Any:
+                    kwargs["timeout"] = CHECK_TIMEOUT_S
+                    return super().__call__(*args, **kwargs)
+
+            creds.refresh(_Short())
     except Exception as exc:  # never raises: the reason is the answer
         return CredentialStatus(False, f"GCP credentials from {source} unusable: "
                                        f"{type(exc).__name__}: {exc}")

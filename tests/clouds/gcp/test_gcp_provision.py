@@ -374,3 +374,40 @@ def test_orphans_are_found_and_removed_without_a_record(gcp_env: GCPFake) -> Non
         ("gcp", "lost", ("lost-0", "lost-1"))], scan
     terminate_orphan("gcp", "lost", cloud_fn={"gcp": cloud}.__getitem__)
     assert gcp_env.leaks() == {"instances": [], "policies": [], "firewalls": []}
+
+
+def test_check_says_why_when_the_token_endpoint_is_unreachable(
+        gcp_env: GCPFake, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import os
+    import time
+    from pathlib import Path
+
+    info = json.loads(Path(os.environ["GOOGLE_APPLICATION_CREDENTIALS"]).read_text())
+    info["token_uri"] = "http://127.0.0.1:9/token"  # nothing listens there
+    bad = tmp_path / "bad-adc.json"
+    bad.write_text(json.dumps(info))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(bad))
+    t0 = time.monotonic()
+    status = GCPCloud(settings=SETTINGS).check()
+    assert not status.enabled and "unusable" in status.reason and str(bad) in status.reason
+    assert time.monotonic() - t0 < 10
+
+
+def test_check_without_credentials_or_project(tmp_path: Any,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    status = GCPCloud(settings=GCPSettings()).check()
+    assert not status.enabled and status.reason.startswith("no GCP credentials")
+    (tmp_path / "application_default_credentials.json").write_text('{"type": "authorized_user"}')
+    status = GCPCloud(settings=GCPSettings()).check()
+    assert not status.enabled and "no project" in status.reason
+    (tmp_path / "configurations").mkdir()
+    (tmp_path / "configurations" / "config_default").write_text(
+        "[core]\nproject = from-gcloud\naccount = alice@example.com\n")
+    from launcher.clouds.gcp.session import local_credentials
+
+    local = local_credentials(GCPSettings())
+    assert (local.project, local.account) == ("from-gcloud", "alice@example.com")
