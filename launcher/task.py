@@ -54,6 +54,7 @@ from launcher.task_policies import (
     parse_checkpoint,
     parse_job_recovery,
 )
+from launcher.task_pool import POOL_NOT_LAUNCHABLE, check_pool
 from launcher.task_storage import (
     StorageMount,
     parse_storage_mount,
@@ -73,10 +74,10 @@ __all__ = [
 
 TASK_FIELDS = (
     "name", "workdir", "num_nodes", "resources", "envs", "secrets", "file_mounts",
-    "setup", "run", "checkpoint", "service", "config", "volumes",
+    "setup", "run", "checkpoint", "service", "config", "volumes", "pool",
 )  # fmt: skip
 UNSUPPORTED_TASK_FIELDS = (
-    "pool", "volume_mounts", "experimental", "event_callback",
+    "volume_mounts", "experimental", "event_callback",
     "managed_secrets", "inputs", "outputs", "file_mounts_mapping", "api_server_access",
 )  # fmt: skip
 _RESOURCE_FIELD_HOME = {name: f"resources.{name}" for name in (*ENTRY_FIELDS, "any_of", "ordered")}
@@ -146,6 +147,8 @@ class Task:
     # What loading set aside, for the user to read (e.g. a SkyServe `service:` section
     # that `launch` does not use); planning shows them with its own notes.
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # Sections planned as if absent but refused by a real launch (`pool`): field names.
+    plan_only_fields: tuple[str, ...] = field(default=(), compare=False)
     # SkyPilot extras (issue 12): per-task config overrides (task_config.py), a git
     # workdir cloned on the nodes (task_git.py; `workdir` is then None), and volumes
     # (task_volumes.py: planned only, a real launch refuses them in `check_values`).
@@ -299,6 +302,8 @@ class Task:
                 raise self.error(f"{key}.{names[0]}", _missing_message(key, names))
         if self.volumes:
             raise self.error("volumes", VOLUMES_NOT_LAUNCHABLE)
+        if "pool" in self.plan_only_fields:
+            raise self.error("pool", POOL_NOT_LAUNCHABLE)
         refusal = placeholder_refusal(self.storage_mounts)
         if refusal is not None:
             raise self.origin.error(*refusal)
@@ -565,6 +570,7 @@ def _build_task(
         config=config,
         git_workdir=git_workdir,
         volumes=volumes,
+        plan_only_fields=("pool",) if top.get("pool") is not None else (),
     )
 
 
@@ -575,6 +581,8 @@ def _set_aside_notes(top: Mapping[str, object], origin: Origin) -> tuple[str, ..
         from launcher.task_service import check_service
 
         notes.append(check_service(top["service"], origin))
+    if top.get("pool") is not None:
+        notes.append(check_pool(top["pool"], origin))
     return tuple(notes)
 
 

@@ -365,7 +365,6 @@ def test_b100_resolves_and_is_dropped_from_a_set_with_a_note() -> None:
 @pytest.mark.parametrize(
     ("text", "field"),
     [
-        ("pool:\n  workers: 2\nrun: x\n", "pool"),
         ("inputs: {s3://b/in: 10}\nrun: x\n", "inputs"),
         ("outputs: {s3://b/out: 1}\nrun: x\n", "outputs"),
         ("api_server_access: true\nrun: x\n", "api_server_access"),
@@ -383,7 +382,7 @@ def test_skypilot_only_fields_stay_refused_by_name(text: str, field: str) -> Non
 
 def test_every_refused_field_is_in_the_task_format_table() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "task-format.md").read_text()
-    for name in ("pool", "inputs", "outputs", "api_server_access", "accelerator_args",
+    for name in ("pool", "candidates", "inputs", "outputs", "api_server_access", "accelerator_args",
                  "volumes", "config", "event_callback", "file_mounts_mapping",
                  "experimental", "preemption", "termination_hook"):
         assert f"`{name}`" in doc or f"`resources.{name}`" in doc, name
@@ -458,3 +457,67 @@ def test_launch_refuses_a_placeholder_bucket_from_the_cli(tmp_path: Path) -> Non
                          text=True, timeout=60)
     assert out.returncode == 2 and "field 'file_mounts./outputs.name'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+# ---------------------------------------------------------------- candidates, Inferentia, pool
+
+
+def test_candidates_is_planned_as_any_of_with_a_note() -> None:
+    task = load("""\
+        resources:
+          cloud: aws
+          candidates:
+            - {accelerators: A10G:4}
+            - {accelerators: L4:4}
+        run: python bench.py
+        """)
+    assert [a.accelerators and str(a.accelerators.choices[0]) for a in
+            task.resources.alternatives] == ["A10G:4", "L4:4"]
+    assert not task.resources.ordered
+    p = plan(task)
+    assert {(pl.cloud, pl.accelerator) for pl in p.placements} == {("aws", "A10G"), ("aws", "L4")}
+    assert all(pl.candidate.preference == 0 for pl in p.placements)  # price decides
+    assert any(n.startswith("resources.candidates (SkyPilot Benchmark") for n in p.notes)
+    with pytest.raises(TaskValidationError) as err:
+        load("resources:\n  any_of: [{cloud: aws}]\n  candidates: [{cloud: gcp}]\n")
+    assert err.value.field == "resources.candidates"
+
+
+def test_inferentia_count_only_inf2_has_resolves_to_inferentia2() -> None:
+    p = plan(load("resources:\n  accelerators: Inferentia:6\nrun: x\n"))
+    assert {(pl.instance_type, pl.accelerator, pl.accelerator_count)
+            for pl in p.placements} == {("inf2.24xlarge", "Inferentia2", 6)}
+    assert any("Inferentia:6 is read as Inferentia2:6" in n for n in p.notes)
+    inf1 = plan(load("resources:\n  accelerators: Inferentia:4\nrun: x\n"))
+    assert {pl.instance_type for pl in inf1.placements} == {"inf1.6xlarge"}
+    assert not any("Inferentia2" in n for n in inf1.notes)
+    with pytest.raises(NoPlacementError, match="Inferentia comes in"):
+        plan(load("resources:\n  accelerators: Inferentia:5\nrun: x\n"))
+
+
+def test_pool_is_planned_as_a_plain_task_and_refused_at_launch() -> None:
+    task = load("pool:\n  workers: 3\nresources:\n  accelerators: L4:1\nsetup: pip list\n")
+    p = plan(task)
+    assert p.placements and {pl.accelerator for pl in p.placements} == {"L4"}
+    assert all(pl.num_nodes == 1 for pl in p.placements)
+    assert any(n.startswith("pool: SkyPilot worker pools are not supported") and "3 workers"
+               in n for n in p.notes)
+    with pytest.raises(TaskValidationError) as err:
+        task.check_values()
+    assert err.value.field == "pool" and "worker pool" in str(err.value)
+    with pytest.raises(TaskValidationError) as bad:
+        load("pool:\n  workers: many\nrun: x\n")
+    assert bad.value.field == "pool.workers"
+    with pytest.raises(TaskValidationError) as typo:
+        load("pool:\n  worker: 2\nrun: x\n")
+    assert typo.value.field == "pool.worker"
+
+
+def test_job_group_stays_refused_naming_execution(tmp_path: Path) -> None:
+    f = tmp_path / "group.yaml"
+    f.write_text("name: g\nexecution: parallel\n---\nname: a\nrun: x\n---\nname: b\nrun: y\n")
+    env = {**os.environ, "LAUNCHER_HOME": str(tmp_path / "home")}
+    out = subprocess.run([*CLI, "jobs", "launch", str(f), "--dryrun"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "field 'execution'" in out.stderr
+    assert "job group" in out.stderr and "Traceback" not in out.stderr

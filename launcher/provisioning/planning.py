@@ -244,6 +244,7 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
     from launcher.catalog.aliases import user_aliases
 
     task = canonicalize_accelerators(task, query.accelerator_names(), user_aliases())
+    task = _resolve_families(query, task)
     offers = _offers_for(query, task.candidates())
     # region/zone spelled as the catalog does (or an error naming the field); AWS zone
     # names add their region's offers under that name (see catalog/locations.py)
@@ -306,6 +307,21 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
             + ")."
         )
     return Plan(task, ranking.placements, enabled, chosen, ranking.rejected, hours, notes, disabled)
+
+
+def _resolve_families(query: Any, task: Task) -> Task:
+    """SkyPilot's old `Inferentia:N` for an inf2 size, read as `Inferentia2:N` (see
+    launcher.task_families); reads the catalog only when the task names such a chip."""
+    from launcher.task_families import family_names, resolve_family_counts
+
+    names = family_names(task)
+    if not names:
+        return task
+    counts: dict[str, set[float]] = {}
+    for o in query.offers(accelerators=sorted(names)):
+        if o.accelerator is not None:
+            counts.setdefault(o.accelerator, set()).add(o.accelerator_count)
+    return resolve_family_counts(task, lambda name: counts.get(name, set()))
 
 
 _MAX_ALTERNATIVE_NOTES = 5
