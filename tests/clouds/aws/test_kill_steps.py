@@ -83,7 +83,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
 
-def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
                           cwd=REPO, env=_env())
 
@@ -127,7 +127,7 @@ class Client:
                 self.killed_on_line = True
                 os.kill(self.pid, signal.SIGKILL)
 
-    def wait(self, timeout: float = 60) -> int:
+    def wait(self, timeout: float = 180) -> int:
         rc = self.proc.wait(timeout)
         self._reader.join(5)
         return rc
@@ -356,7 +356,7 @@ def test_controller_kill9_then_resume_makes_one_gang_per_attempt_and_leaves_noth
     store = JobStore()
     try:
         if recovery or occurrence == 0:
-            _until(lambda: api.jobs_status(job.id).status == "RUNNING", 30, "RUNNING")
+            _until(lambda: api.jobs_status(job.id).status == "RUNNING", 60, "RUNNING")
         if recovery:
             (first,) = store.attempts(job.id)
             ids = [i.id for i in fake.instances()
@@ -370,17 +370,17 @@ def test_controller_kill9_then_resume_makes_one_gang_per_attempt_and_leaves_noth
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
         else:
-            _until(lambda: meter.killed, 30,
+            _until(lambda: meter.killed, 60,
                    lambda: f"the controller's request {at}; all requests: {meter.calls}, "
                    f"the controller's: {meter.seen}")
             meter.disarm()
-        _until(lambda: not api.jobs_controller_status().running, 10, "the controller dead")
-        api.jobs_controller_start()
-        final = api.jobs_wait(job.id, timeout=90)
+        _until(lambda: not api.jobs_controller_status().running, 30, "the controller dead")
+        api.jobs_controller_start(wait_s=30)
+        final = api.jobs_wait(job.id, timeout=180)
         reasons = [e.reason for e in api.jobs_detail(job.id).events]
         assert final.status == "SUCCEEDED", reasons
         attempts = store.attempts(job.id)
-        _until(lambda: fake.leaks().empty(), 20, "nothing left")
+        _until(lambda: fake.leaks().empty(), 60, "nothing left")
         peak = sampler.stop()
         gangs = _gangs(fake)
         assert set(gangs) <= {a.cluster_name for a in attempts}, (gangs, attempts)
