@@ -17,7 +17,8 @@ the first one that fails is the offer's rejection reason):
 3. vCPUs and memory (at least, or exactly);
 4. the market: a spot price for `use_spot`, an on-demand price otherwise;
 5. gang size: `num_nodes <= max_nodes` when the offer has a limit;
-6. network (multi-node only: on one node an inter-node fabric is moot):
+6. network (multi-node only: on one node an inter-node fabric is moot; not checked on
+   a request-derived offer of NAMED_ONLY_CLOUDS, whose cluster network is unknown):
    `fabric: rdma` = any of RDMA_FABRICS, `best` = any of BEST_FABRICS, a named fabric
    must match exactly,
    an unknown fabric (None) never satisfies a fabric request; `min_gbps` needs a known
@@ -276,7 +277,9 @@ def candidate_failures(
     ):
         return out
     # 6. network
-    net = cand.network if num_nodes > 1 else None  # one node: no inter-node traffic
+    # one node: no inter-node traffic; a request-derived offer (NAMED_ONLY_CLOUDS) has
+    # whatever network the user's cluster has, which no one here can check
+    net = cand.network if num_nodes > 1 and offer.cloud not in NAMED_ONLY_CLOUDS else None
     if net is not None:
         wanted = net.fabric
         if wanted != "any":
@@ -412,9 +415,10 @@ class _Matcher:
         if o.max_nodes is not None and self.num_nodes > o.max_nodes:
             return None
         fabric = self.fabric
-        if fabric is not None and not fabric_satisfies(o.fabric, fabric):
+        unchecked_net = o.cloud in NAMED_ONLY_CLOUDS  # the user's own cluster: see above
+        if fabric is not None and not unchecked_net and not fabric_satisfies(o.fabric, fabric):
             return None
-        if self.min_gbps is not None and (
+        if self.min_gbps is not None and not unchecked_net and (
             o.fabric_gbps is None or o.fabric_gbps + _EPS < self.min_gbps
         ):
             return None

@@ -321,6 +321,24 @@ def test_kubernetes_is_never_a_placement_of_a_task_that_does_not_name_it() -> No
     assert "kubernetes" not in {pl.cloud for pl in plain.placements}
 
 
+def test_kubernetes_gang_with_network_tier_best_is_planned_unchecked() -> None:
+    task = load("""\
+        num_nodes: 2
+        resources:
+          infra: k8s
+          accelerators: H200:8
+          network_tier: best
+        run: all_reduce_perf
+        """)
+    p = plan(task)
+    assert [(pl.cloud, pl.num_nodes, pl.fabric) for pl in p.placements] == [
+        ("kubernetes", 2, None)]
+    assert "network asked for is not checked" in KUBERNETES_PLAN_ONLY
+    # the clouds' own rows are still held to the fabric
+    aws = plan(load("num_nodes: 2\nresources:\n  accelerators: H100:8\n  network_tier: best\n"))
+    assert all(pl.fabric in ("efa", "infiniband", "roce", "tcpx") for pl in aws.placements)
+
+
 def test_kubernetes_pod_keys_are_accepted_with_a_note_only_on_kubernetes() -> None:
     task = load("""\
         resources:

@@ -67,8 +67,9 @@ TPU_NOT_LAUNCHABLE = (
 # A task naming kubernetes is planned with offers derived from its own request.
 KUBERNETES_PLAN_ONLY = (
     "Kubernetes placements are planned only: they are the request itself (no price "
-    "catalog for your cluster, price shown as '-'), and launcher has no Kubernetes "
-    "backend in this version, so a launch never picks them."
+    "catalog for your cluster, price shown as '-'; whether the cluster has the GPUs and "
+    "network asked for is not checked), and launcher has no Kubernetes backend in this "
+    "version, so a launch never picks them."
 )
 
 
