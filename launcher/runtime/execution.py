@@ -176,12 +176,12 @@ def resolve_file_mounts(task: Task) -> list[tuple[str, str]]:
 
     Bucket mounts (s3:// URIs and storage mounts) are checked too
     (`storage_nodes.plan_bucket_copies`): FileMountError, naming the field, for what a
-    launch cannot do yet (MOUNT modes, stores other than s3); also for a local path that
-    does not exist. `launch` calls it before provisioning anything.
+    launch cannot do yet (MOUNT modes, stores other than s3) or that has no AWS
+    credentials to copy with; also for a local path that does not exist. `launch` calls it before provisioning anything.
     """
-    from launcher.runtime.storage_nodes import plan_bucket_copies
+    from launcher.runtime.storage_nodes import plan_bucket_copies, require_credentials
 
-    plan_bucket_copies(task)
+    require_credentials(task, plan_bucket_copies(task))
     mounts: list[tuple[str, str]] = []
     for remote, source in task.file_mounts.items():
         if "://" in source:

@@ -114,6 +114,26 @@ def plan_bucket_copies(task: Task) -> list[BucketCopy]:
     return out
 
 
+def require_credentials(task: Task, copies: Sequence[BucketCopy]) -> None:
+    """Refuse (FileMountError naming the first bucket mount) a task that copies from S3
+    when this machine has no AWS credentials for the nodes to use, BEFORE anything is
+    provisioned. No network, no boto3. Nodes on AWS with `aws.iam_instance_profile`
+    use their role, so that is enough when nothing has to be uploaded from here."""
+    if not copies:
+        return
+    from launcher.clouds.aws.session import local_credentials_source
+
+    if local_credentials_source() is not None:
+        return
+    if uses_instance_role("aws") and not any(c.upload_from for c in copies):
+        return
+    raise _refuse(task, copies[0].field, "copying from S3 needs AWS credentials on this "
+                  "machine (the nodes get a copy of them), and none are configured: set "
+                  "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run "
+                  "`aws configure`; for nodes on AWS, `aws.iam_instance_profile` in "
+                  "config.yaml lets them use a role instead.")
+
+
 def prepare_buckets(copies: Sequence[BucketCopy],
                     on_event: Callable[[str], None] | None = None) -> None:
     """Create the buckets storage mounts name (when missing) and upload their local

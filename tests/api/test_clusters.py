@@ -401,10 +401,20 @@ def test_clusters_of_managed_jobs_are_not_launched_or_exec_on_by_hand() -> None:
     api.down("mj")  # taking it down by hand stays possible
 
 
-def test_bad_file_mounts_fail_before_anything_is_provisioned(launcher_home: Path) -> None:
+def test_bad_file_mounts_fail_before_anything_is_provisioned(
+    launcher_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An S3 mount with no AWS credentials here is refused before provisioning."""
     from launcher.runtime.execution import FileMountError
 
-    with pytest.raises(FileMountError, match="bucket URIs"):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE",
+                "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(FileMountError, match="needs AWS credentials"):
         launch(_task("true", file_mounts={"~/ckpt": "s3://bucket/ckpt"}), "fm")
     assert api.status() == [] and not (launcher_home / "local" / "fm").exists()
 
