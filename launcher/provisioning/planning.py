@@ -291,13 +291,20 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
     notes.extend(
         _unplaceable_alternatives(task.num_nodes, cands, offers, ranking, blocked, include_local)
     )
-    enabled = [status(p.cloud).enabled and not is_tpu(p.accelerator) for p in ranking.placements]
+    from launcher.clouds.gcp.limits import GPUDIRECT_NOT_LAUNCHABLE, needs_gpudirect
+
+    gpudirect = [needs_gpudirect(p.cloud, p.instance_type, p.num_nodes)
+                 for p in ranking.placements]
+    enabled = [status(p.cloud).enabled and not is_tpu(p.accelerator) and not gd
+               for p, gd in zip(ranking.placements, gpudirect, strict=True)]
     chosen = next((i for i, e in enumerate(enabled) if e), None)
     disabled = {c: s.reason for c, s in sorted(status_cache.items()) if not s.enabled}
     if any(is_tpu(p.accelerator) for p in ranking.placements):
         notes.append(TPU_NOT_LAUNCHABLE)
     if any(p.cloud == KUBERNETES_CLOUD for p in ranking.placements):
         notes.append(KUBERNETES_PLAN_ONLY)
+    if any(gpudirect):
+        notes.append(GPUDIRECT_NOT_LAUNCHABLE)
     if chosen is None:
         by_reason: dict[str, list[str]] = {}
         for c in sorted({p.cloud for p in ranking.placements}):

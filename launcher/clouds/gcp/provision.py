@@ -35,6 +35,7 @@ from typing import Any
 from launcher.clouds.base import InvalidRequestError
 from launcher.clouds.gcp.errors import CLOUD
 from launcher.clouds.gcp.images import N1_ACCELERATORS
+from launcher.clouds.gcp.limits import GPUDIRECT_PREFIXES
 from launcher.clouds.gcp.network import NODE_TAG, cluster_tag, network_url
 
 CLUSTER_LABEL = "launcher-cluster"
@@ -43,10 +44,6 @@ VERSION_LABEL = "launcher-version"
 CLUSTER_METADATA = "launcher-cluster"
 # families whose multi-node gangs get a compact placement policy
 COMPACT_FAMILIES = ("a2", "a3", "a4", "g2", "c2", "c2d", "c3", "c3d", "c4", "n2", "n2d", "h3")
-# multi-node gangs of these need GPUDirect networking (TCPX / TCPXO / RDMA NICs on
-# their own VPCs) that launcher does not build yet: refused rather than launched on
-# plain Ethernet
-GPUDIRECT_PREFIXES = ("a3-", "a4-", "a4x-")
 _NAME_BAD = re.compile(r"[^a-z0-9-]+")
 
 
