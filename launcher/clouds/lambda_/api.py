@@ -1,0 +1,130 @@
+"""Lambda Cloud API v1: the API key, one HTTP call with 429 backoff, typed errors.
+
+Key: `LAMBDA_API_KEY`, else `~/.lambda_cloud/lambda_keys` (a line `api_key = ...`, as
+Lambda's docs and SkyPilot write it). Base URL: `lambda.api_endpoint` / LAMBDA_API_ENDPOINT.
+Every answer is JSON; success bodies carry `data`, failures
+`{"error": {"code": "...", "message": "...", "suggestion": "..."}}`. `call` maps the
+error code (not only the HTTP status) to launcher's typed errors:
+
+    instance-operations/launch/insufficient-capacity -> CapacityError
+    global/quota-exceeded                            -> QuotaError
+    global/invalid-api-key, global/account-inactive,
+      global/forbidden (and any 401/403)            -> AuthError
+    global/invalid-parameters, global/object-does-not-exist,
+      instance-operations/launch/file-system-in-wrong-region, ssh-keys/* -> InvalidRequestError
+    anything else (5xx, unreachable, not JSON)       -> CloudError
+HTTP 429 is retried (Retry-After honoured, at most MAX_RETRIES times, then CloudError).
+`requests` is imported here only, when a call is made.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from launcher.clouds.base import (
+    AuthError,
+    CapacityError,
+    CloudError,
+    InvalidRequestError,
+    QuotaError,
+)
+
+CLOUD = "lambda"
+MAX_RETRIES = 6
+TIMEOUT_S = 30.0
+_CAPACITY = {"instance-operations/launch/insufficient-capacity"}
+_QUOTA = {"global/quota-exceeded"}
+_AUTH = {"global/invalid-api-key", "global/account-inactive", "global/forbidden"}
+_INVALID = {"global/invalid-parameters", "global/object-does-not-exist",
+            "instance-operations/launch/file-system-in-wrong-region",
+            "instance-operations/launch/file-systems-not-supported"}
+
+
+def keys_file() -> Path:
+    return Path.home() / ".lambda_cloud" / "lambda_keys"
+
+
+def api_key() -> tuple[str, str] | None:
+    """(key, where it came from), or None when none is configured. No network."""
+    env = os.environ.get("LAMBDA_API_KEY")
+    if env:
+        return env.strip(), "LAMBDA_API_KEY"
+    path = keys_file()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.strip() == "api_key" and value.strip():
+            return value.strip(), str(path)
+    return None
+
+
+def error_for(status: int, body: Any, action: str, region: str | None = None) -> CloudError:
+    """The typed error for one failed answer (see the module docstring)."""
+    err = body.get("error") if isinstance(body, dict) else None
+    code = str(err.get("code", "")) if isinstance(err, dict) else ""
+    message = str(err.get("message", "")) if isinstance(err, dict) else ""
+    suggestion = str(err.get("suggestion") or "") if isinstance(err, dict) else ""
+    text = f"{action}: {code or f'HTTP {status}'}: {message or body!r}"
+    if suggestion:
+        text += f" ({suggestion})"
+    kw: dict[str, Any] = {"cloud": CLOUD, "region": region}
+    if code in _CAPACITY:
+        return CapacityError(text, **kw)
+    if code in _QUOTA:
+        return QuotaError(text, **kw)
+    if code in _AUTH or status in (401, 403):
+        return AuthError(text, **kw)
+    if code in _INVALID or code.startswith("ssh-keys/") or status in (400, 404):
+        return InvalidRequestError(text, **kw)
+    return CloudError(text, **kw)
+
+
+class LambdaAPI:
+    """One account's API at one base URL. Thread-safe (a session per call)."""
+
+    def __init__(self, key: str, endpoint: str, *, timeout: float = TIMEOUT_S) -> None:
+        self.key = key
+        self.endpoint = endpoint.rstrip("/")
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
+             action: str, region: str | None = None) -> Any:
+        """The `data` of a successful answer. Raises the typed errors above."""
+        import requests
+
+        url = f"{self.endpoint}/{path.lstrip('/')}"
+        headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                resp = requests.request(method, url, json=body, headers=headers,
+                                        timeout=self.timeout)
+            except requests.RequestException as exc:
+                raise CloudError(f"{action}: Lambda API unreachable at {self.endpoint}: {exc}",
+                                 cloud=CLOUD, region=region) from exc
+            try:
+                payload = resp.json()
+            except ValueError:
+                payload = None
+            if resp.status_code == 429 and attempt < MAX_RETRIES:
+                time.sleep(_retry_after(resp.headers.get("Retry-After"), attempt))
+                continue
+            if resp.status_code >= 400 or not isinstance(payload, dict) or "data" not in payload:
+                if resp.status_code == 429:
+                    raise CloudError(f"{action}: rate limited by the Lambda API "
+                                     f"({MAX_RETRIES} retries)", cloud=CLOUD, region=region)
+                raise error_for(resp.status_code, payload, action, region)
+            return payload["data"]
+        raise AssertionError("unreachable")
+
+
+def _retry_after(header: str | None, attempt: int) -> float:
+    try:
+        return max(0.0, min(float(header or ""), 30.0))
+    except ValueError:
+        return min(0.5 * 2 ** attempt, 8.0)

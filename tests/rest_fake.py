@@ -1,0 +1,153 @@
+"""The skeleton the Lambda and Vast fakes share: a stdlib ThreadingHTTPServer on
+127.0.0.1, JSON in and out, bearer-key auth, fault injection, IPs inside the lab.
+
+A subclass defines `route(method, path, query, body) -> (status, body)` and the
+`unauthorized()` body of its API. Faults: `fake.fail(name, status, body, times=1, skip=0,
+apply=False)` answers the next `times` requests of the route `name` (as `route_name`
+names them), after letting `skip` through, with that status and body (`apply`: the
+request is carried out first and only its answer is lost, as when a connection drops); `fake.rate_limit(name, times)` answers 429 with `Retry-After: 0`
+(and the API's own 429 body). `fake.calls` records (route name, status) per request.
+`on_delete` callbacks get the ids of instances that disappear (bodies die with them).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+Answer = tuple[int, Any]
+
+
+class RestFake:
+    """See the module docstring. `subnet` is the lab's /24; `ip_range` the part of it
+    this cloud's instances take (e.g. ".16/29")."""
+
+    key = "fake-api-key"
+
+    def __init__(self, subnet: str, ip_range: str) -> None:
+        net = ipaddress.ip_network(subnet)
+        base, bits = ip_range[1:].split("/")
+        self.ip_net = ipaddress.ip_network(f"{net.network_address + int(base)}/{bits}")
+        self.lock = threading.RLock()
+        self.faults: list[list[Any]] = []  # [name, status, body, times, headers, skip, apply]
+        self.calls: list[tuple[str, int]] = []
+        self.on_delete: list[Callable[[list[str]], None]] = []
+        self.bodies: Any = None
+        self._server: ThreadingHTTPServer | None = None
+        self.endpoint = ""
+
+    # ---- what subclasses define ----
+    def route_name(self, method: str, path: str) -> str:
+        raise NotImplementedError
+
+    def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Answer:
+        raise NotImplementedError
+
+    def unauthorized(self) -> Answer:
+        raise NotImplementedError
+
+    def too_many(self) -> Any:
+        return {"error": "rate limited"}
+
+    def authorized(self, headers: Any, query: dict[str, list[str]]) -> bool:
+        return bool(headers.get("Authorization", "") == f"Bearer {self.key}")
+
+    # ---- faults and helpers ----
+    def fail(self, name: str, status: int, body: Any, times: int = 1, skip: int = 0,
+             apply: bool = False) -> None:
+        with self.lock:
+            self.faults.append([name, status, body, times, {}, skip, apply])
+
+    def rate_limit(self, name: str, times: int = 1) -> None:
+        with self.lock:
+            self.faults.append([name, 429, self.too_many(), times, {"Retry-After": "0"}, 0, False])
+
+    def free_ip(self, taken: set[str]) -> str:
+        for host in self.ip_net.hosts():
+            if str(host) not in taken:
+                return str(host)
+        raise RuntimeError(f"no free address in {self.ip_net}")
+
+    def deleted(self, ids: list[str]) -> None:
+        for cb in list(self.on_delete):
+            cb(ids)
+
+    # ---- server ----
+    def serve(self) -> RestFake:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _do(self) -> None:
+                url = urlparse(self.path)
+                query = parse_qs(url.query)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = None
+                name = fake.route_name(self.command, url.path)
+                headers: dict[str, str] = {}
+                with fake.lock:
+                    if not fake.authorized(self.headers, query):
+                        status, out = fake.unauthorized()
+                    else:
+                        fault = next((f for f in fake.faults if f[0] == name), None)
+                        if fault is not None and fault[5] > 0:
+                            fault[5] -= 1
+                            fault = None
+                        if fault is not None:
+                            fault[3] -= 1
+                            if fault[3] <= 0:
+                                fake.faults.remove(fault)
+                            if fault[6]:
+                                fake.route(self.command, url.path, query, body)
+                            status, out, headers = fault[1], fault[2], fault[4]
+                        else:
+                            status, out = fake.route(self.command, url.path, query, body)
+                    fake.calls.append((name, status))
+                data = json.dumps(out).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _do
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+
+_reserved: set[tuple[int, str]] = set()
+
+
+def lab_ip_net(lab: Any, ip_range: str) -> Any:
+    """`ip_range` (".16/29") inside the lab's /24, reserved there once per lab so automatic
+    nodes never take it; with no lab, inside 10.123.255.0/24 (never given a body)."""
+    subnet = lab.subnet if lab is not None else "10.123.255.0/24"
+    net = ipaddress.ip_network(subnet)
+    base, bits = ip_range[1:].split("/")
+    out = ipaddress.ip_network(f"{net.network_address + int(base)}/{bits}")
+    if lab is not None and (id(lab), ip_range) not in _reserved:
+        lab.reserve(str(out))
+        _reserved.add((id(lab), ip_range))
+    return out
