@@ -13,7 +13,8 @@ adapter makes boto3 importable, as the Deep Learning AMI has it).
 
 A cloud plugs in with one function, `list_instances()`, returning the fake's *live*
 instances (those a real cloud would have booted: pending/running; not stopped,
-terminated or gone) as `(instance_id, private_ip, authorized_public_key)`; the key is
+terminated or gone) as `(instance_id, private_ip, authorized_public_key)`, optionally
+with a 4th item, the port sshd listens on (default 22; RunPod maps 22 elsewhere); the key is
 what the product registered for the instance (key pair, metadata ssh-keys, API key
 list) — what cloud-init writes to authorized_keys. Login user: root. For each new
 instance a node starts at its private IP; for each instance no longer listed its node
@@ -33,10 +34,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from tests.netns import NetnsLab, NodeSpec, SSHNode
 
-ListInstances = Callable[[], Iterable[tuple[str, str | None, str | None]]]
+# (id, private_ip, key) or (id, private_ip, key, ssh_port): the port sshd listens on
+ListInstances = Callable[[], Iterable[tuple[Any, ...]]]
 
 POLL_INTERVAL = 0.05
 
@@ -184,12 +187,14 @@ class CloudBodies:
         listed = list(self.list_instances())
         with self._lock:
             live: dict[str, tuple[str, str]] = {}
-            for iid, ip, key in listed:
+            ports: dict[str, int] = {}
+            for iid, ip, key, *rest in listed:
                 if iid in self._killed or iid in self._refused:
                     continue
                 if ip is None or not self._inside_lab(iid, ip):
                     continue
                 live[iid] = (ip, key or "")
+                ports[iid] = int(rest[0]) if rest and rest[0] else 22
             for iid, node in list(self.nodes.items()):
                 if iid not in live or live[iid][0] != node.host:
                     node.destroy()
@@ -205,7 +210,8 @@ class CloudBodies:
                     self._refuse(iid, f"instance {iid} has IP {ip}, which {taken[ip]} still has")
                     continue
                 taken[ip] = iid
-                specs.append((iid, NodeSpec(ip, key, node_dir=self._dirs / iid, env=self.env)))
+                specs.append((iid, NodeSpec(ip, key, node_dir=self._dirs / iid, env=self.env,
+                                            port=ports[iid])))
             if not specs:
                 return
             try:

@@ -320,6 +320,7 @@ class NodeSpec:
     hostname: str | None = None  # default: EC2's style, ip-10-123-X-Y
     node_dir: Path | None = None
     env: dict[str, str] | None = None  # set in every SSH session (sshd SetEnv): the "image"
+    port: int = 22  # where sshd listens (a cloud that maps port 22 to another public port)
 
 
 class NetnsLab:
@@ -473,6 +474,8 @@ class NetnsLab:
                     host_key = generate_keypair(host_key_path, comment=f"node{k}")
                 # loopback: a port per lab, so concurrent test sessions do not collide
                 port = 22 if self.netns_mode else _LOOPBACK_PORT + self.pid % 20000
+                if spec is not None:
+                    port = spec.port
                 cfg = ndir / "sshd_config"
                 cfg.write_text(
                     SSHD_CONFIG.format(
