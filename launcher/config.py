@@ -46,6 +46,7 @@ One pool = one region of the `ssh` cloud. All hosts of a pool share one identity
                                 # CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE also sets it
 
     azure: {...}             # how the `azure` cloud provisions (launcher/config_azure.py)
+    nebius: {...}            # how the `nebius` cloud provisions (launcher/config_nebius.py)
     runpod: {...}            # how the `runpod` cloud provisions (launcher/config_runpod.py)
     lambda: {...}            # `lambda` and `vast` (launcher/config_gpu_clouds.py)
     vast: {...}
@@ -65,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.config_azure import AzureSettings, parse_azure
+from launcher.config_nebius import NebiusSettings, parse_nebius
 from launcher.config_gpu_clouds import LambdaSettings, VastSettings, parse_lambda, parse_vast
 from launcher.config_runpod import RunPodSettings, parse_runpod
 from launcher.errors import ConfigError
@@ -162,12 +164,13 @@ class LauncherConfig:
     aws: AWSSettings = field(default_factory=AWSSettings)
     azure: AzureSettings = field(default_factory=AzureSettings)
     gcp: GCPSettings = field(default_factory=GCPSettings)
+    nebius: NebiusSettings = field(default_factory=NebiusSettings)
     runpod: RunPodSettings = field(default_factory=RunPodSettings)
     lambda_: LambdaSettings = field(default_factory=LambdaSettings)  # the `lambda:` section
     vast: VastSettings = field(default_factory=VastSettings)
 
 
-_SECTIONS = ("ssh_node_pools", "catalog", "aws", "azure", "gcp", "runpod", "jobs", "lambda", "vast")
+_SECTIONS = ("ssh_node_pools", "catalog", "aws", "azure", "gcp", "nebius", "runpod", "jobs", "lambda", "vast")
 _GCP_KEYS = ("project", "use_internal_ips", "ssh_user", "network", "subnetwork", "ssh_cidr",
              "api_endpoint")
 _AWS_KEYS = ("use_internal_ips", "ssh_user", "vpc_name", "vpc_id", "security_group_name",
@@ -228,6 +231,7 @@ def parse_config(text: str, source: str = "config.yaml") -> LauncherConfig:
     return LauncherConfig(jobs=jobs, ssh_node_pools=pools, catalog=_parse_catalog(data.get("catalog"), source),
                           aws=_parse_aws(data.get("aws"), source),
                           azure=parse_azure(data.get("azure"), source),
+                          nebius=parse_nebius(data.get("nebius"), source),
                           runpod=parse_runpod(data.get("runpod"), source),
                           gcp=_parse_gcp(data.get("gcp"), source),
                           lambda_=parse_lambda(data.get("lambda"), source),
