@@ -160,10 +160,8 @@ def test_marketplace_gang_limits(catalog: list[Offer]) -> None:
     vast = [o for o in catalog if o.cloud == "vast"]
     assert vast and all(o.max_nodes == 1 for o in vast)
     runpod = [o for o in catalog if o.cloud == "runpod"]
-    # our RunPod subset has only Secure Cloud types: no known limit
-    assert runpod and all(
-        o.instance_type.endswith("_SECURE") and o.max_nodes is None for o in runpod
-    )
+    # pods are single machines; Instant Clusters have no public provisioning API
+    assert runpod and all(o.max_nodes == 1 for o in runpod)
     assert all(o.max_nodes is None for o in catalog if o.cloud not in ("vast", "runpod"))
 
 
