@@ -20,6 +20,7 @@ IMPLEMENTED: dict[str, str] = {
     "azure": "launcher.clouds.azure.cloud:AzureCloud",
     "runpod": "launcher.clouds.runpod.cloud:RunPodCloud",
     "lambda": "launcher.clouds.lambda_.cloud:LambdaCloud",
+    "vast": "launcher.clouds.vast.cloud:VastCloud",
 }
 
 

@@ -1,0 +1,127 @@
+"""Vast.ai REST API v0: the API key, one HTTP call with 429 backoff, typed errors.
+
+Key: `VAST_API_KEY`, else `~/.config/vastai/vast_api_key` (the file `vastai set
+api-key` writes; the older `~/.vast_api_key` too). Base URL: `vast.api_endpoint` /
+VAST_API_ENDPOINT. Bearer auth. Failures answer `{"success": false, "error": "<code>",
+"msg": "..."}` (some only `{"detail": ...}`); `call` maps them:
+
+    401/403, not_authorized, invalid_user, unauthorized  -> AuthError
+    no_such_ask, ask_not_available, bad_ask              -> CapacityError (offer gone)
+    insufficient_credit, insufficient_funds              -> CloudQuotaError (whole account)
+    invalid_args, invalid_image, other 400               -> InvalidRequestError
+    anything else (5xx, unreachable, not JSON)           -> CloudError
+HTTP 429 ("API requests too frequent") is retried (Retry-After honoured, MAX_RETRIES).
+`requests` is imported here only, when a call is made.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from launcher.clouds.base import (
+    AuthError,
+    CapacityError,
+    CloudError,
+    CloudQuotaError,
+    InvalidRequestError,
+)
+
+CLOUD = "vast"
+MAX_RETRIES = 6
+TIMEOUT_S = 30.0
+_AUTH = {"not_authorized", "invalid_user", "unauthorized", "forbidden"}
+_CAPACITY = {"no_such_ask", "ask_not_available", "bad_ask"}
+_CREDIT = {"insufficient_credit", "insufficient_funds"}
+
+
+class NotFound(CloudError):
+    """The instance (or key) does not exist (HTTP 404): already deleted."""
+
+
+def key_files() -> list[Path]:
+    return [Path.home() / ".config" / "vastai" / "vast_api_key", Path.home() / ".vast_api_key"]
+
+
+def api_key() -> tuple[str, str] | None:
+    """(key, where it came from), or None when none is configured. No network."""
+    env = os.environ.get("VAST_API_KEY")
+    if env:
+        return env.strip(), "VAST_API_KEY"
+    for path in key_files():
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if text:
+            return text, str(path)
+    return None
+
+
+def error_for(status: int, body: Any, action: str, region: str | None = None) -> CloudError:
+    """The typed error for one failed answer (see the module docstring)."""
+    body = body if isinstance(body, dict) else {}
+    code = str(body.get("error") or "")
+    msg = str(body.get("msg") or body.get("detail") or body.get("message") or "")
+    text = f"{action}: {code or f'HTTP {status}'}: {msg or body!r}"
+    kw: dict[str, Any] = {"cloud": CLOUD, "region": region}
+    if code in _CREDIT:
+        return CloudQuotaError(text, **kw)
+    if code in _AUTH or status in (401, 403):
+        return AuthError(text, **kw)
+    if code in _CAPACITY:
+        return CapacityError(text, **kw)
+    if status == 404:
+        return NotFound(text, **kw)
+    if status == 400 or code in ("invalid_args", "invalid_image"):
+        return InvalidRequestError(text, **kw)
+    return CloudError(text, **kw)
+
+
+class VastAPI:
+    """One account's API at one base URL. Thread-safe (a request per call)."""
+
+    def __init__(self, key: str, endpoint: str, *, timeout: float = TIMEOUT_S) -> None:
+        self.key = key
+        self.endpoint = endpoint.rstrip("/")
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
+             action: str, region: str | None = None) -> Any:
+        """The JSON of a successful answer (an object; `GET /ssh/` answers a list).
+        Raises the typed errors above."""
+        import requests
+
+        url = f"{self.endpoint}/{path.lstrip('/')}"
+        headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                resp = requests.request(method, url, json=body, headers=headers,
+                                        timeout=self.timeout)
+            except requests.RequestException as exc:
+                raise CloudError(f"{action}: Vast API unreachable at {self.endpoint}: {exc}",
+                                 cloud=CLOUD, region=region) from exc
+            try:
+                payload = resp.json()
+            except ValueError:
+                payload = None
+            if resp.status_code == 429:
+                if attempt < MAX_RETRIES:
+                    time.sleep(_retry_after(resp.headers.get("Retry-After"), attempt))
+                    continue
+                raise CloudError(f"{action}: rate limited by the Vast API ({MAX_RETRIES} "
+                                 "retries)", cloud=CLOUD, region=region)
+            if resp.status_code >= 400 or not isinstance(payload, dict | list) or (
+                    isinstance(payload, dict) and payload.get("success") is False):
+                raise error_for(resp.status_code, payload, action, region)
+            return payload
+        raise AssertionError("unreachable")
+
+
+def _retry_after(header: str | None, attempt: int) -> float:
+    try:
+        return max(0.0, min(float(header or ""), 30.0))
+    except ValueError:
+        return min(0.5 * 2 ** attempt, 8.0)
