@@ -282,7 +282,7 @@ class NebiusFake:
             iface = NetworkInterfaceStatus(index=0, name="eth0",
                                            ip_address=IPAddressStatus(address=f"{ip}/32"))
             if req.spec.network_interfaces and \
-                    req.spec.network_interfaces[0].public_ip_address is not None:
+                    req.spec.network_interfaces[0].check_presence("public_ip_address"):
                 iface.public_ip_address = PublicIPAddressStatus(
                     address=f"192.0.2.{self.hosts.index(ip) + 10}/32")
             inst = Instance(metadata=self._meta(req.metadata, rid), spec=req.spec,
@@ -302,7 +302,7 @@ class NebiusFake:
                     self.boot_disk(i) == rid for i in self.instances.values()):
                 return grpc.StatusCode.FAILED_PRECONDITION
             if table is self.gpu_clusters and any(
-                    i.spec.gpu_cluster and i.spec.gpu_cluster.id == rid
+                    i.spec.check_presence("gpu_cluster") and i.spec.gpu_cluster.id == rid
                     for i in self.instances.values()):
                 return grpc.StatusCode.FAILED_PRECONDITION
 
@@ -339,7 +339,7 @@ class NebiusFake:
         """What Nebius does to a preemptible instance (on_preemption STOP): it stops."""
         with self.lock:
             inst = self.instances[rid]
-            assert inst.spec.preemptible is not None, "only preemptible instances are preempted"
+            assert inst.spec.check_presence("preemptible"), "only preemptible instances stop so"
             inst.status.state = InstanceStatus.InstanceState.STOPPED
         if self.bodies is not None:
             self.bodies.kill([rid])
