@@ -1,4 +1,5 @@
-"""Node-side S3 transfers for file mounts and checkpoints. STDLIB ONLY (+ boto3 if present).
+"""Node-side S3 / GCS transfers for file mounts and checkpoints. STDLIB ONLY (+ boto3 if
+present).
 
 Shipped by the client to `~/.launcher-storage/bucket_sync.py` on every node of a
 cluster whose task uses S3, and run there with `python3`: the bulk data moves
@@ -31,6 +32,11 @@ output differ); `LAUNCHER_S3_BACKEND=stdlib`/`boto3` forces the others. The endp
 comes from the standard `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3` variables, which the
 client writes into `config.json` next to this script when it has them set (the
 variables on the node win).
+
+gs:// URIs (same commands, same contract) always use gcs_stdlib.py, shipped next to
+this script (the GCS JSON API; token: env `LAUNCHER_GCS_TOKEN`, the client-minted
+`gcs_token.json`, else the GCE metadata server; endpoint: `STORAGE_EMULATOR_HOST`,
+also forwarded through `config.json`).
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ import time
 from typing import Any
 
 CONFIG_NAME = "config.json"
-ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "STORAGE_EMULATOR_HOST")
+SCHEMES = ("s3://", "gs://")
 
 
 class SyncError(Exception):
@@ -71,9 +78,10 @@ def load_config(path: str | None = None) -> dict:
 
 
 def split_uri(uri: str) -> tuple[str, str]:
-    """`s3://bucket/a/b` -> ("bucket", "a/b"). Raises SyncError for another scheme."""
-    if not uri.startswith("s3://"):
-        raise SyncError(f"{uri}: only s3:// URIs are supported on the nodes")
+    """`s3://bucket/a/b` (or gs://) -> ("bucket", "a/b"). Raises SyncError for another
+    scheme."""
+    if not uri.startswith(SCHEMES):
+        raise SyncError(f"{uri}: only {', '.join(SCHEMES)} URIs are supported on the nodes")
     bucket, _, prefix = uri[5:].partition("/")
     if not bucket:
         raise SyncError(f"{uri}: no bucket name")
@@ -173,28 +181,39 @@ def _boto3_client() -> Any:
     return boto3.client("s3", config=Config(retries={"max_attempts": 8, "mode": "standard"}))
 
 
-def _stdlib_module() -> Any:
-    """s3_stdlib: the package sibling, or (on a node, even under `python3 -I`, where the
-    script's directory is not on sys.path) the file next to this script."""
-    try:
-        from . import s3_stdlib  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-        return s3_stdlib
-    except ImportError:
-        pass
+def _stdlib_module(name: str = "s3_stdlib") -> Any:
+    """A stdlib client module (s3_stdlib, gcs_stdlib): the package sibling, or (on a
+    node, even under `python3 -I`, where the script's directory is not on sys.path) the
+    file next to this script."""
+    import importlib  # noqa: PLC0415
     import importlib.util  # noqa: PLC0415
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_stdlib.py")
-    spec = importlib.util.spec_from_file_location("s3_stdlib", path)
+    if __package__:
+        try:
+            return importlib.import_module(f"{__package__}.{name}")
+        except ImportError:
+            pass
+    if name in sys.modules:
+        return sys.modules[name]
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None or not os.path.exists(path):
         raise SyncError(f"{path} is missing (it is shipped with bucket_sync.py)")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["s3_stdlib"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
+def backend_for(uri: str) -> Any:
+    """The backend for `uri`'s scheme: the stdlib GCS client for gs://, else `backend()`."""
+    if uri.startswith("gs://"):
+        return _stdlib_module("gcs_stdlib").GCSClient()
+    return backend()
+
+
 def backend() -> Any:
-    """The backend to use, or None for the aws CLI: `LAUNCHER_S3_BACKEND` (boto3,
+    """The S3 backend to use, or None for the aws CLI: `LAUNCHER_S3_BACKEND` (boto3,
     stdlib, cli) when set, else boto3 when importable, else the stdlib client."""
     choice = os.environ.get(BACKEND_VAR, "").strip().lower()
     if choice == "cli":
@@ -326,7 +345,7 @@ def _cli_download(uri: str, dest: str, single_ok: bool) -> None:
 def run(command: str, a: str, b: str) -> str:
     """Run one command; returns the summary line. Raises SyncError."""
     load_config()
-    client = backend()
+    client = backend_for(b if command == "save" else a)
     started = time.monotonic()
     try:
         if command in ("download", "restore"):

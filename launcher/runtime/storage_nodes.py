@@ -1,21 +1,23 @@
-"""Buckets on the nodes: S3 file mounts (COPY) and the checkpoint store's node side.
+"""Buckets on the nodes: S3 / GCS file mounts (COPY) and the checkpoint store's node side.
 
-Client-side orchestration; the bytes move node <-> S3 (launcher/runtime/bucket_sync.py,
+Client-side orchestration; the bytes move node <-> bucket (launcher/runtime/bucket_sync.py,
 shipped to `~/.launcher-storage/` on every node). boto3 is only imported (through
-launcher.clouds.aws.storage) when a task really uses S3.
+launcher.clouds.aws.storage) when a task really uses S3, requests/google-auth
+(launcher.clouds.gcp.storage) only when it uses gs://.
 
-- `plan_bucket_copies(task)`: the S3 copies a launch makes, validated without I/O.
-  Raises FileMountError, naming the field, for what cannot run yet: MOUNT /
-  MOUNT_CACHED modes (no FUSE client on the nodes), stores other than s3, and
-  non-s3 bucket URIs. Dry runs and cost queries never call it: they plan all of them.
+- `plan_bucket_copies(task)`: the s3:// and gs:// copies a launch makes, validated
+  without I/O. Raises FileMountError, naming the field, for what cannot run yet: MOUNT /
+  MOUNT_CACHED modes (no FUSE client on the nodes), other stores (azure, r2, ...) and
+  their URIs. Dry runs and cost queries never call it: they plan all of them.
 - `prepare_buckets(copies)`: client side, before the nodes copy: buckets named by
   storage mounts are created when missing, local `source` dirs uploaded to them.
-- `install_on_nodes(runners, cloud)`: bucket_sync.py, its stdlib S3 client
-  (s3_stdlib.py, used when the node has no boto3) + config.json (the standard
-  endpoint variables the client has set) on every node, and the client's AWS
+- `install_on_nodes(runners, cloud, stores)`: bucket_sync.py, its stdlib clients
+  (s3_stdlib.py, used when the node has no boto3; gcs_stdlib.py) + config.json (the
+  standard endpoint variables the client has set) on every node; for S3 the client's AWS
   credentials as `~/.aws/credentials` (0600) unless the nodes use an instance role
-  (`aws.iam_instance_profile` in the config, on AWS); an SSH-pool host that has that
-  file already keeps its own.
+  (`aws.iam_instance_profile` in the config, on AWS; an SSH-pool host that has that
+  file already keeps its own); for GCS a short-lived access token minted here
+  (`~/.launcher-storage/gcs_token.json`, 0600; ~1 h, renewed on every launch/recovery).
 - `copy_to_nodes(runners, copies)`: every node downloads every copy, in parallel.
 """
 
@@ -23,10 +25,10 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from launcher.errors import LauncherError
 
@@ -38,6 +40,10 @@ STORAGE_DIR = "~/.launcher-storage"
 SCRIPT = f"{STORAGE_DIR}/bucket_sync.py"
 NODE_SCRIPT = '"$HOME"/.launcher-storage/bucket_sync.py'  # the same, as a shell word
 S3_CLIENT = f"{STORAGE_DIR}/s3_stdlib.py"  # bucket_sync's S3 client when boto3 is missing
+GCS_CLIENT = f"{STORAGE_DIR}/gcs_stdlib.py"  # bucket_sync's GCS client
+GCS_TOKEN = f"{STORAGE_DIR}/gcs_token.json"
+# The stores a launch syncs: store name -> URI scheme (others are refused at launch).
+SCHEMES = {"s3": "s3://", "gcs": "gs://"}
 COPY_TIMEOUT_S = 6 * 3600.0
 CREDENTIALS = "~/.aws/credentials"
 
@@ -70,6 +76,30 @@ class BucketCopy:
     create_bucket: str | None = None
     upload_from: str | None = None
 
+    @property
+    def store(self) -> str:
+        """`s3` or `gcs`, from the URI's scheme."""
+        return store_of(self.uri) or "s3"
+
+
+def store_of(uri: str | None) -> str | None:
+    """The synced store (`s3`, `gcs`) a URI belongs to, or None."""
+    for store, scheme in SCHEMES.items():
+        if uri and str(uri).startswith(scheme):
+            return store
+    return None
+
+
+def _storage_module(store: str) -> Any:
+    """The client-side bucket module of `store` (lazy: imports its SDK only now)."""
+    if store == "gcs":
+        from launcher.clouds.gcp import storage as gcs
+
+        return gcs
+    from launcher.clouds.aws import storage as aws
+
+    return aws
+
 
 def _refuse(task: Task, field_path: str, message: str) -> LauncherError:
     from launcher.runtime.execution import FileMountError
@@ -88,11 +118,11 @@ def plan_bucket_copies(task: Task) -> list[BucketCopy]:
         if "://" not in source:
             continue
         where = f"file_mounts.{remote}"
-        if not source.startswith("s3://"):
+        if store_of(source) is None:
             store = store_of_uri(source) or source.split("://", 1)[0]
             raise _refuse(task, where, f"copying {store} buckets ({source}) to nodes is not "
-                          "supported yet: only s3:// works at launch until that cloud exists "
-                          "(`launcher cost` and `launch --dryrun` accept it).")
+                          "supported yet: only s3:// and gs:// work at launch (`launcher "
+                          "cost` and `launch --dryrun` accept it).")
         if not source[5:].split("/", 1)[0]:
             raise _refuse(task, where, f"'{source}' names no bucket.")
         out.append(BucketCopy(remote=remote, uri=source, field=where))
@@ -101,10 +131,10 @@ def plan_bucket_copies(task: Task) -> list[BucketCopy]:
         if mount.placeholder is not None:  # `exec` has no check_values(): refuse here too
             raise _refuse(task, f"{where}.name", f"{mount.placeholder}: give the storage "
                           "mount a real bucket name before launching.")
-        if mount.store != "s3":
+        if mount.store not in SCHEMES:
             raise _refuse(task, f"{where}.store", f"store '{mount.store}' is planned by "
                           "`launcher cost` and `launch --dryrun`, but launching with it is not "
-                          "supported until that cloud exists; use `store: s3`.")
+                          "supported yet; use `store: s3` or `store: gcs`.")
         if mount.mode != "COPY":
             raise _refuse(task, f"{where}.mode", MOUNT_REFUSAL.format(mode=mount.mode))
         out.append(BucketCopy(
@@ -119,6 +149,16 @@ def require_credentials(task: Task, copies: Sequence[BucketCopy]) -> None:
     when this machine has no AWS credentials for the nodes to use, BEFORE anything is
     provisioned. No network, no boto3. Nodes on AWS with `aws.iam_instance_profile`
     use their role, so that is enough when nothing has to be uploaded from here."""
+    gcs = [c for c in copies if c.store == "gcs"]
+    if gcs:
+        from launcher.clouds.gcp.storage import has_local_credentials
+
+        if not has_local_credentials():
+            raise _refuse(task, gcs[0].field, "copying from GCS needs Google credentials on "
+                          "this machine (the nodes get a short-lived token minted from them), "
+                          "and none are found: run `gcloud auth application-default login` "
+                          "or set GOOGLE_APPLICATION_CREDENTIALS.")
+    copies = [c for c in copies if c.store == "s3"]
     if not copies:
         return
     from launcher.clouds.aws.session import local_credentials_source
@@ -138,27 +178,26 @@ def prepare_buckets(copies: Sequence[BucketCopy],
                     on_event: Callable[[str], None] | None = None) -> None:
     """Create the buckets storage mounts name (when missing) and upload their local
     sources. Blocking, on the client. Raises StorageError naming the field."""
-    from launcher.clouds.aws import storage
-
     for c in copies:
         if c.create_bucket is None:
             continue
+        storage = _storage_module(c.store)
+        scheme = SCHEMES[c.store]
         try:
             if storage.ensure_bucket(c.create_bucket) and on_event:
-                on_event(f"Created bucket s3://{c.create_bucket} ({c.field})")
+                on_event(f"Created bucket {scheme}{c.create_bucket} ({c.field})")
             if c.upload_from is not None:
                 n, size = storage.upload_dir(c.upload_from, c.create_bucket)
                 if on_event:
                     on_event(f"Uploaded {n} file(s), {size} bytes, from {c.upload_from} "
-                             f"to s3://{c.create_bucket}")
+                             f"to {scheme}{c.create_bucket}")
         except LauncherError as exc:
             raise StorageError(f"{c.field}: {exc}") from None
 
 
 def ensure_store_bucket(store_uri: str) -> None:
     """Create the checkpoint store's bucket when missing. Raises StorageError."""
-    from launcher.clouds.aws import storage
-
+    storage = _storage_module(store_of(store_uri) or "s3")
     bucket = store_uri[5:].split("/", 1)[0]
     try:
         storage.ensure_bucket(bucket)
@@ -179,17 +218,28 @@ def uses_instance_role(cloud: str | None) -> bool:
         return False
 
 
-def node_files(cloud: str | None) -> dict[str, tuple[str, int]]:
-    """node path -> (content, mode) of what every node of an S3-using task gets."""
-    from launcher.clouds.aws import storage
-
+def node_files(cloud: str | None, stores: Collection[str] = ("s3",)
+               ) -> dict[str, tuple[str, int]]:
+    """node path -> (content, mode) of what every node of a bucket-using task gets:
+    the scripts, config.json (endpoints), and the credentials of the `stores` used.
+    Raises LauncherError (BucketError) when a GCS token cannot be minted."""
     here = resources.files("launcher.runtime")
+    settings: dict[str, str] = {}
+    for store in sorted(set(stores)):
+        settings.update(_storage_module(store).endpoint_settings())
     files = {
         SCRIPT: (here.joinpath("bucket_sync.py").read_text("utf-8"), 0o700),
         S3_CLIENT: (here.joinpath("s3_stdlib.py").read_text("utf-8"), 0o600),
-        f"{STORAGE_DIR}/config.json": (json.dumps(storage.endpoint_settings()) + "\n", 0o600),
+        GCS_CLIENT: (here.joinpath("gcs_stdlib.py").read_text("utf-8"), 0o600),
+        f"{STORAGE_DIR}/config.json": (json.dumps(settings) + "\n", 0o600),
     }
-    if not uses_instance_role(cloud):
+    if "gcs" in stores:
+        token, expires_at = _storage_module("gcs").access_token()
+        files[GCS_TOKEN] = (json.dumps({"access_token": token, "expires_at": expires_at})
+                            + "\n", 0o600)
+    if "s3" in stores and not uses_instance_role(cloud):
+        from launcher.clouds.aws import storage
+
         creds = storage.node_credentials()
         if creds is not None:
             body = "[default]\n" + "".join(f"{k} = {v}\n" for k, v in creds.items())
@@ -197,12 +247,14 @@ def node_files(cloud: str | None) -> dict[str, tuple[str, int]]:
     return files
 
 
-def install_on_nodes(runners: Sequence[CommandRunner], cloud: str | None) -> None:
-    """Put bucket_sync.py, s3_stdlib.py, its config and (unless an instance role) the credentials on
-    every node. Blocking, parallel. Runner errors propagate."""
+def install_on_nodes(runners: Sequence[CommandRunner], cloud: str | None,
+                     stores: Collection[str] = ("s3",)) -> None:
+    """Put bucket_sync.py, its stdlib clients, its config and the credentials of `stores`
+    (S3: unless an instance role) on every node. Blocking, parallel. Runner errors and
+    BucketError (no GCS token) propagate."""
     from launcher.runtime.execution import parallel
 
-    files = node_files(cloud)
+    files = node_files(cloud, stores)
 
     def put(runner: CommandRunner) -> None:
         for path, (text, mode) in files.items():
@@ -243,22 +295,29 @@ def _node_target(remote: str) -> str:
 
 
 def checkpoint_store_active(store: str | None) -> bool:
-    """True for a checkpoint store the nodes sync themselves (s3://)."""
-    return bool(store) and str(store).startswith("s3://")
+    """True for a checkpoint store the nodes sync themselves (s3://, gs://)."""
+    return store_of(store) is not None
 
 
 def sync_storage(runners: Sequence[CommandRunner], task: Task, *, cloud: str | None = None,
                  checkpoint_store: str | None = None,
                  on_event: Callable[[str], None] | None = None) -> None:
-    """The whole S3 part of a cluster's file sync: buckets prepared, the node files
-    installed (only when the task uses S3), every S3 mount copied onto every node.
+    """The whole bucket part of a cluster's file sync: buckets prepared, the node files
+    installed (only when the task uses a bucket), every mount copied onto every node.
     Raises FileMountError / StorageError / runner errors."""
     copies = plan_bucket_copies(task)
     if not copies and not checkpoint_store_active(checkpoint_store):
         return
     prepare_buckets(copies, on_event)
+    stores = {c.store for c in copies}
     if checkpoint_store_active(checkpoint_store):
         ensure_store_bucket(str(checkpoint_store))
-    install_on_nodes(runners, cloud)
+        stores.add(store_of(checkpoint_store) or "s3")
+    try:
+        install_on_nodes(runners, cloud, stores)
+    except LauncherError as exc:
+        if isinstance(exc, StorageError):
+            raise
+        raise StorageError(f"installing bucket credentials on the nodes: {exc}") from None
     copy_to_nodes(runners, copies, on_event)
 

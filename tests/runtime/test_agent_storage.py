@@ -102,7 +102,7 @@ def test_interruption_notice_saves_at_once(agent2: Agent, s3: S3Server) -> None:
 def test_hooks_only_for_s3_stores() -> None:
     assert agent_storage.rank_hooks(AgentJobSpec("x", checkpoint_dir="c")) == ([], [], [])
     assert agent_storage.rank_hooks(AgentJobSpec("x", checkpoint_dir="c",
-                                                 checkpoint_store="gs://b/p")) == ([], [], [])
+                                                 checkpoint_store="r2://b/p")) == ([], [], [])
     before, during, after = agent_storage.rank_hooks(
         AgentJobSpec("x", checkpoint_dir="c", checkpoint_store="s3://b/p",
                      checkpoint_save_seconds=42))

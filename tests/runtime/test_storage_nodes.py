@@ -140,11 +140,11 @@ def test_dryrun_cli_accepts_mount_mode_and_other_stores(tmp_path: Path,
 
 
 def test_other_stores_are_planned_but_refused_at_launch(tmp_path: Path) -> None:
-    task = _task(tmp_path, "file_mounts:\n  /data:\n    name: my-gcs-bkt\n    store: gcs\n"
+    task = _task(tmp_path, "file_mounts:\n  /data:\n    name: my-r2-bkt\n    store: r2\n"
                  "    mode: COPY\nrun: echo hi\n")
     assert plan(task).chosen is not None
-    with pytest.raises(FileMountError, match=r"file_mounts\./data\.store.*store 'gcs'"):
-        launch(task, "gcs")
+    with pytest.raises(FileMountError, match=r"file_mounts\./data\.store.*store 'r2'"):
+        launch(task, "r2")
 
 
 def test_node_credentials_instance_role_and_ssh_hosts_own_files(

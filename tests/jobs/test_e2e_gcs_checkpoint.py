@@ -1,0 +1,64 @@
+"""A managed spot job on the real local cloud whose checkpoint lives in GCS (the JSON
+API fake on 127.0.0.1): saved by the nodes while it runs, the node-local copy destroyed
+with the preempted cluster, restored from GCS by the recovery, resumed from the saved
+step. The twin of test_e2e_s3_checkpoint.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from launcher.api import jobs as api
+from tests.gcs_fake import GCSFake, gcs  # noqa: F401 - the fixture
+
+from .test_e2e_local import (  # noqa: F401  (fast_controller: autouse fixture)
+    _counts,
+    _logs,
+    _no_clusters_left,
+    _preempt,
+    _running_attempt,
+    _status,
+    _task,
+    _wait,
+    fast_controller,
+)
+
+
+def _saved_count(gcs: GCSFake) -> int:  # noqa: F811
+    keys = [k for k in gcs.keys("ckpt-bucket", "run/") if k.endswith("/count.json")]
+    if not keys:
+        return 0
+    return int(json.loads(gcs.read("ckpt-bucket", keys[0]))["count"])
+
+
+def test_spot_job_resumes_from_the_step_saved_in_gcs(
+        tmp_path: Path, launcher_home: Path, gcs: GCSFake) -> None:  # noqa: F811
+    (launcher_home / "config.yaml").write_text("jobs:\n  checkpoint_save_interval: 0.5\n")
+    task = Path(_task(tmp_path, count_to=30, step_s=0.1))
+    task.write_text(task.read_text().replace(
+        "name: counter", "name: counter\ncheckpoint: {store: gs://ckpt-bucket/run}"))
+    job = api.jobs_launch(str(task))
+    first = _running_attempt(job.id, 1)
+    _wait(lambda: _saved_count(gcs) >= 5, what="a periodic save in GCS")
+    assert "ckpt-bucket" in gcs.buckets  # created by the client (it did not exist)
+    api.jobs_controller_stop()  # so the recovery starts only once the disk copy is gone
+    _preempt(first)  # no notice: the nodes die without a last save
+    saved = _saved_count(gcs)
+    local = launcher_home / "checkpoints" / str(job.id)
+    assert json.loads((local / "count.json").read_text())["count"] >= saved
+    shutil.rmtree(local)  # only GCS remembers the progress now
+    api.jobs_controller_start()
+    final = api.jobs_wait(job.id, timeout=90)
+    assert final.status == "SUCCEEDED" and final.recoveries == 1, _status(job.id)
+    lines = _logs(job.id)
+    resumed = [int(m.group(1)) for ln in lines if (m := re.search(r"resuming from (\d+)", ln))]
+    assert resumed == [saved] and saved >= 5  # the step saved in GCS, not 0
+    assert any("launcher: restored 1 file(s)" in ln and "GCS" in ln for ln in lines)
+    counts = _counts(lines)
+    assert counts[-1] == 30 and set(range(1, 31)) <= set(counts)
+    assert _saved_count(gcs) == 30  # the save at exit
+    keys = gcs.keys("ckpt-bucket")  # one prefix per task id, stable across the recovery
+    assert len({k.rsplit("/", 1)[0] for k in keys if k.endswith("count.json")}) == 1
+    _no_clusters_left(launcher_home)
