@@ -28,7 +28,8 @@ from launcher.errors import LauncherError
 # regions_are_defaults, on_progress) -> FetchedCatalog`
 FETCHERS: dict[str, str] = {"aws": "launcher.clouds.aws.catalog_fetcher",
                             "azure": "launcher.clouds.azure.catalog_fetcher",
-                            "gcp": "launcher.clouds.gcp.catalog_fetcher"}
+                            "gcp": "launcher.clouds.gcp.catalog_fetcher",
+                            "vast": "launcher.clouds.vast.catalog_fetcher"}
 
 
 class CatalogRefreshError(LauncherError):
