@@ -66,6 +66,7 @@ class RunPodFake:
         self.capacity: dict[str, int] = {}
         self.calls: list[str] = []  # root field of every request, in order
         self.spot_available = True
+        self.gpu_types_listing: list[dict[str, Any]] = []  # `gpuTypes { ... }` with no id
         self._faults: dict[str, list[tuple[str, int]]] = {}
         self._ports = itertools.count(10001)
         self._lock = threading.RLock()
@@ -185,6 +186,8 @@ class RunPodFake:
             self.pods[pod_id].update(desiredStatus="EXITED", runtime=None)
             return {op: {"id": pod_id, "desiredStatus": "EXITED"}}
         if op == "gpuTypes":
+            if "id" not in v:  # the catalog fetcher's price list
+                return {"gpuTypes": self.gpu_types_listing}
             gid = str(v.get("id"))
             if gid not in GPU_TYPES:
                 return {"gpuTypes": []}
