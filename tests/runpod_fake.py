@@ -16,7 +16,8 @@ its SSH port 22 is published as 10000+n. Errors are RunPod's: HTTP 200 with
 wrong key: HTTP 401 `{"errors": [{"message": "Unauthorized"}]}`; `fake.rate_limit(op)`:
 HTTP 429 with Retry-After.
 
-Faults: `fake.fail(op, message, times=1)` answers the next `times` calls of root field
+Faults: `fake.hold_answers.clear()` applies deploys but holds their answers
+(a client killed meanwhile); `fake.fail(op, message, times=1)` answers the next `times` calls of root field
 `op` with that error; `fake.capacity[dc] = 0` makes deploys in data center `dc` fail with
 RunPod's capacity message. `fake.interrupt(pod_id)`: what RunPod does to an outbid
 interruptible pod (desiredStatus EXITED, runtime gone, the body dies).
@@ -66,6 +67,8 @@ class RunPodFake:
         self.capacity: dict[str, int] = {}
         self.calls: list[str] = []  # root field of every request, in order
         self.spot_available = True
+        self.hold_answers = threading.Event()  # cleared: deploy answers wait (applied)
+        self.hold_answers.set()
         self.gpu_types_listing: list[dict[str, Any]] = []  # `gpuTypes { ... }` with no id
         self._faults: dict[str, list[tuple[str, int]]] = {}
         self._ports = itertools.count(10001)
@@ -107,6 +110,7 @@ class RunPodFake:
         return f"http://127.0.0.1:{self._server.server_address[1]}/graphql"
 
     def close(self) -> None:
+        self.hold_answers.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -156,9 +160,12 @@ class RunPodFake:
                     return 429, {"errors": [{"message": message}]}, {"Retry-After": "0"}
                 return 200, _error(op, message), {}
             try:
-                return 200, {"data": self._answer(op, variables)}, {}
+                answer = 200, {"data": self._answer(op, variables)}, {}
             except _GraphQLError as exc:
                 return 200, _error(op, str(exc), exc.code), {}
+        if op in ("podFindAndDeployOnDemand", "podRentInterruptable"):
+            self.hold_answers.wait(60)  # applied; the answer is held (a client killed now)
+        return answer
 
     def _answer(self, op: str, v: dict[str, Any]) -> dict[str, Any]:
         if op in ("podFindAndDeployOnDemand", "podRentInterruptable"):
