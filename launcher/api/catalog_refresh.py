@@ -29,6 +29,7 @@ from launcher.errors import LauncherError
 FETCHERS: dict[str, str] = {"aws": "launcher.clouds.aws.catalog_fetcher",
                             "azure": "launcher.clouds.azure.catalog_fetcher",
                             "gcp": "launcher.clouds.gcp.catalog_fetcher",
+                            "lambda": "launcher.clouds.lambda_.catalog_fetcher",
                             "runpod": "launcher.clouds.runpod.catalog_fetcher",
                             "vast": "launcher.clouds.vast.catalog_fetcher"}
 
