@@ -8,6 +8,9 @@ names them), after letting `skip` through, with that status and body (`apply`: t
 request is carried out first and only its answer is lost, as when a connection drops); `fake.rate_limit(name, times)` answers 429 with `Retry-After: 0`
 (and the API's own 429 body). `fake.calls` records (route name, status) per request.
 `on_delete` callbacks get the ids of instances that disappear (bodies die with them).
+`fake.hold(name, skip=0)`: the next request of `name` (after `skip`) is carried out but
+its answer is held back until `fake.release()` (`fake.arrived` is set when it comes):
+a client can be killed between a create and its answer.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ class RestFake:
         self.calls: list[tuple[str, int]] = []
         self.on_delete: list[Callable[[list[str]], None]] = []
         self.bodies: Any = None
+        self._hold: list[Any] = []  # [name, skip]
+        self._release = threading.Event()
+        self.arrived = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self.endpoint = ""
 
@@ -66,6 +72,26 @@ class RestFake:
     def rate_limit(self, name: str, times: int = 1) -> None:
         with self.lock:
             self.faults.append([name, 429, self.too_many(), times, {"Retry-After": "0"}, 0, False])
+
+    def hold(self, name: str, skip: int = 0) -> None:
+        with self.lock:
+            self._hold = [name, skip]
+            self._release.clear()
+            self.arrived.clear()
+
+    def release(self) -> None:
+        with self.lock:
+            self._hold = []
+        self._release.set()
+
+    def _held(self, name: str) -> bool:
+        if not self._hold or self._hold[0] != name:
+            return False
+        if self._hold[1] > 0:
+            self._hold[1] -= 1
+            return False
+        self._hold = []
+        return True
 
     def free_ip(self, taken: set[str]) -> str:
         for host in self.ip_net.hosts():
@@ -114,14 +140,21 @@ class RestFake:
                         else:
                             status, out = fake.route(self.command, url.path, query, body)
                     fake.calls.append((name, status))
+                    held = fake._held(name)
+                if held:
+                    fake.arrived.set()
+                    fake._release.wait(30)
                 data = json.dumps(out).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in headers.items():
                     self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client is gone (killed while its answer was held)
 
             do_GET = do_POST = do_PUT = do_DELETE = _do
 
