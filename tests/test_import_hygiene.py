@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-FORBIDDEN = ("boto3", "botocore", "google.cloud", "azure", "paramiko", "requests")
+FORBIDDEN = ("boto3", "botocore", "google.cloud", "azure", "nebius", "grpc", "paramiko",
+             "requests")
 
 PROBE = """
 import importlib, json, os, sys
@@ -114,6 +115,39 @@ def test_gcp_sdk_not_imported_without_gcp_credentials(args: list[str], tmp_path:
     assert result["bad"] == [], f"`launcher {' '.join(args)}` imported {result['bad']}"
     if args == ["check"]:
         assert "no GCP credentials" in proc.stdout + proc.stderr, proc.stdout
+
+
+@pytest.mark.parametrize("args", [["check"], ["launch", "--dryrun", "-y", "TASK"]])
+def test_runpod_needs_no_requests_without_a_key(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No RUNPOD_API_KEY and no ~/.runpod/config.toml: `check` says so without importing
+    requests (no network), and a dry run of a RunPod task plans without it."""
+    monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    task = tmp_path / "t.yaml"
+    task.write_text("resources:\n  cloud: runpod\n  accelerators: A100-80GB:1\nrun: echo\n")
+    result = probe([str(task) if a == "TASK" else a for a in args], tmp_path / "home")
+    assert result["code"] in (0, 1), result
+    assert "requests" not in result["bad"], result  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("args", [["check"], ["launch", "--dryrun", "-y", "TASK"]])
+def test_nebius_sdk_not_imported_without_nebius_credentials(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`check` decides from env and files that Nebius has no credentials (no SDK, no
+    grpc import); a dry run of a Nebius task plans without them too."""
+    for var in [v for v in os.environ if v.startswith("NEBIUS_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.nebius/config.yaml
+    task = tmp_path / "t.yaml"
+    task.write_text("resources:\n  cloud: nebius\n  accelerators: H100:8\nrun: echo\n")
+    result = probe([str(task) if a == "TASK" else a for a in args], tmp_path / "home")
+    assert result["code"] in (0, 1), result
+    found: list[str] = result["bad"]  # type: ignore[assignment]
+    bad = [m for m in found if m.split(".")[0] in ("nebius", "grpc")]
+    assert bad == [], result
 
 
 @pytest.mark.parametrize("args", [["check"], ["launch", "--dryrun", "-y", "TASK"]])

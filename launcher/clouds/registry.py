@@ -18,6 +18,7 @@ IMPLEMENTED: dict[str, str] = {
     "aws": "launcher.clouds.aws.cloud:AWSCloud",
     "gcp": "launcher.clouds.gcp.cloud:GCPCloud",
     "azure": "launcher.clouds.azure.cloud:AzureCloud",
+    "nebius": "launcher.clouds.nebius.cloud:NebiusCloud",
     "runpod": "launcher.clouds.runpod.cloud:RunPodCloud",
     "lambda": "launcher.clouds.lambda_.cloud:LambdaCloud",
     "vast": "launcher.clouds.vast.cloud:VastCloud",

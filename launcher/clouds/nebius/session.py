@@ -144,7 +144,7 @@ def check_credentials(session: Session | None, settings: NebiusSettings) -> Cred
 
         with nebius_errors(action="list instances"):
             session.instances().list(ListInstancesRequest(parent_id=project, page_size=1),
-                                     timeout=10).wait()
+                                     timeout=5).wait()
     except Exception as exc:
         return CredentialStatus(False, f"{source}: {exc}")
     return CredentialStatus(True, f"{source}, project {project} at {settings.endpoint()}")

@@ -27,6 +27,13 @@ def _nebius(region: str) -> Any:
                                offer=dataclasses.replace(p.offer, instance_type=it))
 
 
+TASK: Any = FakeTask()
+
+
+def _clouds(table: dict[str, Any]) -> Any:
+    return table.__getitem__
+
+
 @pytest.fixture
 def cloud(nebius_fake: NebiusFake) -> NebiusCloud:
     return NebiusCloud(node_waiter=FakeWaiter(), timeouts=FAST)
@@ -37,8 +44,8 @@ def test_capacity_then_quota_then_the_third_region(nebius_fake: NebiusFake,
     nebius_fake.faults["InstanceService.Create"] = ["capacity", "", "op-quota"]
     plan = plan_over([_nebius(r) for r in ("eu-north1", "eu-west1", "us-central1")])
     with StateDB() as db:
-        got = provision_with_failover(FakeTask(), "cap", db, plan_fn=plan,
-                                      cloud_fn={"nebius": cloud}.__getitem__)
+        got = provision_with_failover(TASK, "cap", db, plan_fn=plan,
+                                      cloud_fn=_clouds({"nebius": cloud}))
     assert [(a.region, a.error_type) for a in got.attempts] == [
         ("eu-north1", "CapacityError"), ("eu-west1", "QuotaError")]
     assert got.cluster.region == "us-central1"
@@ -52,8 +59,8 @@ def test_auth_failure_moves_to_the_next_cloud(nebius_fake: NebiusFake,
     nebius_fake.faults["DiskService.Create"] = ["auth", "auth"]
     plan = plan_over([_nebius("eu-north1"), _nebius("eu-west1"), _placement("ssh", "lab", None)])
     with StateDB() as db:
-        got = provision_with_failover(FakeTask(), "au", db, plan_fn=plan,
-                                      cloud_fn={"nebius": cloud, "ssh": OtherCloud()}.__getitem__)
+        got = provision_with_failover(TASK, "au", db, plan_fn=plan,
+                                      cloud_fn=_clouds({"nebius": cloud, "ssh": OtherCloud()}))
     assert [(a.cloud, a.error_type) for a in got.attempts] == [("nebius", "AuthError")]
     assert got.cluster.cloud == "ssh"
     assert nebius_fake.inventory() == []
@@ -63,7 +70,7 @@ def test_invalid_argument_stops_at_once(nebius_fake: NebiusFake, cloud: NebiusCl
     nebius_fake.faults["InstanceService.Create"] = ["invalid"]
     plan = plan_over([_nebius("eu-north1"), _nebius("eu-west1")])
     with StateDB() as db, pytest.raises(ProvisionFailedError) as err:
-        provision_with_failover(FakeTask(), "bad", db, plan_fn=plan,
-                                cloud_fn={"nebius": cloud}.__getitem__)
+        provision_with_failover(TASK, "bad", db, plan_fn=plan,
+                                cloud_fn=_clouds({"nebius": cloud}))
     assert [a.error_type for a in err.value.attempts] == ["InvalidRequestError"]
     assert nebius_fake.inventory() == []

@@ -67,7 +67,7 @@ def test_infiniband_gang_gets_a_gpu_cluster_and_everything_is_deleted(
         assert NebiusFake.ssh_key(inst) == "ssh-ed25519 AAAAtestkey user@test"
         assert dict(inst.metadata.labels) == {"launcher-cluster": "c1",
                                               "launcher-rank": str(rank)}
-        disk = fake.disks[NebiusFake.boot_disk(inst)]
+        disk: Any = fake.disks[NebiusFake.boot_disk(inst)]
         assert disk.spec.source_image_family.image_family == "ubuntu22.04-cuda12"
         assert disk.spec.size_gibibytes == 200
     assert [n.internal_ip for n in info.nodes] == [NebiusFake.private_ip(i) for i in insts]
@@ -100,8 +100,8 @@ def test_single_node_on_demand_internal_ips_no_gpu_cluster(
     assert not nebius_fake.gpu_clusters and not inst.spec.check_presence("gpu_cluster")
     assert not inst.spec.check_presence("preemptible")
     assert not inst.spec.network_interfaces[0].check_presence("public_ip_address")
-    assert nebius_fake.disks[NebiusFake.boot_disk(inst)].spec.source_image_family.image_family \
-        == "ubuntu22.04-driverless"
+    disk: Any = nebius_fake.disks[NebiusFake.boot_disk(inst)]
+    assert disk.spec.source_image_family.image_family == "ubuntu22.04-driverless"
     assert info.head.external_ip is None and info.head.ssh_user == "root"
     assert cloud.query("c1") == {info.head.node_id: NodeState.RUNNING}
     nebius_fake.instances[info.head.node_id].status.state = \
@@ -147,7 +147,7 @@ def test_record_is_written_before_the_first_create(nebius_fake: NebiusFake,
         seen.append(records.read("c1"))
         return orig(r)
 
-    nebius_fake._create_gpu_cluster = spy  # type: ignore[method-assign]
+    nebius_fake._create_gpu_cluster = spy  # type: ignore[method-assign,assignment]
     nebius_fake.close()
     nebius_fake.start()  # handlers bound again with the spy
     from tests.nebius_fake import write_config
