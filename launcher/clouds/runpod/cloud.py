@@ -246,9 +246,10 @@ class RunPodCloud:
         rec = records.read(cluster) or {}
         deadline = time.monotonic() + self._timeouts.teardown
         while True:
+            ours = set((rec.get("pods") or {}).values())
             live = {str(p["id"]) for p in self._pods(client)
-                    if _cluster_of(p) == cluster or str(p["id"]) in
-                    set((rec.get("pods") or {}).values())}
+                    if (_cluster_of(p) == cluster or str(p["id"]) in ours)
+                    and str(p.get("desiredStatus")) != "TERMINATED"}
             if not live:
                 break
             if time.monotonic() > deadline:
