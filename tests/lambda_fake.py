@@ -5,7 +5,7 @@ types (`{"data": {name: {"instance_type": {...}, "regions_with_capacity_availabl
 [{"name", "description"}]}}}`), launch (`{"data": {"instance_ids": [...]}}`), terminate
 (`{"data": {"terminated_instances": [...]}}`), instances (list and by id: id, name, ip,
 private_ip, status booting/active/unhealthy/terminating/terminated, ssh_key_names,
-region, instance_type, hostname), ssh-keys (list, add). Errors are Lambda's
+region, instance_type, hostname), ssh-keys (list, add), firewall-rules (list, replace). Errors are Lambda's
 `{"error": {"code", "message", "suggestion"}}`: 401 global/invalid-api-key, 404
 global/object-does-not-exist, 400 global/invalid-parameters,
 instance-operations/launch/insufficient-capacity, global/quota-exceeded; 429 with
@@ -65,6 +65,9 @@ class LambdaFake(RestFake):
         super().__init__(subnet, RANGE)
         self.instances: dict[str, dict[str, Any]] = {}
         self.ssh_keys: list[dict[str, Any]] = []
+        self.firewall: list[dict[str, Any]] = [
+            {"protocol": "tcp", "port_range": [22, 22], "source_network": "0.0.0.0/0",
+             "description": "Allow SSH"}]
         self.no_capacity: set[tuple[str, str]] = set()  # (type, region) not listed as available
         self.boot_polls = 1
         self._polls: dict[str, int] = {}
@@ -97,6 +100,16 @@ class LambdaFake(RestFake):
             return 200, {"data": self.instances[iid]}
         if name == "ssh-keys":
             return 200, {"data": self.ssh_keys}
+        if name == "firewall-rules":
+            return 200, {"data": self.firewall}
+        if name == "firewall-rules PUT":
+            rules = (body or {}).get("data")
+            if not isinstance(rules, list) or not all(
+                    r.get("protocol") in ("tcp", "udp", "icmp", "all") and r.get("source_network")
+                    for r in rules):
+                return err(400, "global/invalid-parameters", "Invalid firewall rules.")
+            self.firewall = rules
+            return 200, {"data": rules}
         if name == "ssh-keys POST":
             if any(k["name"] == body.get("name") for k in self.ssh_keys):
                 return err(400, "global/invalid-parameters", "SSH key name already in use.")
@@ -178,6 +191,7 @@ class LambdaFake(RestFake):
         with self.lock:
             self.instances.clear()
             self.ssh_keys.clear()
+            self.firewall = self.firewall[:1]
             self.no_capacity.clear()
             self.faults.clear()
             self.calls.clear()

@@ -143,7 +143,8 @@ class VastFake(RestFake):
             "gpu_name": offer["gpu_name"], "num_gpus": offer["num_gpus"],
             "dph_total": body.get("price", offer["dph_total"]),
             "geolocation": offer["geolocation"], "status_msg": "Pulling image",
-            "_offer": offer_id, "_polls": 0, "_keys": [k["public_key"] for k in self.ssh_keys]}
+            "_offer": offer_id, "_polls": 0, "_env": dict(body.get("env") or {}),
+            "_keys": [k["public_key"] for k in self.ssh_keys]}
         return 200, {"success": True, "new_contract": int(iid)}
 
     def _listing(self) -> list[dict[str, Any]]:
@@ -151,8 +152,13 @@ class VastFake(RestFake):
             if inst["actual_status"] == "loading":
                 inst["_polls"] += 1
                 if inst["_polls"] > self.boot_polls:
+                    ports = {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": "22"}]}
+                    for opt in inst["_env"]:
+                        if opt.startswith("-p "):
+                            port = opt[3:].split(":")[1]
+                            ports[f"{port}/tcp"] = [{"HostIp": "0.0.0.0", "HostPort": port}]
                     inst.update(actual_status="running", status_msg="success, running",
-                                ports={"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": "22"}]})
+                                ports=ports)
         return [{k: v for k, v in i.items() if not k.startswith("_")}
                 for i in self.instances.values()]
 

@@ -3,7 +3,8 @@
 provision (blocking, all or nothing):
 1. `GET /instance-types`: an unknown type is InvalidRequestError; a region missing from
    `regions_with_capacity_available` is CapacityError before anything is created;
-2. the user's SSH public key registered once (`GET/POST /ssh-keys`, name
+2. the task's `ports:` opened in the account's firewall rules (firewall.py), then
+   the user's SSH public key registered once (`GET/POST /ssh-keys`, name
    `launcher-<fingerprint>`; an existing key with the same public key is reused);
 3. per rank, one `POST /instance-operations/launch` (quantity 1, name
    `launcher-<cluster>-<rank>`), the name recorded (rest_records) BEFORE the call and
@@ -146,6 +147,10 @@ class LambdaCloud:
         settings = apply_overrides(self.settings(), req.settings.get("lambda") or {})
         api = self.api(settings)
         self._check_capacity(api, req)
+        if req.ports:
+            from launcher.clouds.lambda_.firewall import open_ports
+
+            open_ports(api, req.ports, req.region)
         user_key = ensure_user_key()
         key_name = self._ensure_key(api, req.ssh_public_key or user_key.public_key())
         launched: list[str] = []

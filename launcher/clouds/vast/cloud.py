@@ -8,7 +8,8 @@ provision (blocking, all or nothing): the user's SSH key registered on the accou
 (`GET/POST /ssh/`: Vast puts account keys on new instances) -> `POST /bundles/` for
 offers of the shape in the region, cheapest first -> for up to MAX_OFFERS offers: the
 label `launcher-<cluster>-0` recorded (rest_records) BEFORE `PUT /asks/<offer>/`
-(image, disk, label, `runtype: ssh_direc ssh_proxy`, `price` when a bid); an offer taken
+(image, disk, label, `runtype: ssh_direc ssh_proxy`, `price` when a bid, the task's
+ports as `-p N:N` in `env`); an offer taken
 meanwhile (`no_such_ask`) -> the next one -> `GET /instances/` until `actual_status`
 is `running` with the public IP and the host port mapped to 22/tcp -> the node waiter.
 Any failure (or Ctrl-C) destroys what was created (by id, and by label for a create
@@ -150,6 +151,7 @@ class VastCloud:
             raise InvalidRequestError(f"Vast offers are single hosts: max 1 node, asked for "
                                       f"{req.num_nodes}.", cloud=CLOUD, region=req.region)
         shape = parse_shape(req.instance_type)
+        env = port_env(req.ports)
         settings = apply_overrides(self.settings(), req.settings.get("vast") or {})
         api = self.api(settings)
         user_key = ensure_user_key()
@@ -163,7 +165,7 @@ class VastCloud:
                                 cloud=CLOUD, region=req.region)
         name = label(req.cluster_name)
         try:
-            iid = self._create(api, req, offers, name, settings, disk)
+            iid = self._create(api, req, offers, name, settings, disk, env)
             inst = self._wait_running(api, iid, req.region)
             ip, port = ssh_address(inst)
             node = NodeInfo(rank=0, node_id=iid, internal_ip=ip, external_ip=ip,
@@ -179,12 +181,12 @@ class VastCloud:
             raise
 
     def _create(self, api: VastAPI, req: ProvisionRequest, offers: list[dict[str, Any]],
-                name: str, settings: VastSettings, disk: int) -> str:
+                name: str, settings: VastSettings, disk: int, env: dict[str, str]) -> str:
         last: CapacityError | None = None
         for offer in offers[:MAX_OFFERS]:
             body: dict[str, Any] = {"client_id": "me", "image": req.image_id or settings.image,
                                     "disk": disk, "label": name, "runtype": "ssh_direc ssh_proxy",
-                                    "env": {}, "onstart": ""}
+                                    "env": env, "onstart": ""}
             if req.use_spot:
                 body["price"] = bid_price(offer)
             RECORDS.add_pending(req.cluster_name, name, req.region, spot=req.use_spot)
@@ -282,6 +284,25 @@ class VastCloud:
             if m:
                 out.setdefault(m.group(1), []).append(str(inst["id"]))
         return {k: sorted(v) for k, v in out.items()}
+
+
+def port_env(ports: tuple[str, ...]) -> dict[str, str]:
+    """The create body's `env` mapping each task port ("8080", "8000-8003": at most 32)
+    the docker way (`"-p 8080:8080": "1"`, as Vast's CLI sends `--env "-p ..."`); Vast
+    then lists the host port in `ports`. Raises InvalidRequestError."""
+    env: dict[str, str] = {}
+    for p in ports:
+        lo, _, hi = str(p).partition("-")
+        try:
+            a, b = int(lo), int(hi or lo)
+        except ValueError:
+            raise InvalidRequestError(f"ports: {p!r} is not a port or a range",
+                                      cloud=CLOUD) from None
+        if not 1 <= a <= b <= 65535 or b - a >= 32:
+            raise InvalidRequestError(f"ports: {p!r} is out of 1-65535 or over 32 ports",
+                                      cloud=CLOUD)
+        env.update({f"-p {n}:{n}": "1" for n in range(a, b + 1)})
+    return env
 
 
 def ssh_address(inst: dict[str, Any]) -> tuple[str, int]:

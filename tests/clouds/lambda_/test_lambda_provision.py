@@ -121,3 +121,17 @@ def test_key_file_and_check_without_network(lambda_fake: LambdaFake, tmp_path: P
     (tmp_path / ".lambda_cloud" / "lambda_keys").write_text("api_key = wrong\n")
     status = cloud().check()
     assert not status.enabled and "invalid-api-key" in status.reason
+
+
+def test_ports_open_firewall_rules_once(lambda_fake: LambdaFake) -> None:
+    c = cloud()
+    c.provision(req("p1", 1, ports=("8080", "9000-9010")))
+    assert [r["port_range"] for r in lambda_fake.firewall] == [[22, 22], [8080, 8080],
+                                                                [9000, 9010]]
+    c.provision(req("p2", 1, ports=("9005",)))  # covered already: no PUT
+    assert sum(1 for n, _ in lambda_fake.calls if n == "firewall-rules PUT") == 1
+    with pytest.raises(InvalidRequestError, match="not a port"):
+        c.provision(req("p3", 1, ports=("http",)))
+    c.terminate("p1")
+    c.terminate("p2")
+    assert lambda_fake.live() == []

@@ -172,3 +172,15 @@ def test_failover_to_the_next_region(vast_fake: VastFake) -> None:
                                       cloud_fn={"vast": cloud()}.__getitem__)
     assert [(a.region, a.error_type) for a in got.attempts] == [("Florida, US, NA", "CapacityError")]
     assert [i["geolocation"] for i in vast_fake.live()] == ["Vietnam, VN"]
+
+
+def test_ports_are_mapped_through_env(vast_fake: VastFake) -> None:
+    c = cloud()
+    info = c.provision(req("pt", ports=("8080", "9000-9001")))
+    inst = vast_fake.instances[info.head.node_id]
+    assert inst["_env"] == {"-p 8080:8080": "1", "-p 9000:9000": "1", "-p 9001:9001": "1"}
+    assert set(inst["ports"]) == {"22/tcp", "8080/tcp", "9000/tcp", "9001/tcp"}
+    with pytest.raises(InvalidRequestError, match="over 32"):
+        c.provision(req("pt2", ports=("1000-2000",)))
+    c.terminate("pt")
+    assert vast_fake.instances == {}
