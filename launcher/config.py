@@ -66,8 +66,8 @@ from pathlib import Path
 from typing import Any
 
 from launcher.config_azure import AzureSettings, parse_azure
-from launcher.config_nebius import NebiusSettings, parse_nebius
 from launcher.config_gpu_clouds import LambdaSettings, VastSettings, parse_lambda, parse_vast
+from launcher.config_nebius import NebiusSettings, parse_nebius
 from launcher.config_runpod import RunPodSettings, parse_runpod
 from launcher.errors import ConfigError
 
