@@ -118,21 +118,6 @@ def test_gcp_sdk_not_imported_without_gcp_credentials(args: list[str], tmp_path:
 
 
 @pytest.mark.parametrize("args", [["check"], ["launch", "--dryrun", "-y", "TASK"]])
-def test_runpod_needs_no_requests_without_a_key(
-    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No RUNPOD_API_KEY and no ~/.runpod/config.toml: `check` says so without importing
-    requests (no network), and a dry run of a RunPod task plans without it."""
-    monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    task = tmp_path / "t.yaml"
-    task.write_text("resources:\n  cloud: runpod\n  accelerators: A100-80GB:1\nrun: echo\n")
-    result = probe([str(task) if a == "TASK" else a for a in args], tmp_path / "home")
-    assert result["code"] in (0, 1), result
-    assert "requests" not in result["bad"], result  # type: ignore[operator]
-
-
-@pytest.mark.parametrize("args", [["check"], ["launch", "--dryrun", "-y", "TASK"]])
 def test_nebius_sdk_not_imported_without_nebius_credentials(
     args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
