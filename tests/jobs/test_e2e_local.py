@@ -164,7 +164,12 @@ def test_preempted_twice_resumes_from_checkpoint(tmp_path: Path, launcher_home: 
     lines = _logs(job.id)
     resumed = [int(m.group(1)) for ln in lines if (m := re.search(r"resuming from (\d+)", ln))]
     assert len(resumed) == 2 and all(r > 0 for r in resumed)  # not from 0
-    assert _counts(lines) == list(range(1, 41))  # every step exactly once, across attempts
+    # every step exactly once across attempts; the job prints a step only after saving it,
+    # so a preemption landing between the save and the print loses that one line - and
+    # only a step an attempt then resumed from may be missing
+    counts = _counts(lines)
+    assert counts == sorted(set(counts)), "a step ran twice"
+    assert set(range(1, 41)) - set(counts) <= set(resumed)
     assert sum("=== attempt" in ln and "on local/local" in ln for ln in lines) == 3
     assert _checkpoint(launcher_home, job.id) == 40
     assert any("done: counted to 40" in ln for ln in lines)
