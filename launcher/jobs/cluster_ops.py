@@ -281,7 +281,7 @@ def checkpoint_store_for(cloud: str, task: Task | None, task_id: str,
 
     The prefix is `<store>/<task id>` (the task id is stable across recoveries, so
     every attempt of a job reads and writes the same objects). The store is the
-    task's `checkpoint.store` when it is s3:// or gs://; else, for a task on AWS that asks for
+    task's `checkpoint.store` when it is s3://, gs:// or Azure Blob; else, for a task on AWS that asks for
     a checkpoint without a store, the config's `jobs.checkpoint_store`; else None
     (node-local only: `warn` says it will not survive the loss of a node). Stores of
     other schemes are not synced yet (`warn` says so). The interval is the config's
@@ -309,8 +309,8 @@ def checkpoint_store_for(cloud: str, task: Task | None, task_id: str,
 
     if store_of(store) is None:
         if warn is not None and cloud not in ("local", "ssh"):
-            warn(f"checkpoint: store {store} is not synced by the nodes yet (only s3:// "
-                 "and gs:// are).")
+            warn(f"checkpoint: store {store} is not synced by the nodes yet (only s3://, "
+                 "gs:// and Azure Blob are).")
         return None, None
     return f"{store.rstrip('/')}/{task_id}", interval
 

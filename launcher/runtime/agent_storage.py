@@ -1,7 +1,7 @@
 """The checkpoint store on the nodes: restore, periodic save, save on notice and at exit.
 STDLIB ONLY (shipped with the agent).
 
-A job spec with `checkpoint_store` (an s3:// or gs:// prefix, e.g. s3://bkt/run/<task-id>) and
+A job spec with `checkpoint_store` (an s3://, gs:// or Azure Blob prefix, e.g. s3://bkt/run/<task-id>) and
 `checkpoint_dir` (the node directory, LAUNCHER_CHECKPOINT_DIR) makes every rank's
 bash program (agent.rank_script) do, on its own node:
 
@@ -40,12 +40,17 @@ else:
 DEFAULT_SAVE_SECONDS = 300.0
 NODE_SCRIPT = '"$HOME"/.launcher-storage/bucket_sync.py'
 SCRIPT_IN_HOME = os.path.join(".launcher-storage", "bucket_sync.py")
-SYNCED_SCHEMES = ("s3://", "gs://")  # as storage_nodes.SCHEMES (this file imports no launcher)
+SYNCED_SCHEMES = ("s3://", "gs://", "az://")  # as storage_nodes.SCHEMES (no launcher import)
+BLOB_HOST = ".blob.core.windows.net/"  # https://ACCOUNT.blob.core.windows.net/CONTAINER/...
 
 
 def _active(spec: core.JobSpec) -> bool:
     store = getattr(spec, "checkpoint_store", None)
-    return bool(store and spec.checkpoint_dir and str(store).startswith(SYNCED_SCHEMES))
+    if not (store and spec.checkpoint_dir):
+        return False
+    text = str(store)
+    return text.startswith(SYNCED_SCHEMES) or (text.startswith("https://")
+                                               and BLOB_HOST in text)
 
 
 def _words(spec: core.JobSpec) -> tuple[str, str]:
@@ -56,7 +61,7 @@ def rank_hooks(spec: core.JobSpec) -> tuple[list[str], list[str], list[str]]:
     """(before, during, after) shell lines for agent.rank_script: `before` runs after
     the exports and before the run starts, `during` right after the run started (in
     job-control mode, so the saver gets its own process group), `after` once the run
-    and its leftovers are gone. All empty when the spec has no s3:// or gs:// store."""
+    and its leftovers are gone. All empty when the spec has no synced store."""
     if not _active(spec):
         return [], [], []
     store, cdir = _words(spec)

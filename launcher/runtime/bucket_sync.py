@@ -33,7 +33,9 @@ comes from the standard `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3` variables, wh
 client writes into `config.json` next to this script when it has them set (the
 variables on the node win).
 
-gs:// URIs (same commands, same contract) always use gcs_stdlib.py, shipped next to
+az:// (and https://ACCOUNT.blob.core.windows.net/...) URIs use blob_stdlib.py (SAS from
+the client-written `azure_sas.json` or `AZURE_STORAGE_SAS_TOKEN`); gs:// URIs (same
+commands, same contract) always use gcs_stdlib.py, shipped next to
 this script (the GCS JSON API; token: env `LAUNCHER_GCS_TOKEN`, the client-minted
 `gcs_token.json`, else the GCE metadata server; endpoint: `STORAGE_EMULATOR_HOST`,
 also forwarded through `config.json`).
@@ -52,7 +54,8 @@ from typing import Any
 
 CONFIG_NAME = "config.json"
 ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "STORAGE_EMULATOR_HOST")
-SCHEMES = ("s3://", "gs://")
+SCHEMES = ("s3://", "gs://", "az://")
+BLOB_HOST = ".blob.core.windows.net"
 
 
 class SyncError(Exception):
@@ -77,9 +80,23 @@ def load_config(path: str | None = None) -> dict:
     return doc
 
 
+def _blob_https(uri: str) -> bool:
+    return uri.startswith("https://") and uri[8:].split("/", 1)[0].endswith(BLOB_HOST)
+
+
 def split_uri(uri: str) -> tuple[str, str]:
-    """`s3://bucket/a/b` (or gs://) -> ("bucket", "a/b"). Raises SyncError for another
-    scheme."""
+    """`s3://bucket/a/b` (or gs://) -> ("bucket", "a/b"); Azure's `az://acct/cont/a/b`
+    and `https://acct.blob.core.windows.net/cont/a/b` -> ("acct/cont", "a/b").
+    Raises SyncError for another scheme."""
+    if _blob_https(uri):
+        host, _, rest = uri[8:].partition("/")
+        uri = f"az://{host[:-len(BLOB_HOST)]}/{rest}"
+    if uri.startswith("az://"):
+        account, _, rest = uri[5:].partition("/")
+        container, _, prefix = rest.partition("/")
+        if not account or not container:
+            raise SyncError(f"{uri}: expected az://ACCOUNT/CONTAINER[/PREFIX]")
+        return f"{account}/{container}", prefix
     if not uri.startswith(SCHEMES):
         raise SyncError(f"{uri}: only {', '.join(SCHEMES)} URIs are supported on the nodes")
     bucket, _, prefix = uri[5:].partition("/")
@@ -206,9 +223,12 @@ def _stdlib_module(name: str = "s3_stdlib") -> Any:
 
 
 def backend_for(uri: str) -> Any:
-    """The backend for `uri`'s scheme: the stdlib GCS client for gs://, else `backend()`."""
+    """The backend for `uri`'s scheme: the stdlib GCS client for gs://, the stdlib Blob
+    client for Azure URIs, else `backend()` (S3)."""
     if uri.startswith("gs://"):
         return _stdlib_module("gcs_stdlib").GCSClient()
+    if uri.startswith("az://") or _blob_https(uri):
+        return _stdlib_module("blob_stdlib").BlobClient()
     return backend()
 
 

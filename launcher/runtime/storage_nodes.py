@@ -1,14 +1,16 @@
-"""Buckets on the nodes: S3 / GCS file mounts (COPY) and the checkpoint store's node side.
+"""Buckets on the nodes: S3 / GCS / Azure Blob file mounts (COPY) and the checkpoint
+store's node side.
 
 Client-side orchestration; the bytes move node <-> bucket (launcher/runtime/bucket_sync.py,
 shipped to `~/.launcher-storage/` on every node). boto3 is only imported (through
 launcher.clouds.aws.storage) when a task really uses S3, requests/google-auth
-(launcher.clouds.gcp.storage) only when it uses gs://.
+(launcher.clouds.gcp.storage) only when it uses gs://; Azure needs no SDK
+(launcher.clouds.azure.storage signs SAS tokens with the account key).
 
-- `plan_bucket_copies(task)`: the s3:// and gs:// copies a launch makes, validated
-  without I/O. Raises FileMountError, naming the field, for what cannot run yet: MOUNT /
-  MOUNT_CACHED modes (no FUSE client on the nodes), other stores (azure, r2, ...) and
-  their URIs. Dry runs and cost queries never call it: they plan all of them.
+- `plan_bucket_copies(task)`: the s3://, gs:// and Azure (az://, https://ACCOUNT.blob.
+  core.windows.net) copies a launch makes, validated without I/O. Raises
+  FileMountError, naming the field, for what cannot run yet: MOUNT / MOUNT_CACHED modes
+  (no FUSE client on the nodes), other stores (r2, ibm, oci) and their URIs. Dry runs and cost queries never call it: they plan all of them.
 - `prepare_buckets(copies)`: client side, before the nodes copy: buckets named by
   storage mounts are created when missing, local `source` dirs uploaded to them.
 - `install_on_nodes(runners, cloud, stores)`: bucket_sync.py, its stdlib clients
@@ -17,7 +19,9 @@ launcher.clouds.aws.storage) when a task really uses S3, requests/google-auth
   credentials as `~/.aws/credentials` (0600) unless the nodes use an instance role
   (`aws.iam_instance_profile` in the config, on AWS; an SSH-pool host that has that
   file already keeps its own); for GCS a short-lived access token minted here
-  (`~/.launcher-storage/gcs_token.json`, 0600; ~1 h, renewed on every launch/recovery).
+  (`~/.launcher-storage/gcs_token.json`, 0600; ~1 h, renewed on every launch/recovery);
+  for Azure a container SAS per container used (`azure_sas.json`, 0600; 7 days, renewed
+  on every launch/recovery; the account key stays here).
 - `copy_to_nodes(runners, copies)`: every node downloads every copy, in parallel.
 """
 
@@ -43,7 +47,9 @@ S3_CLIENT = f"{STORAGE_DIR}/s3_stdlib.py"  # bucket_sync's S3 client when boto3 
 GCS_CLIENT = f"{STORAGE_DIR}/gcs_stdlib.py"  # bucket_sync's GCS client
 GCS_TOKEN = f"{STORAGE_DIR}/gcs_token.json"
 # The stores a launch syncs: store name -> URI scheme (others are refused at launch).
-SCHEMES = {"s3": "s3://", "gcs": "gs://"}
+SCHEMES = {"s3": "s3://", "gcs": "gs://", "azure": "az://"}
+AZURE_SAS = f"{STORAGE_DIR}/azure_sas.json"
+BLOB_HOST = ".blob.core.windows.net"
 COPY_TIMEOUT_S = 6 * 3600.0
 CREDENTIALS = "~/.aws/credentials"
 
@@ -83,15 +89,34 @@ class BucketCopy:
 
 
 def store_of(uri: str | None) -> str | None:
-    """The synced store (`s3`, `gcs`) a URI belongs to, or None."""
+    """The synced store (`s3`, `gcs`, `azure`) a URI belongs to, or None."""
+    if uri and str(uri).startswith("https://") and \
+            str(uri)[8:].split("/", 1)[0].endswith(BLOB_HOST):
+        return "azure"
     for store, scheme in SCHEMES.items():
         if uri and str(uri).startswith(scheme):
             return store
     return None
 
 
+def bucket_of(uri: str) -> str:
+    """The bucket a URI names: `s3://b/x` -> "b"; Azure (`az://acct/cont/x`,
+    `https://acct.blob.core.windows.net/cont/x`) -> "acct/cont"; "" when it names none."""
+    if store_of(uri) == "azure":
+        rest = uri[5:] if uri.startswith("az://") else \
+            uri[8:].replace(BLOB_HOST, "", 1)
+        account, _, rest = rest.partition("/")
+        container = rest.split("/", 1)[0]
+        return f"{account}/{container}" if account and container else ""
+    return uri.split("://", 1)[-1].split("/", 1)[0]
+
+
 def _storage_module(store: str) -> Any:
     """The client-side bucket module of `store` (lazy: imports its SDK only now)."""
+    if store == "azure":
+        from launcher.clouds.azure import storage as blob
+
+        return blob
     if store == "gcs":
         from launcher.clouds.gcp import storage as gcs
 
@@ -121,9 +146,10 @@ def plan_bucket_copies(task: Task) -> list[BucketCopy]:
         if store_of(source) is None:
             store = store_of_uri(source) or source.split("://", 1)[0]
             raise _refuse(task, where, f"copying {store} buckets ({source}) to nodes is not "
-                          "supported yet: only s3:// and gs:// work at launch (`launcher "
-                          "cost` and `launch --dryrun` accept it).")
-        if not source[5:].split("/", 1)[0]:
+                          "supported yet: only s3://, gs:// and Azure Blob (az://, https://"
+                          "ACCOUNT.blob.core.windows.net) work at launch (`launcher cost` "
+                          "and `launch --dryrun` accept it).")
+        if not bucket_of(source):
             raise _refuse(task, where, f"'{source}' names no bucket.")
         out.append(BucketCopy(remote=remote, uri=source, field=where))
     for remote, mount in task.storage_mounts.items():
@@ -134,12 +160,25 @@ def plan_bucket_copies(task: Task) -> list[BucketCopy]:
         if mount.store not in SCHEMES:
             raise _refuse(task, f"{where}.store", f"store '{mount.store}' is planned by "
                           "`launcher cost` and `launch --dryrun`, but launching with it is not "
-                          "supported yet; use `store: s3` or `store: gcs`.")
+                          "supported yet; use `store: s3`, `gcs` or `azure`.")
         if mount.mode != "COPY":
             raise _refuse(task, f"{where}.mode", MOUNT_REFUSAL.format(mode=mount.mode))
+        uri, create = mount.bucket_uri, mount.name
+        if mount.store == "azure":
+            from launcher.clouds.azure.storage import default_account
+
+            if mount.source is not None and not mount.source_is_local:
+                create = bucket_of(uri)
+            else:
+                account = default_account()
+                if account is None:
+                    raise _refuse(task, f"{where}.name", "a storage mount with `store: azure` "
+                                  "needs a storage account: set AZURE_STORAGE_ACCOUNT (or "
+                                  "AZURE_STORAGE_CONNECTION_STRING), or give an az:// source.")
+                uri, create = f"az://{account}/{mount.name}", f"{account}/{mount.name}"
         out.append(BucketCopy(
-            remote=remote, uri=mount.bucket_uri, field=where,
-            create_bucket=mount.name, upload_from=mount.source if mount.source_is_local else None,
+            remote=remote, uri=uri, field=where,
+            create_bucket=create, upload_from=mount.source if mount.source_is_local else None,
         ))
     return out
 
@@ -158,6 +197,16 @@ def require_credentials(task: Task, copies: Sequence[BucketCopy]) -> None:
                           "this machine (the nodes get a short-lived token minted from them), "
                           "and none are found: run `gcloud auth application-default login` "
                           "or set GOOGLE_APPLICATION_CREDENTIALS.")
+    for c in copies:
+        if c.store == "azure":
+            from launcher.clouds.azure.storage import account_key
+
+            account = bucket_of(c.uri).split("/", 1)[0]
+            if account_key(account) is None:
+                raise _refuse(task, c.field, f"copying from Azure Blob needs the key of "
+                              f"storage account {account!r} on this machine (the nodes get a "
+                              "container SAS signed with it): set AZURE_STORAGE_CONNECTION_"
+                              "STRING, or AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY.")
     copies = [c for c in copies if c.store == "s3"]
     if not copies:
         return
@@ -198,7 +247,7 @@ def prepare_buckets(copies: Sequence[BucketCopy],
 def ensure_store_bucket(store_uri: str) -> None:
     """Create the checkpoint store's bucket when missing. Raises StorageError."""
     storage = _storage_module(store_of(store_uri) or "s3")
-    bucket = store_uri[5:].split("/", 1)[0]
+    bucket = bucket_of(store_uri)
     try:
         storage.ensure_bucket(bucket)
     except LauncherError as exc:
@@ -218,11 +267,12 @@ def uses_instance_role(cloud: str | None) -> bool:
         return False
 
 
-def node_files(cloud: str | None, stores: Collection[str] = ("s3",)
-               ) -> dict[str, tuple[str, int]]:
+def node_files(cloud: str | None, stores: Collection[str] = ("s3",),
+               azure_buckets: Collection[str] = ()) -> dict[str, tuple[str, int]]:
     """node path -> (content, mode) of what every node of a bucket-using task gets:
-    the scripts, config.json (endpoints), and the credentials of the `stores` used.
-    Raises LauncherError (BucketError) when a GCS token cannot be minted."""
+    the scripts, config.json (endpoints), and the credentials of the `stores` used
+    (for Azure, a SAS per "ACCOUNT/CONTAINER" of `azure_buckets`). Raises LauncherError
+    (BucketError) when a GCS token or an Azure SAS cannot be minted."""
     here = resources.files("launcher.runtime")
     settings: dict[str, str] = {}
     for store in sorted(set(stores)):
@@ -231,12 +281,17 @@ def node_files(cloud: str | None, stores: Collection[str] = ("s3",)
         SCRIPT: (here.joinpath("bucket_sync.py").read_text("utf-8"), 0o700),
         S3_CLIENT: (here.joinpath("s3_stdlib.py").read_text("utf-8"), 0o600),
         GCS_CLIENT: (here.joinpath("gcs_stdlib.py").read_text("utf-8"), 0o600),
+        f"{STORAGE_DIR}/blob_stdlib.py": (here.joinpath("blob_stdlib.py").read_text("utf-8"),
+                                          0o600),
         f"{STORAGE_DIR}/config.json": (json.dumps(settings) + "\n", 0o600),
     }
     if "gcs" in stores:
         token, expires_at = _storage_module("gcs").access_token()
         files[GCS_TOKEN] = (json.dumps({"access_token": token, "expires_at": expires_at})
                             + "\n", 0o600)
+    if azure_buckets:
+        entries = _storage_module("azure").node_entries(set(azure_buckets))
+        files[AZURE_SAS] = (json.dumps(entries) + "\n", 0o600)
     if "s3" in stores and not uses_instance_role(cloud):
         from launcher.clouds.aws import storage
 
@@ -248,13 +303,14 @@ def node_files(cloud: str | None, stores: Collection[str] = ("s3",)
 
 
 def install_on_nodes(runners: Sequence[CommandRunner], cloud: str | None,
-                     stores: Collection[str] = ("s3",)) -> None:
+                     stores: Collection[str] = ("s3",),
+                     azure_buckets: Collection[str] = ()) -> None:
     """Put bucket_sync.py, its stdlib clients, its config and the credentials of `stores`
     (S3: unless an instance role) on every node. Blocking, parallel. Runner errors and
     BucketError (no GCS token) propagate."""
     from launcher.runtime.execution import parallel
 
-    files = node_files(cloud, stores)
+    files = node_files(cloud, stores, azure_buckets)
 
     def put(runner: CommandRunner) -> None:
         for path, (text, mode) in files.items():
@@ -295,7 +351,7 @@ def _node_target(remote: str) -> str:
 
 
 def checkpoint_store_active(store: str | None) -> bool:
-    """True for a checkpoint store the nodes sync themselves (s3://, gs://)."""
+    """True for a checkpoint store the nodes sync themselves (s3://, gs://, Azure)."""
     return store_of(store) is not None
 
 
@@ -309,12 +365,14 @@ def sync_storage(runners: Sequence[CommandRunner], task: Task, *, cloud: str | N
     if not copies and not checkpoint_store_active(checkpoint_store):
         return
     prepare_buckets(copies, on_event)
-    stores = {c.store for c in copies}
+    uris = [c.uri for c in copies]
     if checkpoint_store_active(checkpoint_store):
         ensure_store_bucket(str(checkpoint_store))
-        stores.add(store_of(checkpoint_store) or "s3")
+        uris.append(str(checkpoint_store))
+    stores = {store_of(u) or "s3" for u in uris}
+    azure = {bucket_of(u) for u in uris if store_of(u) == "azure"}
     try:
-        install_on_nodes(runners, cloud, stores)
+        install_on_nodes(runners, cloud, stores, azure)
     except LauncherError as exc:
         if isinstance(exc, StorageError):
             raise

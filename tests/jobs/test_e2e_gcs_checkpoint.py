@@ -55,7 +55,9 @@ def test_spot_job_resumes_from_the_step_saved_in_gcs(
     lines = _logs(job.id)
     resumed = [int(m.group(1)) for ln in lines if (m := re.search(r"resuming from (\d+)", ln))]
     assert resumed == [saved] and saved >= 5  # the step saved in GCS, not 0
-    assert any("launcher: restored 1 file(s)" in ln and "GCS" in ln for ln in lines)
+    # (1 file, or 2 when a periodic save caught the job's temporary file mid-rename)
+    assert any(re.search(r"launcher: restored [12] file\(s\).*GCS", ln)
+               for ln in lines), [ln for ln in lines if "launcher:" in ln]
     counts = _counts(lines)
     assert counts[-1] == 30 and set(range(1, 31)) <= set(counts)
     assert _saved_count(gcs) == 30  # the save at exit

@@ -1,0 +1,66 @@
+"""A managed spot job on the real local cloud whose checkpoint lives in Azure Blob (the REST
+fake on 127.0.0.1, SAS-checked): saved by the nodes while it runs, the node-local copy destroyed
+with the preempted cluster, restored from Blob by the recovery, resumed from the saved
+step. The twin of test_e2e_s3_checkpoint.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from launcher.api import jobs as api
+from tests.blob_fake import BlobFake, blob  # noqa: F401 - the fixture
+
+from .test_e2e_local import (  # noqa: F401  (fast_controller: autouse fixture)
+    _counts,
+    _logs,
+    _no_clusters_left,
+    _preempt,
+    _running_attempt,
+    _status,
+    _task,
+    _wait,
+    fast_controller,
+)
+
+
+def _saved_count(blob: BlobFake) -> int:  # noqa: F811
+    keys = [k for k in blob.keys("ckpt-bucket", "run/") if k.endswith("/count.json")]
+    if not keys:
+        return 0
+    return int(json.loads(blob.read("ckpt-bucket", keys[0]))["count"])
+
+
+def test_spot_job_resumes_from_the_step_saved_in_blob(
+        tmp_path: Path, launcher_home: Path, blob: BlobFake) -> None:  # noqa: F811
+    (launcher_home / "config.yaml").write_text("jobs:\n  checkpoint_save_interval: 0.5\n")
+    task = Path(_task(tmp_path, count_to=30, step_s=0.1))
+    task.write_text(task.read_text().replace(
+        "name: counter", "name: counter\ncheckpoint: {store: az://devacct/ckpt-bucket/run}"))
+    job = api.jobs_launch(str(task))
+    first = _running_attempt(job.id, 1)
+    _wait(lambda: _saved_count(blob) >= 5, what="a periodic save in Blob")
+    assert "ckpt-bucket" in blob.blobs  # created by the client (it did not exist)
+    api.jobs_controller_stop()  # so the recovery starts only once the disk copy is gone
+    _preempt(first)  # no notice: the nodes die without a last save
+    saved = _saved_count(blob)
+    local = launcher_home / "checkpoints" / str(job.id)
+    assert json.loads((local / "count.json").read_text())["count"] >= saved
+    shutil.rmtree(local)  # only Blob remembers the progress now
+    api.jobs_controller_start()
+    final = api.jobs_wait(job.id, timeout=90)
+    assert final.status == "SUCCEEDED" and final.recoveries == 1, _status(job.id)
+    lines = _logs(job.id)
+    resumed = [int(m.group(1)) for ln in lines if (m := re.search(r"resuming from (\d+)", ln))]
+    assert resumed == [saved] and saved >= 5  # the step saved in Blob, not 0
+    # (1 file, or 2 when a periodic save caught the job's temporary file mid-rename)
+    assert any(re.search(r"launcher: restored [12] file\(s\).*Azure Blob", ln)
+               for ln in lines), [ln for ln in lines if "launcher:" in ln]
+    counts = _counts(lines)
+    assert counts[-1] == 30 and set(range(1, 31)) <= set(counts)
+    assert _saved_count(blob) == 30  # the save at exit
+    keys = blob.keys("ckpt-bucket")  # one prefix per task id, stable across the recovery
+    assert len({k.rsplit("/", 1)[0] for k in keys if k.endswith("count.json")}) == 1
+    _no_clusters_left(launcher_home)
