@@ -168,7 +168,7 @@ def plan_bucket_copies(task: Task) -> list[BucketCopy]:
             from launcher.clouds.azure.storage import default_account
 
             if mount.source is not None and not mount.source_is_local:
-                create = bucket_of(uri)
+                create = bucket_of(uri) if mount.name else None
             else:
                 account = default_account()
                 if account is None:

@@ -192,3 +192,26 @@ def test_agent_restores_saves_periodically_and_at_exit(agent2: Agent, blob: Blob
     lines, _ = agent2.logs(job)
     for rank in (0, 1):
         assert f"(rank {rank}) restored 41" in lines
+
+
+def test_plan_accepts_s3_gs_and_azure_and_refuses_the_rest(tmp_path: Path,
+                                                          blob: BlobFake) -> None:  # noqa: F811
+    from launcher.runtime.storage_nodes import plan_bucket_copies
+
+    def task(mounts: str) -> Task:
+        path = tmp_path / "t.yaml"
+        path.write_text(f"resources: {{infra: local}}\nfile_mounts:\n{mounts}run: 'true'\n")
+        return Task.from_yaml(str(path))
+
+    copies = plan_bucket_copies(task(
+        "  ~/a: s3://b/x\n  ~/b: gs://b/y\n  ~/c: az://acct/cont/z\n"
+        "  ~/d: https://acct.blob.core.windows.net/cont/w\n"
+        "  ~/e: {name: made-here, store: azure, mode: COPY}\n"))
+    assert [(c.store, c.create_bucket) for c in copies] == [
+        ("s3", None), ("gcs", None), ("azure", None), ("azure", None),
+        ("azure", f"{blob.account}/made-here")]
+    assert copies[-1].uri == f"az://{blob.account}/made-here"
+    with pytest.raises(FileMountError, match=r"file_mounts\.~/r.*r2 buckets"):
+        plan_bucket_copies(task("  ~/r: r2://b/x\n"))
+    with pytest.raises(FileMountError, match=r"file_mounts\.~/c.*names no bucket"):
+        plan_bucket_copies(task("  ~/c: az://acct\n"))
