@@ -17,7 +17,9 @@ an injected node waiter); the SSH key is read from the cloud-init user data.
 `faults["InstanceService.Create"] = [kind, ...]` makes the next calls of that RPC fail
 (kinds: capacity, quota, auth, invalid, unavailable, internal; `op-capacity` /
 `op-quota` fail the operation instead of the call). `preempt(id)` stops a preemptible
-instance the way Nebius does (on_preemption STOP).
+instance the way Nebius does (on_preemption STOP). `hold = (rpc, index)` carries that
+call out and then holds its answer (`held` is set) until `release`: a client killed there
+has created the resource without learning its id.
 """
 
 from __future__ import annotations
@@ -125,6 +127,10 @@ class NebiusFake:
         self.faults: dict[str, list[str]] = {}
         self.calls: list[str] = []
         self.tokens: set[str] = set()
+        # (rpc, index): that call is carried out, then its answer held until `release`
+        self.hold: tuple[str, int] | None = None
+        self.held = threading.Event()
+        self.release = threading.Event()
         self._ids = itertools.count(1)
         self._server: Any = None
         self.endpoint = ""
@@ -203,6 +209,11 @@ class NebiusFake:
                     (("grpc-status-details-bin", status.SerializeToString()),))
                 context.abort(_CODES[kind], status.message)
             result = fn(request)
+            with self.lock:
+                hold = self.hold is not None and self.hold == (key, self.calls.count(key) - 1)
+            if hold:
+                self.held.set()
+                self.release.wait(30)
             if isinstance(result, grpc.StatusCode):
                 context.abort(result, f"{key}: not found")
             if kind and isinstance(result, Operation):
