@@ -99,6 +99,8 @@ def test_two_node_rdma_launch_exec_logs_down_on_nebius(nebius_cloud: NebiusFake,
         assert sum("rank=" in ln for ln in got_logs) == 2, got_logs
         rows = json.loads(_cli("status", "--refresh", "--json").stdout)
         assert [r["name"] for r in rows] == ["nbe2e"] and rows[0]["status"] == "UP", rows
+        check = [ln for ln in _cli("check").stdout.splitlines() if ln.startswith("nebius")]
+        assert check and "NEBIUS_IAM_TOKEN, project project-e00fake" in check[0], check
 
         api.down("nbe2e")
         fake.bodies.sync()
