@@ -363,15 +363,21 @@ class NebiusFake:
 
 # ---- pytest fixtures (imported by tests/clouds/nebius/conftest.py) ----
 
-LAB_RANGE = ".24/29"  # Nebius bodies' addresses inside the netns lab's /24 (6 hosts)
+# Nebius bodies' addresses inside the netns lab's /24: .2-.9 (below the .10+ that
+# automatic lab nodes take; .16/29 Lambda, .24/29 Vast, .32/27 Azure, .64+ AWS/GCP/RunPod)
+LAB_RANGES = (".0/29", ".8/31")
 FABRIC = "fabric-3"
 
 
+def _ranges(lab_subnet: str) -> list[str]:
+    base = ipaddress.ip_network(lab_subnet).network_address
+    return [f"{base + int(r[1:].split('/')[0])}/{r.split('/')[1]}" for r in LAB_RANGES]
+
+
 def lab_hosts(lab_subnet: str) -> list[str]:
-    net = ipaddress.ip_network(lab_subnet)
-    start, bits = LAB_RANGE[1:].split("/")
-    return [str(h) for h in ipaddress.ip_network(
-        f"{net.network_address + int(start)}/{bits}").hosts()]
+    """.2 to .9 of the lab's /24 (.0 is the network, .1 the bridge)."""
+    base = ipaddress.ip_network(lab_subnet).network_address
+    return [str(base + i) for i in range(2, 10)]
 
 
 def write_config(launcher_home: Path, endpoint: str, **extra: Any) -> None:
@@ -425,9 +431,8 @@ def nebius_cloud(request: pytest.FixtureRequest, nebius_fake: NebiusFake,
     if lab is None:
         pytest.skip("Nebius bodies need network-namespace sshd nodes (netns lab unavailable)")
     if id(lab) not in _reserved:
-        net = ipaddress.ip_network(lab.subnet)
-        start, bits = LAB_RANGE[1:].split("/")
-        lab.reserve(f"{net.network_address + int(start)}/{bits}")
+        for cidr in _ranges(lab.subnet):
+            lab.reserve(cidr)
         _reserved.add(id(lab))
     write_config(launcher_home, nebius_fake.endpoint, use_internal_ips=True, ssh_user="root")
     bodies = CloudBodies(lab, nebius_fake.list_instances, name="nebius").start()
