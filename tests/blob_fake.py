@@ -35,6 +35,9 @@ import pytest
 
 ACCOUNT = "devacct"
 KEY = base64.b64encode(b"fake-azure-storage-account-key!!").decode()
+BEARER = "entra-token-for-storage"  # what the fixture's fake credential hands out
+DELEGATION_KEY = base64.b64encode(b"user-delegation-key-of-the-fake!").decode()
+OID, TID = "11111111-2222-3333-4444-555555555555", "66666666-7777-8888-9999-000000000000"
 
 
 @dataclass
@@ -70,8 +73,8 @@ class BlobFake:
         with self.lock:
             return self.blobs[container][name][0].decode()
 
-    def sign(self, text: str) -> str:
-        return base64.b64encode(hmac.new(base64.b64decode(self.key), text.encode(),
+    def sign(self, text: str, key: str | None = None) -> str:
+        return base64.b64encode(hmac.new(base64.b64decode(key or self.key), text.encode(),
                                          hashlib.sha256).digest()).decode()
 
     def sas_error(self, q: dict[str, str], container: str, need: str) -> str | None:
@@ -79,7 +82,19 @@ class BlobFake:
         g = q.get
         if not g("sig") or not g("sv"):
             return "NoAuthenticationInformation"
-        if g("sr") == "c":
+        key = self.key
+        if g("sr") == "c" and g("skoid"):  # a user delegation SAS
+            if (g("skoid"), g("sktid"), g("sks")) != (OID, TID, "b"):
+                return "AuthenticationFailed"
+            key = DELEGATION_KEY
+            text = "\n".join([g("sp", ""), g("st", ""), g("se", ""),
+                              f"/blob/{self.account}/{container}", g("skoid", ""),
+                              g("sktid", ""), g("skt", ""), g("ske", ""), g("sks", ""),
+                              g("skv", ""), g("saoid", ""), g("suoid", ""), g("scid", ""),
+                              g("sip", ""), g("spr", ""), g("sv", ""), "c", "", g("ses", ""),
+                              g("rscc", ""), g("rscd", ""), g("rsce", ""), g("rscl", ""),
+                              g("rsct", "")])
+        elif g("sr") == "c":
             text = "\n".join([g("sp", ""), g("st", ""), g("se", ""),
                               f"/blob/{self.account}/{container}", g("si", ""), g("sip", ""),
                               g("spr", ""), g("sv", ""), "c", "", g("ses", ""), g("rscc", ""),
@@ -90,7 +105,7 @@ class BlobFake:
                               g("sv", ""), g("ses", "")]) + "\n"
         else:
             return "AuthenticationFailed"
-        if not hmac.compare_digest(self.sign(text), g("sig", "")):
+        if not hmac.compare_digest(self.sign(text, key), g("sig", "")):
             return "AuthenticationFailed"
         expiry = calendar.timegm(time.strptime(g("se", ""), "%Y-%m-%dT%H:%M:%SZ"))
         if expiry < time.time():
@@ -131,6 +146,21 @@ class _Handler(BaseHTTPRequestHandler):
         q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
         parts = url.path.split("/", 3)  # "", account, container, blob
         f.requests.append(f"{method} {url.path} {q.get('comp', '')}")
+        bearer = self.headers.get("Authorization") == f"Bearer {BEARER}"
+        if len(parts) >= 2 and parts[1] == f.account and (len(parts) == 2 or not parts[2]) \
+                and q.get("comp") == "userdelegationkey" and method == "POST":
+            if not bearer:
+                self._error(403, "AuthenticationFailed", "Server failed to authenticate.")
+                return
+            root = ET.fromstring(body)
+            doc = ('<?xml version="1.0" encoding="utf-8"?><UserDelegationKey>'
+                   f"<SignedOid>{OID}</SignedOid><SignedTid>{TID}</SignedTid>"
+                   f"<SignedStart>{root.findtext('Start')}</SignedStart>"
+                   f"<SignedExpiry>{root.findtext('Expiry')}</SignedExpiry>"
+                   "<SignedService>b</SignedService><SignedVersion>2021-08-06</SignedVersion>"
+                   f"<Value>{DELEGATION_KEY}</Value></UserDelegationKey>")
+            self._send(200, doc.encode(), {"Content-Type": "application/xml"})
+            return
         if len(parts) < 3 or parts[1] != f.account or not parts[2]:
             self._error(400, "InvalidUri", "The requested URI does not represent any resource.")
             return
@@ -140,7 +170,8 @@ class _Handler(BaseHTTPRequestHandler):
         container = urllib.parse.unquote(parts[2])
         name = urllib.parse.unquote(parts[3]) if len(parts) > 3 else ""
         need = {"GET": "l" if not name else "r", "PUT": "c" if not name else "w"}.get(method, "r")
-        denied = f.sas_error(q, container, need)
+        denied = None if bearer and not name and method == "PUT" else \
+            f.sas_error(q, container, need)
         if denied is not None:
             self._error(403, denied, "Server failed to authenticate the request." if
                         denied != "AuthorizationPermissionMismatch" else
@@ -223,7 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
             f.blobs[container][name] = (body, time.time())
             self._send(201)
 
-    do_GET = do_PUT = do_HEAD = _route  # noqa: N815
+    do_GET = do_PUT = do_HEAD = do_POST = _route  # noqa: N815
 
 
 @pytest.fixture

@@ -199,14 +199,15 @@ def require_credentials(task: Task, copies: Sequence[BucketCopy]) -> None:
                           "or set GOOGLE_APPLICATION_CREDENTIALS.")
     for c in copies:
         if c.store == "azure":
-            from launcher.clouds.azure.storage import account_key
+            from launcher.clouds.azure.storage import has_credentials
 
             account = bucket_of(c.uri).split("/", 1)[0]
-            if account_key(account) is None:
-                raise _refuse(task, c.field, f"copying from Azure Blob needs the key of "
+            if not has_credentials(account):
+                raise _refuse(task, c.field, f"copying from Azure Blob needs credentials for "
                               f"storage account {account!r} on this machine (the nodes get a "
-                              "container SAS signed with it): set AZURE_STORAGE_CONNECTION_"
-                              "STRING, or AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY.")
+                              "container SAS signed with them): set AZURE_STORAGE_CONNECTION_"
+                              "STRING, or AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY, or "
+                              "sign in with `az login` (a user delegation SAS).")
     copies = [c for c in copies if c.store == "s3"]
     if not copies:
         return

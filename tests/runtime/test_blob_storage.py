@@ -152,6 +152,7 @@ def test_blob_mount_without_a_key_is_refused_before_provisioning(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr("launcher.clouds.azure.session.local_credentials_source", lambda: None)
     path = tmp_path / "task.yaml"
     path.write_text("resources: {infra: local}\nfile_mounts:\n  ~/d: az://acct/c/x\n"
                     "run: 'true'\n")
@@ -215,3 +216,32 @@ def test_plan_accepts_s3_gs_and_azure_and_refuses_the_rest(tmp_path: Path,
         plan_bucket_copies(task("  ~/r: r2://b/x\n"))
     with pytest.raises(FileMountError, match=r"file_mounts\.~/c.*names no bucket"):
         plan_bucket_copies(task("  ~/c: az://acct\n"))
+
+
+def test_without_a_key_a_user_delegation_sas_from_entra_id(
+        blob: BlobFake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from types import SimpleNamespace
+
+    from tests.blob_fake import BEARER
+
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING",  # the endpoint only: no key
+                       f"AccountName={blob.account};BlobEndpoint={blob.endpoint}")
+    scopes: list[str] = []
+
+    class Credential:  # DefaultAzureCredential's interface
+        def get_token(self, scope: str) -> SimpleNamespace:
+            scopes.append(scope)
+            return SimpleNamespace(token=BEARER, expires_on=int(time.time()) + 3600)
+
+    monkeypatch.setattr(azure_storage, "_credential", Credential)
+    assert azure_storage.ensure_bucket(f"{blob.account}/ud") is True  # bearer auth
+    assert azure_storage.ensure_bucket(f"{blob.account}/ud") is False
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f.txt").write_text("x")
+    assert azure_storage.upload_dir(str(tmp_path / "src"), f"{blob.account}/ud") == (1, 1)
+    entries = azure_storage.node_entries({f"{blob.account}/ud"})
+    sas = entries[f"{blob.account}/ud"]["sas"]
+    assert "skoid=" in str(sas) and "sp=racwl" in str(sas)
+    assert blob_stdlib.BlobClient(entries).list(f"{blob.account}/ud", "") == {
+        "f.txt": (1, pytest.approx(time.time(), abs=5))}
+    assert scopes and set(scopes) == {"https://storage.azure.com/.default"}

@@ -6,7 +6,11 @@ node-side stdlib client (launcher/runtime/blob_stdlib.py).
 Credentials (the az CLI's standard variables; a key never leaves this machine):
 - `AZURE_STORAGE_CONNECTION_STRING` (`AccountName=...;AccountKey=...`, optionally
   `BlobEndpoint=...` — the endpoint override, e.g. Azurite or a private endpoint), or
-- `AZURE_STORAGE_ACCOUNT` + `AZURE_STORAGE_KEY`.
+- `AZURE_STORAGE_ACCOUNT` + `AZURE_STORAGE_KEY`; or, with no key for the account,
+- Microsoft Entra ID through `DefaultAzureCredential` (azure-identity, imported only
+  then): the nodes' SAS is then a *user delegation* SAS signed with a user delegation
+  key (Get User Delegation Key; the identity needs "Storage Blob Data Contributor"), and
+  containers are created with the bearer token.
 `AZURE_STORAGE_ACCOUNT` (else the connection string's account) is also the account of a
 storage mount with `store: azure` and a `name`.
 
@@ -27,12 +31,14 @@ import hmac
 import os
 import time
 import urllib.parse
+from typing import Any
 
 from launcher.errors import LauncherError
 
 SAS_VERSION = "2021-08-06"
-SAS_HOURS = 7 * 24
+SAS_HOURS = 7 * 24  # also the longest a user delegation key may live
 NODE_PERMISSIONS = "racwl"
+STORAGE_SCOPE = "https://storage.azure.com/.default"
 
 
 class BucketError(LauncherError):
@@ -100,9 +106,66 @@ def _key_or_fail(account: str) -> str:
     return key
 
 
+def _credential() -> Any:
+    """DefaultAzureCredential (lazy import). Tests replace this function."""
+    try:
+        from azure.identity import DefaultAzureCredential
+    except ImportError:
+        raise BucketError("no key for the storage account and no azure-identity to ask "
+                          "Entra ID (pip install 'launcher[azure]')") from None
+    return DefaultAzureCredential()
+
+
+def _bearer() -> str:
+    try:
+        return str(_credential().get_token(STORAGE_SCOPE).token)
+    except BucketError:
+        raise
+    except Exception as exc:  # azure.core ClientAuthenticationError and friends
+        raise BucketError(f"no Azure credentials for Blob storage: "
+                          f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                          ) from None
+
+
+def has_credentials(account: str) -> bool:
+    """A key for `account`, or somewhere DefaultAzureCredential may find an identity.
+    No network, no SDK."""
+    if account_key(account) is not None:
+        return True
+    from launcher.clouds.azure.session import local_credentials_source
+
+    return local_credentials_source() is not None
+
+
+def user_delegation_key(account: str, hours: float = SAS_HOURS) -> dict[str, str]:
+    """Get User Delegation Key (Entra ID bearer token): its Signed* fields and Value."""
+    import xml.etree.ElementTree as ET
+
+    import requests
+
+    now = time.time()
+    body = (f'<?xml version="1.0" encoding="utf-8"?><KeyInfo><Start>{_iso(now - 300)}</Start>'
+            f"<Expiry>{_iso(now + hours * 3600)}</Expiry></KeyInfo>")
+    try:
+        r = requests.post(f"{blob_endpoint(account)}/?restype=service&comp=userdelegationkey",
+                          data=body.encode(), timeout=60, headers={
+                              "Authorization": f"Bearer {_bearer()}",
+                              "x-ms-version": SAS_VERSION, "Content-Type": "application/xml"})
+    except requests.RequestException as exc:
+        raise BucketError(f"cannot reach Azure Blob for account {account!r}: {exc}") from None
+    if r.status_code != 200:
+        raise BucketError(f"cannot get a user delegation key for {account!r}: HTTP "
+                          f"{r.status_code} {r.headers.get('x-ms-error-code', '')}".rstrip())
+    root = ET.fromstring(r.content)
+    return {child.tag: child.text or "" for child in root}
+
+
 def container_sas(account: str, container: str, hours: float = SAS_HOURS,
                   permissions: str = NODE_PERMISSIONS) -> tuple[str, float]:
-    """(service SAS query string for the container, expiry epoch). Raises BucketError."""
+    """(SAS query string for the container, expiry epoch): a service SAS signed with the
+    account key, else a user delegation SAS (Entra ID). Raises BucketError."""
+    if account_key(account) is None:
+        return _delegation_sas(account, container, hours, permissions)
     now = time.time()
     st, se = _iso(now - 300), _iso(now + hours * 3600)
     fields = [permissions, st, se, f"/blob/{account}/{container}", "", "", "https,http",
@@ -110,6 +173,25 @@ def container_sas(account: str, container: str, hours: float = SAS_HOURS,
     sig = _sign(_key_or_fail(account), "\n".join(fields))
     query = {"sv": SAS_VERSION, "spr": "https,http", "st": st, "se": se, "sr": "c",
              "sp": permissions, "sig": sig}
+    return urllib.parse.urlencode(query), now + hours * 3600
+
+
+def _delegation_sas(account: str, container: str, hours: float, permissions: str
+                    ) -> tuple[str, float]:
+    key = user_delegation_key(account, hours)
+    now = time.time()
+    st, se = _iso(now - 300), _iso(now + hours * 3600)
+    skeys = ("SignedOid", "SignedTid", "SignedStart", "SignedExpiry", "SignedService",
+             "SignedVersion")
+    fields = [permissions, st, se, f"/blob/{account}/{container}",
+              *(key.get(k, "") for k in skeys), "", "", "", "", "https,http", SAS_VERSION,
+              "c", "", "", "", "", "", "", ""]
+    sig = _sign(key.get("Value", ""), "\n".join(fields))
+    query = {"sv": SAS_VERSION, "spr": "https,http", "st": st, "se": se, "sr": "c",
+             "sp": permissions, "skoid": key.get("SignedOid", ""),
+             "sktid": key.get("SignedTid", ""), "skt": key.get("SignedStart", ""),
+             "ske": key.get("SignedExpiry", ""), "sks": key.get("SignedService", ""),
+             "skv": key.get("SignedVersion", ""), "sig": sig}
     return urllib.parse.urlencode(query), now + hours * 3600
 
 
@@ -138,11 +220,14 @@ def ensure_bucket(bucket: str) -> bool:
     import requests
 
     account, container = _split(bucket)
-    url = (f"{blob_endpoint(account)}/{urllib.parse.quote(container)}?restype=container&"
-           + account_sas(account))
+    url = f"{blob_endpoint(account)}/{urllib.parse.quote(container)}?restype=container"
+    headers = {"x-ms-version": SAS_VERSION, "Content-Length": "0"}
+    if account_key(account) is not None:
+        url += "&" + account_sas(account)
+    else:
+        headers["Authorization"] = f"Bearer {_bearer()}"
     try:
-        r = requests.put(url, headers={"x-ms-version": SAS_VERSION, "Content-Length": "0"},
-                         timeout=60)
+        r = requests.put(url, headers=headers, timeout=60)
     except requests.RequestException as exc:
         raise BucketError(f"cannot reach Azure Blob for {bucket!r}: {exc}") from None
     if r.status_code == 201:
