@@ -35,15 +35,18 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from launcher.runtime import agent as core
+    from launcher.runtime import agent_disk as disk
     from launcher.runtime import agent_notices as notices
     from launcher.runtime import agent_storage as storage
 else:
     try:
         from . import agent as core
+        from . import agent_disk as disk
         from . import agent_notices as notices
         from . import agent_storage as storage
     except ImportError:  # on the node: a sibling of agent.py
         import agent as core
+        import agent_disk as disk
         import agent_notices as notices
         import agent_storage as storage
 
@@ -66,44 +69,6 @@ RESERVE_BYTES = 128 * 1024
 # The sources (local files, AWS/GCP/Azure metadata) live in agent_notices.py.
 NOTICE_SOURCES = notices.NOTICE_SOURCES
 
-
-
-# --------------------------------------------------------------------------- disk space
-
-SQLITE_FULL = 13
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    """True for "no space left" errors: OSError ENOSPC/EDQUOT, SQLite SQLITE_FULL."""
-    import errno
-
-    if isinstance(exc, OSError):
-        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    if isinstance(exc, sqlite3.Error):
-        code = getattr(exc, "sqlite_errorcode", None)
-        if isinstance(code, int) and code & 0xFF == SQLITE_FULL:
-            return True
-        return "disk is full" in str(exc)
-    return False
-
-
-def space_left(path: str) -> int:
-    """Bytes this process may still write on `path`'s file system (root may use the
-    blocks reserved for root)."""
-    st = os.statvfs(path)
-    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
-    return blocks * st.f_frsize
-
-
-def mark_truncated(paths: core.Paths, job_id: int) -> bool:
-    """Mark a job's logs truncated (an empty file: on a full disk it needs no data block;
-    the message is derived when read). True if the marker exists now."""
-    path = os.path.join(paths.job_dir(job_id), core.TRUNCATED_FILE)
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    except OSError:
-        return False
-    return True
 
 
 # --------------------------------------------------------------------------- supervision state
@@ -248,7 +213,7 @@ class Daemon:
             try:
                 return fn(*args)
             except (sqlite3.Error, OSError) as exc:
-                if not is_disk_full(exc):
+                if not disk.is_disk_full(exc):
                     raise
                 if attempt == 0 and self._release_reserve():
                     continue
@@ -272,7 +237,7 @@ class Daemon:
         except OSError:
             pass
         try:
-            if space_left(self.paths.home) < 4 * RESERVE_BYTES:
+            if disk.space_left(self.paths.home) < 4 * RESERVE_BYTES:
                 return
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
@@ -302,14 +267,14 @@ class Daemon:
         if job is not None and not job.truncated:
             jd = self.paths.job_dir(job.id)
             try:
-                full = space_left(jd) < DISK_FULL_BYTES
+                full = disk.space_left(jd) < DISK_FULL_BYTES
             except OSError:
                 full = False
             if full:
                 job.truncated = True
-                if not mark_truncated(self.paths, job.id):
+                if not disk.mark_truncated(self.paths.job_dir(job.id), core.TRUNCATED_FILE):
                     self._release_reserve()
-                    mark_truncated(self.paths, job.id)
+                    disk.mark_truncated(self.paths.job_dir(job.id), core.TRUNCATED_FILE)
                 self._event("disk_full", "log truncated: " + core.no_space_message(jd), job.id)
         if not self.reserve_held and (job is None or not job.truncated):
             self._ensure_reserve()
