@@ -3,6 +3,9 @@
     nebius:                  # every key optional (docs/nebius.md)
       project_id: project-e00...   # the parent id of everything created; default
                                 # NEBIUS_PROJECT_ID, else the CLI profile's parent-id
+      projects: {eu-north1: project-e00..., us-central1: project-e01...}
+                                # per region (Nebius projects are regional); when set,
+                                # only these regions are used (others: blocked)
       api_endpoint: api.nebius.cloud:443
                                 # another API address (private endpoint, proxy); every
                                 # service is reached there (the SDK's `domain` + a
@@ -35,7 +38,7 @@ from typing import Any
 from launcher.errors import ConfigError
 
 DEFAULT_ENDPOINT = "api.nebius.cloud:443"
-NEBIUS_KEYS = ("project_id", "api_endpoint", "plaintext", "credentials_file",
+NEBIUS_KEYS = ("project_id", "projects", "api_endpoint", "plaintext", "credentials_file",
                "use_internal_ips", "ssh_user", "subnet_id", "image_family",
                "cpu_image_family", "disk_size_gb", "fabrics")
 
@@ -45,6 +48,7 @@ class NebiusSettings:
     """The `nebius:` section (see the module docstring)."""
 
     project_id: str | None = None
+    projects: dict[str, str] = field(default_factory=dict)
     api_endpoint: str | None = None
     plaintext: bool = False
     credentials_file: str | None = None
@@ -69,6 +73,11 @@ class NebiusSettings:
 
     def project(self) -> str | None:
         return self.project_id or os.environ.get("NEBIUS_PROJECT_ID") or None
+
+    def project_for(self, region: str) -> str | None:
+        """The region's project when `projects` is set (None: not configured there),
+        else None (the caller falls back to `project()` / the CLI profile's)."""
+        return self.projects.get(region)
 
 
 def is_loopback(endpoint: str) -> bool:
@@ -117,12 +126,17 @@ def parse_nebius(body: Any, source: str) -> NebiusSettings:
     disk = body.get("disk_size_gb", 200)
     if not isinstance(disk, int) or isinstance(disk, bool) or disk < 10:
         raise _err(source, "nebius.disk_size_gb", f"expected an integer >= 10, got {disk!r}.")
+    projects_raw = body.get("projects") or {}
+    if not isinstance(projects_raw, dict) or not all(
+            isinstance(v, str) and v for v in projects_raw.values()):
+        raise _err(source, "nebius.projects", "expected a mapping of region -> project id.")
     fabrics_raw = body.get("fabrics") or {}
     if not isinstance(fabrics_raw, dict) or not all(
             isinstance(v, str) and v for v in fabrics_raw.values()):
         raise _err(source, "nebius.fabrics", "expected a mapping of region -> fabric name.")
     return NebiusSettings(
-        project_id=opt("project_id"), api_endpoint=endpoint, plaintext=flags["plaintext"],
+        project_id=opt("project_id"),
+        projects={str(k): str(v) for k, v in projects_raw.items()}, api_endpoint=endpoint, plaintext=flags["plaintext"],
         credentials_file=opt("credentials_file"), use_internal_ips=flags["use_internal_ips"],
         ssh_user=opt("ssh_user") or "ubuntu", subnet_id=opt("subnet_id"),
         image_family=opt("image_family") or "ubuntu22.04-cuda12",

@@ -1,7 +1,9 @@
 """`NebiusCloud`: the `nebius` cloud on the Nebius AI Cloud API (Cloud, SupportsOrphans).
 
-provision (blocking, all or nothing): record the cluster (records.py: project, region,
-names) -> for a multi-node InfiniBand placement a GPU cluster on the region's fabric
+provision (blocking, all or nothing): the region's project (`nebius.projects[<region>]`
+when that map is set: a region without one is a QuotaError, blocking the region; else
+`project_id` / NEBIUS_PROJECT_ID / the CLI profile's) -> record the cluster (records.py:
+project, region) -> for a multi-node InfiniBand placement a GPU cluster on the region's fabric
 (`nebius.fabrics[<region>]`; none configured: InvalidRequestError naming the key) -> the
 subnet (`nebius.subnet_id`, else the project's first) -> per rank boot disk + instance
 (provision.py) -> the node waiter (default: the SSH waiter shared with AWS: SSH up, host
@@ -36,6 +38,7 @@ from launcher.clouds.base import (
     NodeInfo,
     NodeState,
     ProvisionRequest,
+    QuotaError,
 )
 from launcher.clouds.nebius import records, shapes
 from launcher.config_nebius import NebiusSettings
@@ -155,7 +158,11 @@ class NebiusCloud:
                 "the console's GPU cluster page) in config.yaml", cloud=CLOUD,
                 region=req.region)
         session = self.session(settings)
-        project = self._project(session)
+        if settings.projects and req.region not in settings.projects:
+            raise QuotaError(f"no Nebius project configured for region {req.region} "
+                             f"(nebius.projects has {', '.join(sorted(settings.projects))})",
+                             cloud=CLOUD, region=req.region)
+        project = settings.project_for(req.region) or self._project(session)
         user_key = ensure_user_key()
         public_key = req.ssh_public_key or user_key.public_key()
         gpu = shapes.is_gpu_platform(platform)
@@ -233,6 +240,7 @@ class NebiusCloud:
 
         session = self.session()
         projects = {str(r["project"]) for r in records.recorded().values() if r.get("project")}
+        projects.update(session.settings.projects.values())
         if session.project():
             projects.add(str(session.project()))
         out: dict[str, list[str]] = {}

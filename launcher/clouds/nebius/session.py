@@ -133,10 +133,10 @@ def check_credentials(session: Session | None, settings: NebiusSettings) -> Cred
         return CredentialStatus(False, "no Nebius credentials (set NEBIUS_IAM_TOKEN, run "
                                 "`nebius profile create`, or set nebius.credentials_file)")
     session = session or Session(settings)
-    project = session.project()
+    project = session.project() or next(iter(sorted(settings.projects.values())), None)
     if not project:
-        return CredentialStatus(False, "no Nebius project: set nebius.project_id or "
-                                "NEBIUS_PROJECT_ID")
+        return CredentialStatus(False, "no Nebius project: set nebius.project_id, "
+                                "nebius.projects or NEBIUS_PROJECT_ID")
     try:
         from nebius.api.nebius.compute.v1 import ListInstancesRequest
 

@@ -185,3 +185,21 @@ def test_check_with_token_lists_the_project(nebius_fake: NebiusFake,
     nebius_fake.faults["InstanceService.List"] = ["auth"]
     status = NebiusCloud(timeouts=FAST).check()
     assert not status.enabled and "PERMISSION_DENIED" in status.reason
+
+
+def test_projects_per_region(nebius_fake: NebiusFake, launcher_home: Any) -> None:
+    """Nebius projects are regional: with `nebius.projects`, each region's resources go
+    to its project, and a region without one is a QuotaError (failover blocks it)."""
+    from launcher.clouds.base import QuotaError
+    from tests.nebius_fake import write_config
+
+    write_config(launcher_home, nebius_fake.endpoint,
+                 projects={"eu-north1": "project-e00north", "us-central1": "project-e01us"})
+    cloud = NebiusCloud(node_waiter=FakeWaiter(), timeouts=FAST)
+    cloud.provision(req(num_nodes=1))
+    assert {i.metadata.parent_id for i in nebius_fake.instances.values()} == {"project-e00north"}
+    assert cloud.list_tagged_clusters().keys() == {"c1"}
+    with pytest.raises(QuotaError, match="eu-west1"):
+        cloud.provision(req("c2", num_nodes=1, region="eu-west1"))
+    cloud.terminate("c1")
+    assert nebius_fake.inventory() == []
