@@ -16,7 +16,9 @@ the ranking says otherwise and the test follows it). eu-north1 is Nebius's only 
 with spot H100s, so once it is blocked by the preemption (it comes back only as the last
 tier) the next placement is RunPod: the relaunch must land there, on a fresh node whose
 local checkpoint directory is empty by construction (a new body), so the count can only
-resume from what S3 holds.
+resume from what S3 holds. The second case is the issue's own direction, by the user's
+choice: `ordered` puts RunPod (pinned to data center US-CA-1) first; RunPod interrupts the
+spot pod (EXITED, the body dies) and, US-CA-1 blocked, the relaunch lands on Nebius.
 
 The preemption is Nebius's own (`on_preemption: STOP`): the body dies at once, the
 instance becomes STOPPED; the controller must read PREEMPTED from the API, relaunch,
