@@ -1,4 +1,4 @@
-"""Which S3 prefix a managed job's checkpoint directory is synced with, and the
+"""Which bucket prefix a managed job's checkpoint directory is synced with, and the
 `jobs:` config section that sets the default store and the save interval."""
 
 from __future__ import annotations
@@ -37,9 +37,14 @@ def test_aws_default_store_from_config_else_a_warning(launcher_home: Path) -> No
     assert checkpoint_store_for("aws", _task(None), "t1") == (None, None)  # no checkpoint asked
 
 
-def test_other_schemes_are_not_synced_yet(launcher_home: Path) -> None:
+def test_gcs_and_azure_stores_are_synced_other_schemes_not_yet(launcher_home: Path) -> None:
+    assert checkpoint_store_for("gcp", _task({"store": "gs://b/x"}), "t1") == ("gs://b/x/t1", None)
+    assert checkpoint_store_for("azure", _task({"store": "az://acct/c/x"}), "t1") == (
+        "az://acct/c/x/t1", None)
+    https = "https://acct.blob.core.windows.net/c/x"
+    assert checkpoint_store_for("aws", _task({"store": https}), "t1") == (f"{https}/t1", None)
     warnings: list[str] = []
-    got = checkpoint_store_for("aws", _task({"store": "gs://b/x"}), "t1", warnings.append)
+    got = checkpoint_store_for("aws", _task({"store": "r2://b/x"}), "t1", warnings.append)
     assert got == (None, None) and "not synced" in warnings[0]
 
 

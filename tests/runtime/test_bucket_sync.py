@@ -68,7 +68,7 @@ def test_errors_are_one_line_and_exit_1(bucket: S3Server, tmp_path: Path) -> Non
     res = _run("restore", "s3://no-such-bucket/x", "ck", home=tmp_path)
     assert res.returncode == 1 and "bucket sync error" in res.stderr
     assert "NoSuchBucket" in res.stderr and "Traceback" not in res.stderr
-    assert _run("restore", "gs://b/x", "ck", home=tmp_path).returncode == 1
+    assert _run("restore", "r2://b/x", "ck", home=tmp_path).returncode == 1
     assert _run("frobnicate", "a", "b", home=tmp_path).returncode == 2
 
 

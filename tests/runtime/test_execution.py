@@ -64,9 +64,9 @@ def test_sync_workdir_and_file_mounts_to_every_node(tmp_path: Path) -> None:
     assert events and "2 node(s)" in events[0]
 
 
-def test_non_s3_bucket_file_mount_is_refused_clearly() -> None:
-    task = Task.from_dict({"file_mounts": {"~/ckpt": "gs://bucket/ckpt"}})
-    with pytest.raises(FileMountError, match="gcs buckets .* not supported yet"):
+def test_unsupported_bucket_file_mount_is_refused_clearly() -> None:
+    task = Task.from_dict({"file_mounts": {"~/ckpt": "r2://bucket/ckpt"}})
+    with pytest.raises(FileMountError, match="r2 buckets .* not supported yet"):
         sync_task_files(open_runners(_cluster("b", 1)), task)
 
 

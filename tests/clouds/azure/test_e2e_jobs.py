@@ -6,9 +6,10 @@ ARM endpoint from config.yaml, like any user's) launches a 2-node spot gang
 the VMs and their NICs disappear, the resource group stays: what a Spot eviction with
 policy Delete leaves). The controller must read PREEMPTED from ARM's own view (query),
 block the location (the bundled catalog has no Azure zones), relaunch in another
-location, and finish the job. Checkpoints in Azure Blob are not implemented yet (a
-task asking for an `az://` store is refused at planning): this job restarts from step 0,
-and the test asserts the relaunch, not a resume.
+location, and finish the job. This job keeps no checkpoint (a resume from an `az://`
+store is tested on the local cloud against the Blob fake, tests/jobs/
+test_e2e_blob_checkpoint.py): it restarts from step 0, and the test asserts the
+relaunch, not a resume.
 """
 
 from __future__ import annotations
