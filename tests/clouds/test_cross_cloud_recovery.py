@@ -3,7 +3,8 @@ other and resumes from the checkpoint the user's bucket holds (issue 11).
 
 Both GPU clouds are live in one test: the Nebius gRPC fake and the RunPod GraphQL fake,
 each with its own bodies watcher (sshd nodes in the one netns lab, in the address range
-each fixture reserves: Nebius .24/29, RunPod .240/28), plus moto's S3 on the lab's
+each fixture reserves: tests/nebius_fake.py LAB_RANGES, tests/runpod_fake.py LAB_RANGE,
+disjoint), plus moto's S3 on the lab's
 gateway for the checkpoint store `s3://ckpt-bucket/run` (AWS credentials configured, as
 a user who names an S3 bucket has them; the nodes get a copy and reach S3 with the
 stdlib client). AWS EC2 is not a launch target: the task is `any_of` over the two GPU
