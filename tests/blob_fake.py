@@ -1,5 +1,6 @@
-"""An Azure Blob Storage fake: a stdlib HTTP server on 127.0.0.1, path-style as Azurite
-(`http://127.0.0.1:PORT/ACCOUNT/CONTAINER/BLOB`).
+"""An Azure Blob Storage fake: a stdlib HTTP server on 127.0.0.1 (fixture `blob`) or on
+the netns lab's gateway (fixture `blob_on_lab`, for sshd nodes), path-style as Azurite
+(`http://HOST:PORT/ACCOUNT/CONTAINER/BLOB`).
 
 It speaks the REST API's wire shapes for what launcher uses
 (https://learn.microsoft.com/rest/api/storageservices/blob-service-rest-api): Create
@@ -257,21 +258,41 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_HEAD = do_POST = _route  # noqa: N815
 
 
-@pytest.fixture
-def blob(monkeypatch: pytest.MonkeyPatch) -> Iterator[BlobFake]:
-    """A fresh fake Blob service on 127.0.0.1; the standard connection string names its
-    account, key and endpoint (`BlobEndpoint`), as it would for Azurite."""
+def _serve(host: str, monkeypatch: pytest.MonkeyPatch) -> tuple[BlobFake, ThreadingHTTPServer]:
     fake = BlobFake()
     handler = type("Handler", (_Handler,), {"fake": fake})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer((host, 0), handler)
     server.daemon_threads = True
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    fake.url = f"http://{host}:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING",
                        f"DefaultEndpointsProtocol=http;AccountName={fake.account};"
                        f"AccountKey={fake.key};BlobEndpoint={fake.endpoint};")
     for var in ("AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN"):
         monkeypatch.delenv(var, raising=False)
+    return fake, server
+
+
+@pytest.fixture
+def blob(monkeypatch: pytest.MonkeyPatch) -> Iterator[BlobFake]:
+    """A fresh fake Blob service on 127.0.0.1; the standard connection string names its
+    account, key and endpoint (`BlobEndpoint`), as it would for Azurite."""
+    fake, server = _serve("127.0.0.1", monkeypatch)
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def blob_on_lab(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+                ) -> Iterator[BlobFake]:
+    """`blob`, but on the netns lab's gateway (`lab.gateway`: reachable from the host
+    and from inside every node namespace), for cloud nodes that save checkpoints to it;
+    the connection string's `BlobEndpoint` names that address."""
+    lab = request.getfixturevalue("netns_lab")
+    fake, server = _serve(lab.gateway, monkeypatch)
     try:
         yield fake
     finally:

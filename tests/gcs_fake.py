@@ -1,4 +1,5 @@
-"""A Google Cloud Storage JSON API fake: a stdlib HTTP server on 127.0.0.1.
+"""A Google Cloud Storage JSON API fake: a stdlib HTTP server on 127.0.0.1 (fixture
+`gcs`) or on the netns lab's gateway (fixture `gcs_on_lab`, for sshd nodes).
 
 It speaks the wire shapes of the real API for what launcher uses (see
 https://cloud.google.com/storage/docs/json_api/v1): buckets get/insert
@@ -204,20 +205,44 @@ class _Handler(BaseHTTPRequestHandler):
         self._route("PUT")
 
 
-@pytest.fixture
-def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[GCSFake]:
-    """A fresh fake GCS on 127.0.0.1; `STORAGE_EMULATOR_HOST` points at it and the
-    client "mints" its token from `LAUNCHER_GCS_TOKEN` (the fake's token)."""
+def _serve(host: str, monkeypatch: pytest.MonkeyPatch, project: str | None = "proj"
+           ) -> tuple[GCSFake, ThreadingHTTPServer]:
     fake = GCSFake()
     handler = type("Handler", (_Handler,), {"fake": fake})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer((host, 0), handler)
     server.daemon_threads = True
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    fake.url = f"http://{host}:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake.url)
     monkeypatch.setenv("LAUNCHER_GCS_TOKEN", fake.token)
-    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "proj")
+    if project is not None:
+        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", project)
+    return fake, server
+
+
+@pytest.fixture
+def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[GCSFake]:
+    """A fresh fake GCS on 127.0.0.1; `STORAGE_EMULATOR_HOST` points at it and the
+    client "mints" its token from `LAUNCHER_GCS_TOKEN` (the fake's token)."""
+    fake, server = _serve("127.0.0.1", monkeypatch)
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def gcs_on_lab(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+               ) -> Iterator[GCSFake]:
+    """`gcs`, but on the netns lab's gateway (`lab.gateway`: reachable from the host and
+    from inside every node namespace), for cloud nodes that save checkpoints to it.
+    Only the documented settings point at it (`STORAGE_EMULATOR_HOST`,
+    `LAUNCHER_GCS_TOKEN`); `GOOGLE_CLOUD_PROJECT` is left as the caller's fixtures set
+    it (the GCP fixtures clear it: the project comes from config.yaml)."""
+    lab = request.getfixturevalue("netns_lab")
+    fake, server = _serve(lab.gateway, monkeypatch, project=None)
     try:
         yield fake
     finally:

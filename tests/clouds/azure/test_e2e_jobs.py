@@ -6,14 +6,17 @@ ARM endpoint from config.yaml, like any user's) launches a 2-node spot gang
 the VMs and their NICs disappear, the resource group stays: what a Spot eviction with
 policy Delete leaves). The controller must read PREEMPTED from ARM's own view (query),
 block the location (the bundled catalog has no Azure zones), relaunch in another
-location, and finish the job. This job keeps no checkpoint (a resume from an `az://`
-store is tested on the local cloud against the Blob fake, tests/jobs/
-test_e2e_blob_checkpoint.py): it restarts from step 0, and the test asserts the
-relaunch, not a resume.
+location, and finish the job, which resumes from the checkpoint the nodes saved to
+`az://devacct/launcher-test-ckpt/run` (the Blob REST fake, tests/blob_fake.py, on the
+lab's gateway: reached from the host and from inside the node namespaces; the account
+key connection string's `BlobEndpoint` names it) with the nodes' stdlib Blob client,
+not from 0.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +27,7 @@ from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
 from tests import netns
 from tests.azure_fake import AzureFake, wait_until
+from tests.blob_fake import BlobFake, blob_on_lab  # noqa: F401 - the fixture
 
 pytestmark = [
     pytest.mark.netns,
@@ -34,12 +38,21 @@ pytestmark = [
 ]
 
 
+EXAMPLES = Path(__file__).resolve().parents[3] / "task_examples"
+CONTAINER = "launcher-test-ckpt"
+COUNT_TO = 30
+
+
 @pytest.fixture
-def spot_env(azure_cloud: AzureFake, monkeypatch: pytest.MonkeyPatch) -> Iterator[AzureFake]:
+def spot_env(azure_cloud: AzureFake, blob_on_lab: BlobFake, launcher_home: Path,  # noqa: F811
+             monkeypatch: pytest.MonkeyPatch) -> Iterator[AzureFake]:
     monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
     monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
     monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
+    monkeypatch.setenv("LAUNCHER_JOBS_LOG_SYNC_S", "0.5")
     monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
+    config = launcher_home / "config.yaml"
+    config.write_text(config.read_text() + "jobs:\n  checkpoint_save_interval: 1\n")
     try:
         yield azure_cloud
     finally:
@@ -50,23 +63,32 @@ def spot_env(azure_cloud: AzureFake, monkeypatch: pytest.MonkeyPatch) -> Iterato
             clusters.down(row.name)
 
 
-def _task(tmp_path: Path) -> str:
+def _task(tmp_path: Path, account: str) -> str:
+    run = ('if [ "$LAUNCHER_NODE_RANK" = 0 ]; then python3 count_resumable.py; '
+           "else echo worker up; fi")
     path = tmp_path / "spot.yaml"
     path.write_text(
-        "name: azspot\nnum_nodes: 2\n"
+        f"name: azspot\nnum_nodes: 2\nworkdir: {EXAMPLES}\n"
         "resources:\n  cloud: azure\n  instance_type: Standard_D2s_v5\n  use_spot: true\n"
-        "run: |\n"
-        '  if [ "$LAUNCHER_NODE_RANK" = 0 ]; then for i in $(seq 1 25); do echo step $i; '
-        "sleep 0.2; done; else echo worker up; fi\n"
+        f"checkpoint:\n  path: /root/ckpt\n  store: az://{account}/{CONTAINER}/run\n"
+        f"envs:\n  COUNT_TO: '{COUNT_TO}'\n  STEP_S: '0.15'\n  CKPT_EVERY: '1'\n"
+        f"run: |\n  {run}\n"
     )
     return str(path)
 
 
-def test_spot_gang_evicted_relaunches_in_another_location(spot_env: AzureFake,
-                                                          tmp_path: Path) -> None:
-    fake = spot_env
+def _saved_count(blob: BlobFake) -> int:  # noqa: F811
+    """The highest count in any checkpoint blob the nodes saved."""
+    counts = [int(json.loads(blob.read(CONTAINER, k))["count"])
+              for k in blob.keys(CONTAINER, "run/") if k.endswith("/count.json")]
+    return max(counts, default=0)
+
+
+def test_spot_gang_evicted_relaunches_in_another_location_and_resumes_from_blob(
+        spot_env: AzureFake, blob_on_lab: BlobFake, tmp_path: Path) -> None:  # noqa: F811
+    fake, blob = spot_env, blob_on_lab
     t0 = time.monotonic()
-    job = api.jobs_launch(_task(tmp_path))
+    job = api.jobs_launch(_task(tmp_path, blob.account))
     store = JobStore()
     try:
         wait_until(lambda: api.jobs_status(job.id).status == "RUNNING", 60, "RUNNING")
@@ -75,6 +97,9 @@ def test_spot_gang_evicted_relaunches_in_another_location(spot_env: AzureFake,
         vms = [v["id"] for v in fake.vms()]
         assert len(vms) == 2
         assert all(fake.vm(v)["properties"]["priority"] == "Spot" for v in vms)
+        wait_until(lambda: _saved_count(blob) >= 5, 20, "a checkpoint saved to Blob")
+        assert "127.0.0.1" not in blob.url  # on the lab's gateway: the nodes reached it
+        saved = _saved_count(blob)
         fake.evict(vms)  # no notice: the bodies die, the VMs are deleted
 
         final = api.jobs_wait(job.id, timeout=90)
@@ -88,7 +113,12 @@ def test_spot_gang_evicted_relaunches_in_another_location(spot_env: AzureFake,
         assert attempts[1].region != first.region, [(a.region, a.outcome) for a in attempts]
         lines: list[str] = []
         api.jobs_logs(job.id, lines.append, follow=False)
-        assert any("step 25" in ln for ln in lines), lines[-10:]
+        resumed = [int(m.group(1)) for ln in lines if (m := re.search(r"resuming from (\d+)", ln))]
+        assert resumed and resumed[-1] >= saved >= 5, (saved, resumed, lines[-20:])  # not 0
+        assert any(re.search(r"launcher: restored \d+ file\(s\).*Azure Blob", ln)
+                   for ln in lines), [ln for ln in lines if "launcher:" in ln]
+        assert any(f"done: counted to {COUNT_TO}" in ln for ln in lines), lines[-10:]
+        assert _saved_count(blob) == COUNT_TO  # the save at exit
         wait_until(lambda: fake.inventory() == [], 30, "nothing left in the ARM fake")
         print(f"azure spot job with one eviction: {time.monotonic() - t0:.1f}s", *reasons,
               sep="\n")

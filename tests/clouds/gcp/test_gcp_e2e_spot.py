@@ -3,12 +3,17 @@ GCE does it for `instanceTerminationAction: DELETE`: the bodies die (no notice),
 instances are deleted and the zone records a `compute.instances.preempted` operation.
 The controller (its own process, reaching the fake through the same documented
 settings) must see PREEMPTED in GCE's view, block the zone, relaunch in another zone
-of us-central1 and finish the job. GCS checkpoints are not built (docs/gcp.md): the
-job restarts from its start, so this test checks recovery, not resume.
+of us-central1 and finish the job, which resumes from the checkpoint the nodes saved
+to `gs://launcher-test-ckpt/run` (the GCS JSON API fake, tests/gcs_fake.py, on the
+lab's gateway: reached from the host and from inside the node namespaces, through the
+documented `STORAGE_EMULATOR_HOST` and `LAUNCHER_GCS_TOKEN`) with the nodes' stdlib
+GCS client, not from 0.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +24,7 @@ from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
 from tests import netns
 from tests.gcp_fake import GCPFake
+from tests.gcs_fake import GCSFake, gcs_on_lab  # noqa: F401 - the fixture
 
 pytestmark = [
     pytest.mark.netns,
@@ -27,12 +33,21 @@ pytestmark = [
 ]
 
 
+EXAMPLES = Path(__file__).resolve().parents[3] / "task_examples"
+BUCKET = "launcher-test-ckpt"
+COUNT_TO = 30
+
+
 @pytest.fixture
-def spot_env(gcp_cloud: GCPFake, monkeypatch: pytest.MonkeyPatch) -> Iterator[GCPFake]:
+def spot_env(gcp_cloud: GCPFake, gcs_on_lab: GCSFake, launcher_home: Path,  # noqa: F811
+             monkeypatch: pytest.MonkeyPatch) -> Iterator[GCPFake]:
     monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
     monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
     monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
+    monkeypatch.setenv("LAUNCHER_JOBS_LOG_SYNC_S", "0.5")
     monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
+    config = launcher_home / "config.yaml"
+    config.write_text(config.read_text() + "jobs:\n  checkpoint_save_interval: 1\n")
     try:
         yield gcp_cloud
     finally:
@@ -52,19 +67,30 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _saved_count(gcs: GCSFake) -> int:  # noqa: F811
+    """The highest count in any checkpoint object the nodes saved to GCS."""
+    counts = [int(json.loads(gcs.read(BUCKET, k))["count"])
+              for k in gcs.keys(BUCKET, "run/") if k.endswith("/count.json")]
+    return max(counts, default=0)
+
+
 def _names(fake: GCPFake, cluster: str) -> list[str]:
     return [i["name"] for i in fake.live() if i["labels"]["launcher-cluster"] == cluster]
 
 
-def test_spot_gang_preempted_by_gce_relaunches_in_another_zone(spot_env: GCPFake,
-                                                               tmp_path: Path) -> None:
-    fake = spot_env
+def test_spot_gang_preempted_by_gce_relaunches_in_another_zone_and_resumes_from_gcs(
+        spot_env: GCPFake, gcs_on_lab: GCSFake, tmp_path: Path) -> None:  # noqa: F811
+    fake, gcs = spot_env, gcs_on_lab
+    run = ('if [ "$LAUNCHER_NODE_RANK" = 0 ]; then python3 count_resumable.py; '
+           "else echo worker up; fi")
     task = tmp_path / "spot.yaml"
     task.write_text(
-        "name: spot\nnum_nodes: 2\n"
+        f"name: spot\nnum_nodes: 2\nworkdir: {EXAMPLES}\n"
         "resources:\n  cloud: gcp\n  region: us-central1\n  instance_type: n2-standard-2\n"
         "  use_spot: true\n"
-        "run: |\n  for i in $(seq 1 30); do echo step $i; sleep 0.1; done\n")
+        f"checkpoint:\n  path: /root/ckpt\n  store: gs://{BUCKET}/run\n"
+        f"envs:\n  COUNT_TO: '{COUNT_TO}'\n  STEP_S: '0.15'\n  CKPT_EVERY: '1'\n"
+        f"run: |\n  {run}\n")
     t0 = time.monotonic()
     job = api.jobs_launch(str(task))
     store = JobStore()
@@ -77,8 +103,11 @@ def test_spot_gang_preempted_by_gce_relaunches_in_another_zone(spot_env: GCPFake
         for inst in fake.live():
             assert inst["scheduling"]["provisioningModel"] == "SPOT"
             assert inst["scheduling"]["instanceTerminationAction"] == "DELETE"
+        _wait(lambda: _saved_count(gcs) >= 5, 20, "a checkpoint saved to GCS")
+        assert "127.0.0.1" not in gcs.url  # on the lab's gateway: the nodes reached it
+        saved = _saved_count(gcs)
 
-        fake.preempt(names)
+        fake.preempt(names)  # no notice: the bodies die without a last save
         final = api.jobs_wait(job.id, timeout=90)
         reasons = [e.reason for e in api.jobs_detail(job.id).events]
         assert final.status == "SUCCEEDED", reasons
@@ -91,6 +120,14 @@ def test_spot_gang_preempted_by_gce_relaunches_in_another_zone(spot_env: GCPFake
         preempted_ops = [o for o in fake.state.operations.values()
                          if o["operationType"] == "compute.instances.preempted"]
         assert len(preempted_ops) == 2
+
+        lines: list[str] = []
+        api.jobs_logs(job.id, lines.append, follow=False)
+        resumed = [int(m.group(1)) for ln in lines if (m := re.search(r"resuming from (\d+)", ln))]
+        assert resumed and resumed[-1] >= saved >= 5, (saved, resumed, lines[-20:])  # not 0
+        assert any(re.search(r"launcher: restored \d+ file\(s\).*GCS", ln) for ln in lines), \
+            [ln for ln in lines if "launcher:" in ln]
+        assert _saved_count(gcs) == COUNT_TO  # the save at exit
         _wait(lambda: fake.leaks()["instances"] == [], 30, "no instance left")
         print(f"spot job with one preemption: {time.monotonic() - t0:.1f}s", *reasons, sep="\n")
     finally:
