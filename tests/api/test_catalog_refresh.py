@@ -209,7 +209,7 @@ def test_unknown_cloud_is_a_usage_error() -> None:
     from launcher.errors import UsageError
 
     with pytest.raises(UsageError, match="no price fetcher for this cloud yet"):
-        refresh_api.catalog_refresh("lambda")
+        refresh_api.catalog_refresh("nebius")
 
 
 def test_store_written_by_another_version_is_ignored(launcher_home: Path) -> None:

@@ -104,5 +104,5 @@ def test_failed_refresh_exits_non_zero_and_keeps_the_rows(
 
 
 def test_refresh_of_a_cloud_without_fetcher_is_refused(launcher_home: Path) -> None:
-    proc = _run(launcher_home, {}, "catalog", "refresh", "--cloud", "lambda")
+    proc = _run(launcher_home, {}, "catalog", "refresh", "--cloud", "nebius")
     assert proc.returncode == 2 and "no price fetcher for this cloud yet" in proc.stderr
