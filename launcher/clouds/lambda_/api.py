@@ -20,7 +20,6 @@ HTTP 429 is retried (Retry-After honoured, at most MAX_RETRIES times, then Cloud
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from launcher.clouds.base import (
     InvalidRequestError,
     QuotaError,
 )
+from launcher.clouds.rest_cloud import request_json
 
 CLOUD = "lambda"
 MAX_RETRIES = 6
@@ -96,35 +96,10 @@ class LambdaAPI:
     def call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
              action: str, region: str | None = None) -> Any:
         """The `data` of a successful answer. Raises the typed errors above."""
-        import requests
-
-        url = f"{self.endpoint}/{path.lstrip('/')}"
-        headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
-        for attempt in range(MAX_RETRIES + 1):
-            try:
-                resp = requests.request(method, url, json=body, headers=headers,
-                                        timeout=self.timeout)
-            except requests.RequestException as exc:
-                raise CloudError(f"{action}: Lambda API unreachable at {self.endpoint}: {exc}",
-                                 cloud=CLOUD, region=region) from exc
-            try:
-                payload = resp.json()
-            except ValueError:
-                payload = None
-            if resp.status_code == 429 and attempt < MAX_RETRIES:
-                time.sleep(_retry_after(resp.headers.get("Retry-After"), attempt))
-                continue
-            if resp.status_code >= 400 or not isinstance(payload, dict) or "data" not in payload:
-                if resp.status_code == 429:
-                    raise CloudError(f"{action}: rate limited by the Lambda API "
-                                     f"({MAX_RETRIES} retries)", cloud=CLOUD, region=region)
-                raise error_for(resp.status_code, payload, action, region)
-            return payload["data"]
-        raise AssertionError("unreachable")
-
-
-def _retry_after(header: str | None, attempt: int) -> float:
-    try:
-        return max(0.0, min(float(header or ""), 30.0))
-    except ValueError:
-        return min(0.5 * 2 ** attempt, 8.0)
+        status, payload = request_json(
+            method, f"{self.endpoint}/{path.lstrip('/')}", body, key=self.key,
+            timeout=self.timeout, action=action, region=region, cloud=CLOUD, service="Lambda",
+            endpoint=self.endpoint, max_retries=MAX_RETRIES)
+        if status >= 400 or not isinstance(payload, dict) or "data" not in payload:
+            raise error_for(status, payload, action, region)
+        return payload["data"]

@@ -45,11 +45,16 @@ from launcher.clouds.base import (
     ProvisionRequest,
 )
 from launcher.clouds.lambda_.api import CLOUD, LambdaAPI, api_key, keys_file
+from launcher.clouds.rest_cloud import (
+    RestCloudBase,
+    by_cluster,
+    recorded_ids,
+    terminate_and_wait,
+    with_recorded,
+)
 from launcher.clouds.rest_records import Records
 from launcher.config_gpu_clouds import LambdaSettings
 
-NodeWaiter = Any  # Callable[[ClusterInfo, float], ClusterInfo] (aws/nodes.py)
-CHECK_TTL_S = 60.0
 _NAME = re.compile(r"^launcher-(.+)-(\d+)$")
 _STATES = {"booting": NodeState.PENDING, "active": NodeState.RUNNING,
            "unhealthy": NodeState.UNKNOWN, "terminating": NodeState.TERMINATED,
@@ -77,20 +82,12 @@ def _settings() -> LambdaSettings:
     return load_config().lambda_
 
 
-class LambdaCloud:
+class LambdaCloud(RestCloudBase[LambdaSettings, Timeouts]):
     """See the module docstring. Constructing it imports nothing and calls nothing."""
 
     name = CLOUD
-
-    def __init__(self, *, node_waiter: NodeWaiter = None, settings: LambdaSettings | None = None,
-                 timeouts: Timeouts = Timeouts()) -> None:
-        self._node_waiter = node_waiter
-        self._settings = settings
-        self._timeouts = timeouts
-        self._checked: tuple[float, str, CredentialStatus] | None = None
-
-    def settings(self) -> LambdaSettings:
-        return self._settings or _settings()
+    _load_settings = staticmethod(_settings)
+    _default_timeouts = Timeouts
 
     def api(self, settings: LambdaSettings | None = None) -> LambdaAPI:
         """The API client for the configured key; AuthError when there is none."""
@@ -102,13 +99,6 @@ class LambdaCloud:
                             f"'api_key = ...' to {keys_file()})", cloud=CLOUD)
         return LambdaAPI(found[0], (settings or self.settings()).endpoint())
 
-    def _waiter(self) -> NodeWaiter:
-        if self._node_waiter is None:
-            from launcher.clouds.aws.nodes import wait_for_ssh
-
-            return wait_for_ssh
-        return self._node_waiter
-
     # ---- Cloud ----
 
     def check(self) -> CredentialStatus:
@@ -118,16 +108,15 @@ class LambdaCloud:
         if found is None:
             return CredentialStatus(False, f"no API key: set LAMBDA_API_KEY or write "
                                            f"'api_key = ...' to {keys_file()}")
-        now = time.monotonic()
-        if self._checked and self._checked[1] == found[0] and now - self._checked[0] < CHECK_TTL_S:
-            return self._checked[2]
-        try:
-            self.api().call("GET", "ssh-keys", action="check credentials")
-        except Exception as exc:  # noqa: BLE001 - check never raises
-            return CredentialStatus(False, f"{found[1]}: {exc}")
-        status = CredentialStatus(True, f"API key from {found[1]} ({self.settings().endpoint()})")
-        self._checked = (now, found[0], status)
-        return status
+
+        def probe() -> CredentialStatus:
+            try:
+                self.api().call("GET", "ssh-keys", action="check credentials")
+            except Exception as exc:  # noqa: BLE001 - check never raises
+                return CredentialStatus(False, f"{found[1]}: {exc}")
+            return CredentialStatus(True, f"API key from {found[1]} ({self.settings().endpoint()})")
+
+        return self._cached_check(found[0], probe)
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
         """Create the gang (see the module docstring). Raises CapacityError, QuotaError,
@@ -235,10 +224,7 @@ class LambdaCloud:
             m = _NAME.match(str(inst.get("name") or ""))
             if m and m.group(1) == cluster:
                 out[str(inst["id"])] = _STATES.get(str(inst.get("status")), NodeState.UNKNOWN)
-        for entry in RECORDS.entries(cluster) or []:
-            if entry.instance_id and entry.instance_id not in out:
-                out[entry.instance_id] = NodeState.TERMINATED
-        return out
+        return with_recorded(out, RECORDS, cluster)
 
     def terminate(self, cluster: str) -> None:
         """Terminate every instance of `cluster` and wait; idempotent. Raises CloudError
@@ -248,34 +234,27 @@ class LambdaCloud:
         self._teardown(self.api(), cluster)
 
     def _teardown(self, api: LambdaAPI, cluster: str) -> None:
-        recorded = {e.instance_id for e in RECORDS.entries(cluster) or [] if e.instance_id}
-        deadline = time.monotonic() + self._timeouts.teardown
-        asked: set[str] = set()
-        while True:
-            live = [str(i["id"]) for i in self._list(api)
+        recorded = recorded_ids(RECORDS, cluster)
+
+        def live() -> list[str]:
+            return [str(i["id"]) for i in self._list(api)
                     if i.get("status") != "terminated" and (
                         str(i["id"]) in recorded or (
                             (m := _NAME.match(str(i.get("name") or ""))) and m.group(1) == cluster))]
-            if not live:
-                break
-            todo = [i for i in live if i not in asked]
-            if todo:  # also ones that appeared since (a launch whose answer was lost)
-                api.call("POST", "instance-operations/terminate", {"instance_ids": todo},
-                         action=f"terminate {cluster}")
-                asked.update(todo)
-            if time.monotonic() > deadline:
-                raise CloudError(f"instances {live} of {cluster} still listed after "
-                                 f"{self._timeouts.teardown:.0f}s", cloud=CLOUD)
-            time.sleep(min(self._timeouts.poll, 1.0))
+
+        def kill(todo: list[str]) -> None:
+            api.call("POST", "instance-operations/terminate", {"instance_ids": todo},
+                     action=f"terminate {cluster}")
+
+        terminate_and_wait(live, kill, cluster=cluster, cloud=CLOUD,
+                           timeout=self._timeouts.teardown, poll=self._timeouts.poll)
         RECORDS.drop_cluster(cluster)
 
     # ---- SupportsOrphans ----
 
     def list_tagged_clusters(self) -> dict[str, list[str]]:
         """cluster (from the instance name) -> ids of its live instances. Raises CloudError."""
-        out: dict[str, list[str]] = {}
-        for inst in self._list(self.api()):
-            m = _NAME.match(str(inst.get("name") or ""))
-            if m and inst.get("status") not in ("terminating", "terminated"):
-                out.setdefault(m.group(1), []).append(str(inst["id"]))
-        return {k: sorted(v) for k, v in out.items()}
+        return by_cluster(
+            (m.group(1), str(inst["id"])) for inst in self._list(self.api())
+            if (m := _NAME.match(str(inst.get("name") or "")))
+            and inst.get("status") not in ("terminating", "terminated"))

@@ -41,13 +41,12 @@ from launcher.clouds.base import (
     NodeState,
     ProvisionRequest,
 )
+from launcher.clouds.rest_cloud import RestCloudBase, by_cluster
 from launcher.clouds.runpod import api, instance_types, records
 from launcher.clouds.runpod.credentials import api_key
 from launcher.clouds.runpod.errors import CLOUD
 from launcher.config_runpod import RunPodSettings
 
-NodeWaiter = Any  # Callable[[ClusterInfo, float], ClusterInfo] (aws/nodes.py)
-CHECK_TTL_S = 60.0
 _NAME = re.compile(r"^launcher-(.+)-(\d+)$")
 _NOT_FOUND = re.compile(r"not found|does not exist|no pod", re.I)
 
@@ -72,20 +71,12 @@ def _settings() -> RunPodSettings:
     return load_config().runpod
 
 
-class RunPodCloud:
+class RunPodCloud(RestCloudBase[RunPodSettings, Timeouts]):
     """See the module docstring. Constructing it touches no network."""
 
     name = CLOUD
-
-    def __init__(self, *, node_waiter: NodeWaiter = None, settings: RunPodSettings | None = None,
-                 timeouts: Timeouts = Timeouts()) -> None:
-        self._node_waiter = node_waiter
-        self._settings = settings
-        self._timeouts = timeouts
-        self._checked: tuple[float, str, CredentialStatus] | None = None
-
-    def settings(self) -> RunPodSettings:
-        return self._settings or _settings()
+    _load_settings = staticmethod(_settings)
+    _default_timeouts = Timeouts
 
     def _client(self, settings: RunPodSettings | None = None) -> api.GraphQL:
         key, why = api_key()
@@ -94,13 +85,6 @@ class RunPodCloud:
 
             raise AuthError(f"RunPod: {why}", cloud=CLOUD)
         return api.GraphQL((settings or self.settings()).endpoint(), key)
-
-    def _waiter(self) -> NodeWaiter:
-        if self._node_waiter is None:
-            from launcher.clouds.aws.nodes import wait_for_ssh
-
-            return wait_for_ssh
-        return self._node_waiter
 
     # ---- Cloud ----
 
@@ -111,19 +95,18 @@ class RunPodCloud:
         if key is None:
             return CredentialStatus(False, why)
         endpoint = self.settings().endpoint()
-        now = time.monotonic()
-        if self._checked and self._checked[1] == endpoint and now - self._checked[0] < CHECK_TTL_S:
-            return self._checked[2]
-        try:
-            client = api.GraphQL(endpoint, key, timeout=10.0)
-            me = client.call(api.MYSELF, action="check key").get("myself") or {}
-        except CloudError as exc:
-            return CredentialStatus(False, str(exc))
-        except Exception as exc:  # never raises
-            return CredentialStatus(False, f"{type(exc).__name__}: {exc}")
-        status = CredentialStatus(True, f"{me.get('email') or me.get('id') or 'key'} ({why})")
-        self._checked = (now, endpoint, status)
-        return status
+
+        def probe() -> CredentialStatus:
+            try:
+                client = api.GraphQL(endpoint, key, timeout=10.0)
+                me = client.call(api.MYSELF, action="check key").get("myself") or {}
+            except CloudError as exc:
+                return CredentialStatus(False, str(exc))
+            except Exception as exc:  # never raises
+                return CredentialStatus(False, f"{type(exc).__name__}: {exc}")
+            return CredentialStatus(True, f"{me.get('email') or me.get('id') or 'key'} ({why})")
+
+        return self._cached_check(endpoint, probe)
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
         """Deploy the pod (see the module docstring). Raises CapacityError, QuotaError,
@@ -270,12 +253,8 @@ class RunPodCloud:
 
     def list_tagged_clusters(self) -> dict[str, list[str]]:
         """cluster -> ids of its pods (named `launcher-<cluster>-<rank>`). Raises CloudError."""
-        out: dict[str, list[str]] = {}
-        for p in self._pods(self._client()):
-            cluster = _cluster_of(p)
-            if cluster and str(p.get("desiredStatus")) != "TERMINATED":
-                out.setdefault(cluster, []).append(str(p["id"]))
-        return {k: sorted(v) for k, v in out.items()}
+        return by_cluster((_cluster_of(p), str(p["id"])) for p in self._pods(self._client())
+                          if str(p.get("desiredStatus")) != "TERMINATED")
 
 
 def _cluster_of(pod: dict[str, Any]) -> str | None:

@@ -17,7 +17,6 @@ HTTP 429 ("API requests too frequent") is retried (Retry-After honoured, MAX_RET
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from launcher.clouds.base import (
     CloudQuotaError,
     InvalidRequestError,
 )
+from launcher.clouds.rest_cloud import request_json
 
 CLOUD = "vast"
 MAX_RETRIES = 6
@@ -92,36 +92,11 @@ class VastAPI:
              action: str, region: str | None = None) -> Any:
         """The JSON of a successful answer (an object; `GET /ssh/` answers a list).
         Raises the typed errors above."""
-        import requests
-
-        url = f"{self.endpoint}/{path.lstrip('/')}"
-        headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
-        for attempt in range(MAX_RETRIES + 1):
-            try:
-                resp = requests.request(method, url, json=body, headers=headers,
-                                        timeout=self.timeout)
-            except requests.RequestException as exc:
-                raise CloudError(f"{action}: Vast API unreachable at {self.endpoint}: {exc}",
-                                 cloud=CLOUD, region=region) from exc
-            try:
-                payload = resp.json()
-            except ValueError:
-                payload = None
-            if resp.status_code == 429:
-                if attempt < MAX_RETRIES:
-                    time.sleep(_retry_after(resp.headers.get("Retry-After"), attempt))
-                    continue
-                raise CloudError(f"{action}: rate limited by the Vast API ({MAX_RETRIES} "
-                                 "retries)", cloud=CLOUD, region=region)
-            if resp.status_code >= 400 or not isinstance(payload, dict | list) or (
-                    isinstance(payload, dict) and payload.get("success") is False):
-                raise error_for(resp.status_code, payload, action, region)
-            return payload
-        raise AssertionError("unreachable")
-
-
-def _retry_after(header: str | None, attempt: int) -> float:
-    try:
-        return max(0.0, min(float(header or ""), 30.0))
-    except ValueError:
-        return min(0.5 * 2 ** attempt, 8.0)
+        status, payload = request_json(
+            method, f"{self.endpoint}/{path.lstrip('/')}", body, key=self.key,
+            timeout=self.timeout, action=action, region=region, cloud=CLOUD, service="Vast",
+            endpoint=self.endpoint, max_retries=MAX_RETRIES)
+        if status >= 400 or not isinstance(payload, dict | list) or (
+                isinstance(payload, dict) and payload.get("success") is False):
+            raise error_for(status, payload, action, region)
+        return payload

@@ -41,13 +41,18 @@ from launcher.clouds.base import (
     NodeState,
     ProvisionRequest,
 )
+from launcher.clouds.rest_cloud import (
+    RestCloudBase,
+    by_cluster,
+    recorded_ids,
+    terminate_and_wait,
+    with_recorded,
+)
 from launcher.clouds.rest_records import Records
 from launcher.clouds.vast.api import CLOUD, NotFound, VastAPI, api_key, key_files
 from launcher.clouds.vast.offers import bid_price, in_region, parse_shape, search_body
 from launcher.config_gpu_clouds import VastSettings
 
-NodeWaiter = Any  # Callable[[ClusterInfo, float], ClusterInfo] (aws/nodes.py)
-CHECK_TTL_S = 60.0
 MAX_OFFERS = 3
 _LABEL = re.compile(r"^launcher-(.+)-(\d+)$")
 RECORDS = Records(CLOUD)
@@ -89,20 +94,12 @@ def _settings() -> VastSettings:
     return load_config().vast
 
 
-class VastCloud:
+class VastCloud(RestCloudBase[VastSettings, Timeouts]):
     """See the module docstring. Constructing it imports nothing and calls nothing."""
 
     name = CLOUD
-
-    def __init__(self, *, node_waiter: NodeWaiter = None, settings: VastSettings | None = None,
-                 timeouts: Timeouts = Timeouts()) -> None:
-        self._node_waiter = node_waiter
-        self._settings = settings
-        self._timeouts = timeouts
-        self._checked: tuple[float, str, CredentialStatus] | None = None
-
-    def settings(self) -> VastSettings:
-        return self._settings or _settings()
+    _load_settings = staticmethod(_settings)
+    _default_timeouts = Timeouts
 
     def api(self, settings: VastSettings | None = None) -> VastAPI:
         """The API client for the configured key; AuthError when there is none."""
@@ -111,13 +108,6 @@ class VastCloud:
             raise AuthError(f"no Vast API key (set VAST_API_KEY or run `vastai set api-key`, "
                             f"which writes {key_files()[0]})", cloud=CLOUD)
         return VastAPI(found[0], (settings or self.settings()).endpoint())
-
-    def _waiter(self) -> NodeWaiter:
-        if self._node_waiter is None:
-            from launcher.clouds.aws.nodes import wait_for_ssh
-
-            return wait_for_ssh
-        return self._node_waiter
 
     # ---- Cloud ----
 
@@ -128,17 +118,16 @@ class VastCloud:
         if found is None:
             return CredentialStatus(False, f"no API key: set VAST_API_KEY or write it to "
                                            f"{key_files()[0]}")
-        now = time.monotonic()
-        if self._checked and self._checked[1] == found[0] and now - self._checked[0] < CHECK_TTL_S:
-            return self._checked[2]
-        try:
-            user = self.api().call("GET", "users/current/", action="check credentials")
-        except Exception as exc:  # noqa: BLE001 - check never raises
-            return CredentialStatus(False, f"{found[1]}: {exc}")
-        who = user.get("email") or user.get("username") or user.get("id") or "?"
-        status = CredentialStatus(True, f"{who} (API key from {found[1]})")
-        self._checked = (now, found[0], status)
-        return status
+
+        def probe() -> CredentialStatus:
+            try:
+                user = self.api().call("GET", "users/current/", action="check credentials")
+            except Exception as exc:  # noqa: BLE001 - check never raises
+                return CredentialStatus(False, f"{found[1]}: {exc}")
+            who = user.get("email") or user.get("username") or user.get("id") or "?"
+            return CredentialStatus(True, f"{who} (API key from {found[1]})")
+
+        return self._cached_check(found[0], probe)
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
         """Create the one node (see the module docstring). Raises CapacityError,
@@ -242,10 +231,7 @@ class VastCloud:
         listed = self._list(self.api())
         out = {str(i["id"]): node_state(i) for i in listed
                if str(i.get("label") or "") == label(cluster)}
-        for entry in RECORDS.entries(cluster) or []:
-            if entry.instance_id and entry.instance_id not in out:
-                out[entry.instance_id] = NodeState.TERMINATED
-        return out
+        return with_recorded(out, RECORDS, cluster)
 
     def terminate(self, cluster: str) -> None:
         """Destroy the cluster's instance and wait; idempotent. Raises CloudError (the
@@ -255,35 +241,27 @@ class VastCloud:
         self._teardown(self.api(), cluster)
 
     def _teardown(self, api: VastAPI, cluster: str) -> None:
-        recorded = {e.instance_id for e in RECORDS.entries(cluster) or [] if e.instance_id}
-        deadline = time.monotonic() + self._timeouts.teardown
-        asked: set[str] = set()
-        while True:
-            live = [str(i["id"]) for i in self._list(api)
+        recorded = recorded_ids(RECORDS, cluster)
+
+        def live() -> list[str]:
+            return [str(i["id"]) for i in self._list(api)
                     if str(i["id"]) in recorded or str(i.get("label") or "") == label(cluster)]
-            if not live:
-                break
-            for iid in live:
-                if iid not in asked:
-                    with contextlib.suppress(NotFound):
-                        api.call("DELETE", f"instances/{iid}/", action=f"destroy instance {iid}")
-                    asked.add(iid)
-            if time.monotonic() > deadline:
-                raise CloudError(f"instances {live} of {cluster} still listed after "
-                                 f"{self._timeouts.teardown:.0f}s", cloud=CLOUD)
-            time.sleep(min(self._timeouts.poll, 1.0))
+
+        def kill(todo: list[str]) -> None:
+            for iid in todo:
+                with contextlib.suppress(NotFound):
+                    api.call("DELETE", f"instances/{iid}/", action=f"destroy instance {iid}")
+
+        terminate_and_wait(live, kill, cluster=cluster, cloud=CLOUD,
+                           timeout=self._timeouts.teardown, poll=self._timeouts.poll)
         RECORDS.drop_cluster(cluster)
 
     # ---- SupportsOrphans ----
 
     def list_tagged_clusters(self) -> dict[str, list[str]]:
         """cluster (from the label) -> ids of its instances. Raises CloudError."""
-        out: dict[str, list[str]] = {}
-        for inst in self._list(self.api()):
-            m = _LABEL.match(str(inst.get("label") or ""))
-            if m:
-                out.setdefault(m.group(1), []).append(str(inst["id"]))
-        return {k: sorted(v) for k, v in out.items()}
+        return by_cluster((m.group(1), str(inst["id"])) for inst in self._list(self.api())
+                          if (m := _LABEL.match(str(inst.get("label") or ""))))
 
 
 def port_env(ports: tuple[str, ...]) -> dict[str, str]:
