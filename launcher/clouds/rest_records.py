@@ -10,16 +10,9 @@ Writes are atomic (temp file + rename) under an fcntl lock.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-from launcher.config import launcher_home
+from launcher.clouds.record_store import ClusterRecords
 
 
 @dataclass(frozen=True)
@@ -37,37 +30,8 @@ class Records:
 
     def __init__(self, cloud: str) -> None:
         self.cloud = cloud
-
-    def _path(self, cluster: str) -> Path:
-        if "/" in cluster or cluster.startswith("."):
-            raise ValueError(f"invalid cluster name {cluster!r}")
-        d = launcher_home() / self.cloud / "clusters"
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return d / f"{cluster}.json"
-
-    @staticmethod
-    def _read(path: Path) -> dict[str, Any]:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    @contextlib.contextmanager
-    def _update(self, cluster: str) -> Iterator[dict[str, Any]]:
-        path = self._path(cluster)
-        fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            data = self._read(path)
-            yield data
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(wfd, "w", encoding="utf-8") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-            os.replace(tmp, path)
-        finally:
-            os.close(fd)
+        self._store = ClusterRecords(cloud)
+        self._update = self._store.update
 
     def add_pending(self, cluster: str, name: str, region: str, spot: bool = False) -> None:
         """Record (before the create call) that `name` may come to exist. Idempotent."""
@@ -85,10 +49,9 @@ class Records:
 
     def entries(self, cluster: str) -> list[Entry] | None:
         """The recorded instances in name order; None when there is no record at all."""
-        path = self._path(cluster)
-        if not path.exists():
+        if not self._store.path(cluster).exists():
             return None
-        found = self._read(path).get("instances") or {}
+        found = self._store.read(cluster).get("instances") or {}
         return [Entry(name=str(n), region=str(v.get("region") or ""),
                       instance_id=str(v["id"]) if v.get("id") is not None else None,
                       spot=bool(v.get("spot")))
@@ -96,5 +59,4 @@ class Records:
 
     def drop_cluster(self, cluster: str) -> None:
         """Forget the cluster. Idempotent."""
-        with contextlib.suppress(FileNotFoundError):
-            self._path(cluster).unlink()
+        self._store.drop(cluster)

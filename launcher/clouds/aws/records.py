@@ -14,13 +14,13 @@ Writes are atomic (temp file + rename); updates of one file hold an fcntl lock.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from launcher.clouds.record_store import locked as _locked
+from launcher.clouds.record_store import read_json as _read
+from launcher.clouds.record_store import write_json as _write
 from launcher.config import launcher_home
 
 
@@ -35,32 +35,6 @@ def _subdir(name: str) -> Path:
     path = aws_dir() / name
     path.mkdir(exist_ok=True, mode=0o700)
     return path
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 # ---- cluster -> regions -------------------------------------------------------------

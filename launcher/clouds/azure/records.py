@@ -10,57 +10,14 @@ Writes are atomic (temp file + rename) under an fcntl lock.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from launcher.config import launcher_home
+from launcher.clouds.record_store import ClusterRecords, read_json
 
-
-def _dir() -> Path:
-    path = launcher_home() / "azure" / "clusters"
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path.parent, 0o700)
-    return path
-
-
-def _path(cluster: str) -> Path:
-    if "/" in cluster or cluster.startswith("."):
-        raise ValueError(f"invalid cluster name {cluster!r}")
-    return _dir() / f"{cluster}.json"
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _update(cluster: str) -> Iterator[dict[str, Any]]:
-    path = _path(cluster)
-    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        data = _read(path)
-        yield data
-        _write(path, data)
-    finally:
-        os.close(fd)
+_STORE = ClusterRecords("azure", private_parent=True)
+_path = _STORE.path
+_read = read_json
+_update = _STORE.update
 
 
 def add_group(cluster: str, group: str, location: str) -> None:
@@ -100,11 +57,10 @@ def gang(cluster: str) -> dict[str, Any] | None:
 
 def drop_cluster(cluster: str) -> None:
     """Forget the cluster. Idempotent."""
-    with contextlib.suppress(FileNotFoundError):
-        _path(cluster).unlink()
+    _STORE.drop(cluster)
 
 
 def recorded_clusters() -> dict[str, dict[str, str]]:
     """Every recorded cluster -> its groups."""
-    return {p.stem: {str(k): str(v) for k, v in (_read(p).get("groups") or {}).items()}
-            for p in sorted(_dir().glob("*.json"))}
+    return {c: {str(k): str(v) for k, v in (rec.get("groups") or {}).items()}
+            for c, rec in _STORE.all().items()}

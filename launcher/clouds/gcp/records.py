@@ -10,57 +10,12 @@ hold an fcntl lock.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from launcher.clouds.record_store import ClusterRecords, read_json
 
-from launcher.config import launcher_home
-
-
-def _dir() -> Path:
-    path = launcher_home() / "gcp" / "clusters"
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
-
-
-def _path(cluster: str) -> Path:
-    if "/" in cluster or cluster.startswith("."):
-        raise ValueError(f"invalid cluster name {cluster!r}")
-    return _dir() / f"{cluster}.json"
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _update(cluster: str) -> Iterator[dict[str, Any]]:
-    """The record, locked; written back when the block ends without error."""
-    path = _path(cluster)
-    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        data = _read(path)
-        yield data
-        _write(path, data)
-    finally:
-        os.close(fd)
+_STORE = ClusterRecords("gcp")
+_path = _STORE.path
+_read = read_json
+_update = _STORE.update
 
 
 def add_zone(cluster: str, zone: str) -> None:
@@ -115,11 +70,9 @@ def recorded_instances(cluster: str) -> tuple[str, list[str], bool] | None:
 
 def drop_cluster(cluster: str) -> None:
     """Forget the cluster's record. Idempotent."""
-    with contextlib.suppress(FileNotFoundError):
-        _path(cluster).unlink()
+    _STORE.drop(cluster)
 
 
 def recorded_clusters() -> dict[str, list[str]]:
     """Every recorded cluster -> its zones."""
-    return {p.stem: [str(z) for z in _read(p).get("zones") or []]
-            for p in sorted(_dir().glob("*.json"))}
+    return {c: [str(z) for z in rec.get("zones") or []] for c, rec in _STORE.all().items()}
