@@ -62,6 +62,23 @@ class SpotTrace:
         prices = self.prices[start:end] if self.prices is not None else None
         return SpotTrace(self.zone, self.gap_s, self.availability[start:end], prices, self.source)
 
+    def coarsen(self, factor: int) -> SpotTrace:
+        """Merge every `factor` ticks into one: a merged tick counts the instances available
+        during all of its ticks (the minimum), its price is their mean; a trailing partial
+        group is dropped. Used to replay fine traces at a coarser decision tick."""
+        if factor < 1:
+            raise ValueError(f"factor must be >= 1, got {factor}")
+        if factor == 1:
+            return self
+        n = self.n_ticks // factor
+        if n == 0:
+            raise TraceError(f"{self.source or self.zone}: shorter than {factor} ticks")
+        avail = tuple(min(self.availability[i * factor : (i + 1) * factor]) for i in range(n))
+        prices = None
+        if self.prices is not None:
+            prices = tuple(sum(self.prices[i * factor : (i + 1) * factor]) / factor for i in range(n))
+        return SpotTrace(self.zone, self.gap_s * factor, avail, prices, self.source)
+
 
 def _zone_from_name(path: Path) -> str:
     return path.stem.split("_", 1)[0] or path.stem
