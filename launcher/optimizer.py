@@ -28,14 +28,30 @@ the first one that fails is the offer's rejection reason):
 
 A placement is `num_nodes` nodes of one offer, so all nodes share one zone (or one
 region where the offer has no zone).
+
+Expected cost (spot): with a `SpotCostModel`, a spot placement is ranked on its
+expected cost to finish W hours of work, not on its list price. A gang of n nodes is
+interrupted when any node is, at rate lambda = n x the node's interruption rate per
+hour (the model's `rates`, plus what recovery observed: `observed`). Each
+interruption costs R hours of paid time without progress (provisioning + setup + the
+work since the last checkpoint: `restart_overhead_hours`). With interruptions a
+Poisson process over all paid time (overhead included), the expected paid time T
+satisfies T = W + R x (lambda x T), so T = W / (1 - lambda x R): the expected cost is
+the list cost x 1 / (1 - lambda x R) (infinite when lambda x R >= 1: in expectation
+the job never finishes). The factor does not depend on W, so the order does not
+either; W only scales `expected_cost`. On-demand placements: expected cost = list
+cost. Without a model (`spot=None`) every expected cost is the list cost, so the
+ranking is the list-price ranking.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from launcher.catalog.interruption import InterruptionRate
 from launcher.catalog.offer import NAMED_ONLY_CLOUDS, WHOLE_HOST_CLOUDS, Offer, fabric_satisfies
 from launcher.resources import ResourceCandidate
 
@@ -75,6 +91,63 @@ class Blocked:
         return bool(self.clouds or self.regions or self.zones)
 
 
+# Restart overhead when the task gives none: 10 min to provision and set up again,
+# plus half of a 30-minute checkpoint interval of lost work (docs/spot.md).
+DEFAULT_RESTART_OVERHEAD_HOURS = 10 / 60 + 0.5 * (30 / 60)
+# Work assumed by dry runs that give no --hours (and no job_recovery duration): one hour,
+# so `expected_cost` reads as "$ per hour of work".
+DEFAULT_WORK_HOURS = 1.0
+
+Place = tuple[str, str, "str | None"]  # (cloud, region, zone); zone None = the whole region
+
+
+class RateSource(Protocol):
+    """Interruption rates by offer (launcher.catalog.interruption.InterruptionTable)."""
+
+    def rate(self, cloud: str, region: str, instance_type: str) -> InterruptionRate: ...
+
+
+@dataclass(frozen=True)
+class SpotCostModel:
+    """How the optimizer costs spot placements (see the module docstring).
+
+    `rates`: a node's interruption rate per offer (data: catalog/interruption.py).
+    `observed`: extra per-node rate that recovery saw (recent preemptions), keyed by
+    (cloud, region, zone) for a zone or (cloud, region, None) for a whole region; both
+    apply to an offer in that zone. `restart_overhead_hours`: R. `work_hours`: W when
+    `rank` gets no `hours`."""
+
+    rates: RateSource
+    restart_overhead_hours: float = DEFAULT_RESTART_OVERHEAD_HOURS
+    work_hours: float = DEFAULT_WORK_HOURS
+    observed: Mapping[Place, InterruptionRate] = field(default_factory=dict)
+
+    def node_rate(self, o: Offer) -> InterruptionRate:
+        """The rate one node of `o` is interrupted at, with its source: the data's rate
+        plus what recovery observed in its zone and in its region."""
+        base = self.rates.rate(o.cloud, o.region, o.instance_type)
+        if not self.observed:
+            return base
+        keys: tuple[Place, ...] = (
+            ((o.cloud, o.region, o.zone), (o.cloud, o.region, None))
+            if o.zone is not None else ((o.cloud, o.region, None),)
+        )
+        seen = [r for k in keys if (r := self.observed.get(k)) is not None]
+        if not seen:
+            return base
+        return InterruptionRate(
+            base.per_hour + sum(r.per_hour for r in seen),
+            "; ".join([base.source, *(r.source for r in seen)]),
+        )
+
+
+def expected_cost_factor(gang_rate_per_hour: float, restart_overhead_hours: float) -> float:
+    """Expected paid hours per hour of work: 1 / (1 - lambda x R) (see the module
+    docstring); math.inf when lambda x R >= 1."""
+    load = gang_rate_per_hour * restart_overhead_hours
+    return math.inf if load >= 1.0 else 1.0 / (1.0 - load)
+
+
 @dataclass(frozen=True)
 class Placement:
     """One way to run the task: `num_nodes` nodes of one offer, all in one zone/region."""
@@ -94,6 +167,24 @@ class Placement:
     fabric_gbps: float | None
     offer: Offer = field(repr=False, compare=False)
     candidate: ResourceCandidate = field(repr=False, compare=False)
+    # Expected cost (module docstring), set when `rank` had a SpotCostModel (else None).
+    # On-demand: expected_hourly_cost = hourly_cost, rate and source None.
+    expected_hourly_cost: float | None = None  # $ per hour of work, all nodes (inf: never)
+    expected_cost: float | None = None  # expected_hourly_cost x work hours
+    interruption_rate_per_hour: float | None = None  # per node
+    interruption_source: str | None = None
+
+    @property
+    def list_price_per_hour(self) -> float:
+        """The list price of the whole placement per hour (= hourly_cost)."""
+        return self.hourly_cost
+
+    @property
+    def ranking_cost(self) -> float:
+        """What the ranking sorted on: the expected hourly cost when known, else the
+        list price."""
+        e = self.expected_hourly_cost
+        return self.hourly_cost if e is None else e
 
 
 @dataclass(frozen=True)
@@ -483,7 +574,9 @@ def _new_placement(
     price: float,
     hourly: float,
     total: float | None,
+    expected: tuple[float, float | None, InterruptionRate | None] | None = None,
 ) -> Placement:
+    """`expected`: (expected hourly cost, expected cost, node rate) under a model."""
     p = _new(Placement)
     p.__dict__.update(
         cloud=o.cloud,
@@ -501,6 +594,12 @@ def _new_placement(
         fabric_gbps=o.fabric_gbps,
         offer=o,
         candidate=cand,
+        expected_hourly_cost=None if expected is None else expected[0],
+        expected_cost=None if expected is None else expected[1],
+        interruption_rate_per_hour=(
+            None if expected is None or expected[2] is None else expected[2].per_hour),
+        interruption_source=(
+            None if expected is None or expected[2] is None else expected[2].source),
     )
     return p
 
@@ -520,12 +619,16 @@ def rank(
     hours: float | None = None,
     *,
     include_local: bool = False,
+    spot: SpotCostModel | None = None,
 ) -> Ranking:
     """Rank `offers` for `task`. Deterministic; never raises for an unsatisfiable task
     (an empty `placements` with reasons in `rejected` says why).
 
-    Placements are sorted by (candidate preference, hourly cost, cloud, region, zone,
-    instance type, on-demand before spot); only the best placement per (offer, market)
+    Placements are sorted by (candidate preference, expected hourly cost, cloud, region,
+    zone, instance type, on-demand before spot); the expected hourly cost is the list
+    hourly cost unless `spot` is given, which costs spot placements by their expected
+    cost to finish (module docstring) and fills each placement's expected_* and
+    interruption_* fields; only the best placement per (offer, market)
     is kept. Every offer that served no candidate gets one `Rejection`: the first failing
     check of the most-preferred candidate asking for the offer's accelerator (or of the
     first candidate when none does). `include_local=True` lets candidates that name no
@@ -552,7 +655,11 @@ def rank(
     # price depends only on the market, so the first matcher to serve a slot is its best.
     taken: set[tuple[int, bool]] = set()
     served: set[int] = set()
-    entries: list[tuple[int, float, str, str, str, str, bool, int, _Matcher, float]] = []
+    entries: list[tuple[int, float, str, str, str, str, bool, int, _Matcher, float, float,
+                        InterruptionRate | None]] = []
+    # (cloud, region, zone, type) -> (node rate, expected-cost factor): rows repeat types
+    rate_cache: dict[tuple[str, str, str | None, str], tuple[InterruptionRate, float]] = {}
+    overhead = spot.restart_overhead_hours if spot is not None else 0.0
     for m in matchers:
         if m.acc is not None:
             idxs: Iterable[int] = by_acc.get(m.acc, ())
@@ -561,9 +668,10 @@ def rank(
         else:
             idxs = range(len(offer_list))  # an instance type was named: any offer may be it
         pref = m.cand.preference
-        spot = m.spot
+        market_spot = m.spot
+        costed = spot is not None and market_spot
         for i in idxs:
-            slot = (i, spot)
+            slot = (i, market_spot)
             if slot in taken:
                 continue
             o = offer_list[i]
@@ -572,22 +680,39 @@ def rank(
                 continue
             taken.add(slot)
             served.add(i)
+            hourly = price * num_nodes
+            rate: InterruptionRate | None = None
+            if costed:
+                assert spot is not None
+                key = (o.cloud, o.region, o.zone, o.instance_type)
+                hit = rate_cache.get(key)
+                if hit is None:
+                    r = spot.node_rate(o)
+                    hit = rate_cache[key] = (
+                        r, expected_cost_factor(r.per_hour * num_nodes, overhead))
+                rate, factor = hit
+                ranked = hourly * factor
+            else:
+                ranked = hourly
             entries.append(
                 (
                     pref,
-                    price * num_nodes,
+                    ranked,
                     o.cloud,
                     o.region,
                     o.zone or "",
                     o.instance_type,
-                    spot,
+                    market_spot,
                     i,
                     m,
                     price,
+                    hourly,
+                    rate,
                 )
             )
     entries.sort()  # the index breaks any tie before the matcher would be compared
 
+    work = hours if hours is not None else (spot.work_hours if spot is not None else None)
     placements = [
         _new_placement(
             offer_list[e[7]],
@@ -595,8 +720,9 @@ def rank(
             num_nodes,
             e[6],
             e[9],
-            e[1],
-            e[1] * hours if hours is not None else None,
+            e[10],
+            e[10] * hours if hours is not None else None,
+            None if spot is None else (e[1], e[1] * work if work is not None else None, e[11]),
         )
         for e in entries
     ]
@@ -627,3 +753,39 @@ def rank(
                 reason = reasons[rkey] = _first_reason(o, cand, num_nodes, blocked, include_local)
             rejected.append(_new_rejection(o, reason))
     return Ranking(placements, rejected)
+
+
+@dataclass(frozen=True)
+class Reorder:
+    """Expected cost ranks `ahead` before `cheaper`, though `cheaper` has the lower list
+    price (same candidate preference)."""
+
+    ahead: Placement
+    cheaper: Placement
+
+
+def reordered_by_expected_cost(
+    placements: Sequence[Placement], limit: int = 20, most: int = 3
+) -> list[Reorder]:
+    """Where the ranking's order (by expected cost) differs from the list-price order,
+    among the best `limit` placements: for each placement, in ranking order, that some
+    better-ranked placement of the same preference has a strictly higher list price,
+    one `Reorder` naming the best-ranked such placement. Placements that differ only by
+    zone count once. At most `most` entries. Pure."""
+    out: list[Reorder] = []
+    seen: set[tuple[object, ...]] = set()
+    head = placements[:limit]
+    for j, b in enumerate(head):
+        for a in head[:j]:
+            if a.candidate.preference == b.candidate.preference and (
+                a.hourly_cost > b.hourly_cost + _EPS
+            ):
+                key = (a.cloud, a.region, a.instance_type, a.use_spot,
+                       b.cloud, b.region, b.instance_type, b.use_spot)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(Reorder(a, b))
+                break
+        if len(out) >= most:
+            break
+    return out

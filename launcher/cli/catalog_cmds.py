@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from launcher.api.planning import GpuListing, GpuSummaryRow, Plan
     from launcher.catalog.status import CatalogStatus
+    from launcher.optimizer import Placement
 
 catalog_app = typer.Typer(
     rich_markup_mode=None,
@@ -399,6 +400,8 @@ def render_plan(plan: Plan, as_json: bool, limit: int | None = None) -> None:
     from launcher.api.planning import price_known
 
     with_total = plan.hours is not None
+    # spot tasks: expected cost (list price x 1/(1 - rate x overhead)) and the rate used
+    with_expected = plan.work_hours is not None
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col, justify in (
         ("", "left"),
@@ -412,6 +415,7 @@ def render_plan(plan: Plan, as_json: bool, limit: int | None = None) -> None:
         ("$/NODE-H", "right"),
         ("$/H", "right"),
         *((("TOTAL", "right"),) if with_total else ()),
+        *((("EXPECTED", "right"), ("INTERRUPTS/NODE-H", "left")) if with_expected else ()),
         ("ENABLED", "left"),
     ):
         _add_column(table, col, justify)
@@ -444,6 +448,7 @@ def render_plan(plan: Plan, as_json: bool, limit: int | None = None) -> None:
             _fabric(p.fabric, p.fabric_gbps),
             *((_money(None),) * (2 + with_total) if not price_known(p)
               else (_money(p.node_price), _money(p.hourly_cost), *total)),
+            *(_expected_cells(p, price_known(p)) if with_expected else ()),
             "yes" if plan.enabled[start] else "no",
             style=style,
         )
@@ -461,12 +466,39 @@ def render_plan(plan: Plan, as_json: bool, limit: int | None = None) -> None:
             f", {_money(chosen.total_cost)} for {_num(plan.hours)} h" if with_total else ""
         )
         market = "spot" if chosen.use_spot else "on-demand"
+        if with_expected and chosen.use_spot and price_known(chosen):
+            cost += f", expected {_expected_total(chosen.expected_cost)}"
+            if not with_total:
+                cost += " per hour of work"
+            cost += f" ({_rate(chosen)})"
         echo(f"chosen: {where}, {what} {market}, {cost}", style="bold")
+    if with_expected:
+        overhead = plan.restart_overhead_hours or 0.0
+        echo(f"EXPECTED: cost to finish {_num(plan.work_hours)} h of work, counting a "
+             f"{overhead * 60:.0f}-min restart per expected interruption (docs/spot.md).",
+             style="dim")
     else:
         echo("chosen: none (no placement is on an enabled cloud; `launcher check` shows why)")
     for note in plan.notes:
         echo(note, style="dim")
     echo(rejection_line(plan))
+
+
+def _expected_total(x: float | None) -> str:
+    return "never" if x is not None and x == float("inf") else _money(x)
+
+
+def _rate(p: Placement) -> str:
+    """ "0.00044/h, aws spot advisor band >20%" (on-demand: "-")."""
+    if p.interruption_rate_per_hour is None:
+        return "-"
+    return f"{p.interruption_rate_per_hour:.2g}/h, {p.interruption_source}"
+
+
+def _expected_cells(p: Placement, priced: bool) -> tuple[str, str]:
+    if not priced:
+        return (_money(None), _rate(p))
+    return (_expected_total(p.expected_cost), _rate(p))
 
 
 def _zone_groups(plan: Plan) -> list[tuple[int, int]]:
@@ -484,6 +516,7 @@ def _zone_groups(plan: Plan) -> list[tuple[int, int]]:
             p.accelerator,
             p.accelerator_count,
             plan.enabled[i],
+            p.expected_hourly_cost,
         )
         if key == prev_key:
             groups[-1] = (groups[-1][0], i + 1)

@@ -13,7 +13,7 @@ Raises `NoPlacementError` when nothing fits (explained per constraint),
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +25,11 @@ from launcher.optimizer import (
     LOCAL_CLOUD,
     Blocked,
     Failure,
+    Place,
     Placement,
     Ranking,
     Rejection,
+    Reorder,
     candidate_failures,
     failure_key,
     fmt_count,
@@ -37,7 +39,9 @@ from launcher.optimizer import (
 from launcher.resources import ResourceCandidate
 
 if TYPE_CHECKING:
+    from launcher.catalog.interruption import InterruptionRate
     from launcher.clouds.base import CredentialStatus
+    from launcher.optimizer import SpotCostModel
     from launcher.task import Task
 
 __all__ = [
@@ -100,6 +104,11 @@ class Plan:
     hours: float | None = None
     notes: list[str] = field(default_factory=list)
     disabled_reasons: dict[str, str] = field(default_factory=dict)  # cloud -> why not enabled
+    # Spot tasks: the expected-cost model's work and restart overhead (hours), and where
+    # its order differs from the list-price order (see launcher.optimizer).
+    work_hours: float | None = None
+    restart_overhead_hours: float | None = None
+    reordered: list[Reorder] = field(default_factory=list)
 
     @property
     def chosen_placement(self) -> Placement | None:
@@ -129,6 +138,7 @@ class Plan:
             key = (
                 p.cloud, p.region, p.instance_type, p.use_spot, p.node_price, p.num_nodes,
                 p.candidate.preference, p.accelerator, p.accelerator_count, p.fabric,
+                p.expected_hourly_cost,
             )  # fmt: skip
             at = row_of.get(key)
             if at is None:
@@ -153,6 +163,13 @@ class Plan:
             "notes": list(self.notes),
             "placements_total": len(firsts),
             "truncated": len(firsts) > cut,
+            "work_hours": self.work_hours,
+            "restart_overhead_hours": self.restart_overhead_hours,
+            "order_differs_from_list_price": bool(self.reordered),
+            "reordered": [
+                {"ahead": placement_label(r.ahead), "cheaper_by_list_price": placement_label(r.cheaper)}
+                for r in self.reordered
+            ],
         }
 
     to_dict = to_json
@@ -202,8 +219,20 @@ def placement_to_dict(p: Placement, enabled: bool) -> dict[str, Any]:
     UNPRICED_CLOUDS)."""
     if not price_known(p):
         return {**_placement_dict(p, enabled), "node_price": None, "hourly_cost": None,
-                "total_cost": None}
+                "total_cost": None, "list_price_per_hour": None, "expected_hourly_cost": None,
+                "expected_cost": None}
     return _placement_dict(p, enabled)
+
+
+def placement_label(p: Placement) -> str:
+    """ "aws us-east-1/us-east-1a p3.2xlarge spot": a placement in one phrase."""
+    where = p.region + (f"/{p.zone}" if p.zone else "")
+    return f"{p.cloud} {where} {p.instance_type} {'spot' if p.use_spot else 'on-demand'}"
+
+
+def _finite(x: float | None) -> float | None:
+    """JSON has no infinity: an expected cost that never ends is null (the note says so)."""
+    return None if x is None or x == float("inf") else x
 
 
 def _placement_dict(p: Placement, enabled: bool) -> dict[str, Any]:
@@ -226,11 +255,29 @@ def _placement_dict(p: Placement, enabled: bool) -> dict[str, Any]:
         "memory_gib": p.offer.memory_gib,
         "preference": p.candidate.preference,
         "enabled": enabled,
+        "list_price_per_hour": p.hourly_cost,
+        "expected_hourly_cost": _finite(p.ranking_cost),
+        "expected_cost": _finite(p.expected_cost if p.expected_cost is not None else p.total_cost),
+        "interruption_rate_per_hour": p.interruption_rate_per_hour,
+        "interruption_source": p.interruption_source,
     }
 
 
-def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -> Plan:
+def plan(
+    task: Task,
+    blocked: Blocked = Blocked(),
+    hours: float | None = None,
+    observed: Mapping[Place, InterruptionRate] | None = None,
+) -> Plan:
     """Rank every catalog offer for `task`. Blocking only on local reads; no network.
+
+    A task with spot candidates is ranked on expected cost (launcher.optimizer's
+    SpotCostModel): interruption rates from launcher.catalog.interruption, plus
+    `observed` (what a managed job's recovery saw: recent preemptions per zone/region);
+    the restart overhead is the task's `job_recovery` restart overhead when it gives one,
+    else DEFAULT_RESTART_OVERHEAD_HOURS; the work is `hours`, else the task's
+    `job_recovery` duration, else DEFAULT_WORK_HOURS. A note names the placements whose
+    order differs from the list-price order.
 
     Accelerator names are canonicalized against the catalog first (TaskValidationError
     with suggestions for unknown names). The `local` cloud takes part only when the task
@@ -277,7 +324,8 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
         if not any(status(c).enabled for c in others):
             include_local = True
 
-    ranking = rank(task, offers, blocked, hours, include_local=include_local)
+    spot = _spot_model(task, hours, observed) if any(c.use_spot for c in cands) else None
+    ranking = rank(task, offers, blocked, hours, include_local=include_local, spot=spot)
     if include_local and any(p.cloud == LOCAL_CLOUD for p in ranking.placements):
         # only when local actually fits: an instance type or GPU it lacks keeps it out
         notes.append("The local cloud is a candidate because no other cloud is enabled here.")
@@ -314,7 +362,58 @@ def plan(task: Task, blocked: Blocked = Blocked(), hours: float | None = None) -
             + "; ".join(f"{', '.join(cs)}: {reason}" for reason, cs in by_reason.items())
             + ")."
         )
-    return Plan(task, ranking.placements, enabled, chosen, ranking.rejected, hours, notes, disabled)
+    reordered: list[Reorder] = []
+    if spot is not None:
+        from launcher.optimizer import reordered_by_expected_cost
+
+        reordered = reordered_by_expected_cost(ranking.placements)
+        if reordered:
+            notes.append(reorder_note(reordered))
+        if any(p.ranking_cost == float("inf") for p in ranking.placements):
+            notes.append(
+                "Some spot placements never finish in expectation (interruption rate x "
+                "restart overhead >= 1): their expected cost is shown as 'never' (null in JSON)."
+            )
+    return Plan(task, ranking.placements, enabled, chosen, ranking.rejected, hours, notes, disabled,
+                spot.work_hours if spot else None,
+                spot.restart_overhead_hours if spot else None, reordered)
+
+
+def _spot_model(
+    task: Task, hours: float | None, observed: Mapping[Place, InterruptionRate] | None
+) -> SpotCostModel:
+    """The expected-cost model for `task` (see `plan`)."""
+    from launcher.catalog.interruption import load_table
+    from launcher.optimizer import DEFAULT_RESTART_OVERHEAD_HOURS, DEFAULT_WORK_HOURS, SpotCostModel
+
+    recovery = getattr(task, "job_recovery", None)
+    minutes = getattr(recovery, "restart_overhead_minutes", None)
+    duration = getattr(recovery, "duration_hours", None)
+    work = hours if hours is not None else (duration if duration else DEFAULT_WORK_HOURS)
+    return SpotCostModel(
+        rates=load_table(),
+        restart_overhead_hours=(minutes / 60.0 if minutes is not None
+                                else DEFAULT_RESTART_OVERHEAD_HOURS),
+        work_hours=float(work),
+        observed=dict(observed or {}),
+    )
+
+
+def _money_or_never(x: float) -> str:
+    return "never" if x == float("inf") else f"${x:.2f}/h"
+
+
+def reorder_note(reordered: Sequence[Reorder]) -> str:
+    """One line: which placements expected cost ranks ahead of cheaper-by-list ones."""
+    parts = []
+    for r in reordered:
+        a, b = r.ahead, r.cheaper
+        parts.append(
+            f"{placement_label(a)} (list ${a.hourly_cost:.2f}/h, expected "
+            f"{_money_or_never(a.ranking_cost)}) ahead of {placement_label(b)} (list "
+            f"${b.hourly_cost:.2f}/h, expected {_money_or_never(b.ranking_cost)})"
+        )
+    return "Expected cost changes the list-price order: " + "; ".join(parts) + "."
 
 
 def _resolve_families(query: Any, task: Task) -> Task:
