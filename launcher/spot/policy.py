@@ -165,23 +165,42 @@ class UniformProgress:
 
 
 class Ours:
-    """The default ("launcher") policy: spend slack only while it is plentiful, then hold it.
+    """The default ("launcher") policy: keep enough slack for the restarts still to come, spend
+    the rest waiting for spot, and bridge outages on on-demand once the slack reaches that reserve.
 
-    - Spot whenever it is available and the slack is above the safety net.
-    - Spot unavailable: idle (spend slack) while the slack is above a reserve; at the reserve,
-      run on-demand, which holds the slack constant, and go back to spot as soon as it returns
-      (ON_DEMAND -> SPOT costs only the overlap, no slack).
-    - The reserve is `reserve_overheads` restart overheads plus one tick above the safety net, so
-      a few more preemptions can still be absorbed without falling back to on-demand for good.
+    - Spot whenever it is available and the slack is above the shared safety net (from on-demand
+      too: that switch costs only the overlap, no slack).
+    - Spot unavailable: idle while the slack is above the reserve, else on-demand (which holds the
+      slack constant while it runs).
+    - Reserve = one restart overhead + two ticks (enough to fall back to on-demand after one more
+      preemption) + `beta` x overhead x the expected number of future preemptions, estimated as
+      the observed preemption rate of spot gangs (with a prior of `prior_preemptions` per
+      `prior_spot_h` hours) times the remaining work.
     """
 
     name = "launcher"
 
-    def __init__(self, reserve_overheads: float = 1.0) -> None:
-        self.reserve_overheads = reserve_overheads
+    def __init__(
+        self,
+        beta: float = 1.0,
+        prior_preemptions: float = 1.0,
+        prior_spot_h: float = 4.0,
+        hold_overheads: float = 2.0,
+    ) -> None:
+        self.beta = beta
+        self.hold_overheads = hold_overheads
+        self.prior_preemptions = prior_preemptions
+        self.prior_spot_h = prior_spot_h
+
+    def preemption_rate_per_s(self, history: SpotHistory) -> float:
+        return (history.preemptions + self.prior_preemptions) / (
+            history.spot_run_s + self.prior_spot_h * 3600.0
+        )
 
     def reserve_s(self, obs: Observation) -> float:
-        return (1.0 + self.reserve_overheads) * obs.restart_overhead_s + 2 * obs.tick_s
+        d = obs.restart_overhead_s
+        future = self.preemption_rate_per_s(obs.history) * obs.remaining_work_s
+        return d + 2 * obs.tick_s + self.beta * d * future
 
     def decide(self, obs: Observation) -> Mode:
         if _finished(obs):
@@ -190,7 +209,11 @@ class Ours:
             return Mode.ON_DEMAND
         if obs.spot_available:
             return Mode.SPOT
-        if obs.current == Mode.ON_DEMAND or obs.slack_s < self.reserve_s(obs):
+        reserve = self.reserve_s(obs)
+        if obs.current == Mode.ON_DEMAND:
+            # hysteresis: stopping on-demand to wait costs a restart later; only with ample slack
+            reserve += self.hold_overheads * obs.restart_overhead_s
+        if obs.slack_s < reserve:
             return Mode.ON_DEMAND
         return Mode.IDLE
 
