@@ -624,8 +624,8 @@ def rank(
     """Rank `offers` for `task`. Deterministic; never raises for an unsatisfiable task
     (an empty `placements` with reasons in `rejected` says why).
 
-    Placements are sorted by (candidate preference, expected hourly cost, cloud, region,
-    zone, instance type, on-demand before spot); the expected hourly cost is the list
+    Placements are sorted by (candidate preference, expected hourly cost, interruption
+    rate, cloud, region, zone, instance type, on-demand before spot); the expected hourly cost is the list
     hourly cost unless `spot` is given, which costs spot placements by their expected
     cost to finish (module docstring) and fills each placement's expected_* and
     interruption_* fields; only the best placement per (offer, market)
@@ -655,7 +655,7 @@ def rank(
     # price depends only on the market, so the first matcher to serve a slot is its best.
     taken: set[tuple[int, bool]] = set()
     served: set[int] = set()
-    entries: list[tuple[int, float, str, str, str, str, bool, int, _Matcher, float, float,
+    entries: list[tuple[int, float, float, str, str, str, str, bool, int, _Matcher, float, float,
                         InterruptionRate | None]] = []
     # (cloud, region, zone, type) -> (node rate, expected-cost factor): rows repeat types
     rate_cache: dict[tuple[str, str, str | None, str], tuple[InterruptionRate, float]] = {}
@@ -692,12 +692,15 @@ def rank(
                         r, expected_cost_factor(r.per_hour * num_nodes, overhead))
                 rate, factor = hit
                 ranked = hourly * factor
+                calm = rate.per_hour  # equal expected costs (e.g. both never): calmer first
             else:
                 ranked = hourly
+                calm = 0.0
             entries.append(
                 (
                     pref,
                     ranked,
+                    calm,
                     o.cloud,
                     o.region,
                     o.zone or "",
@@ -715,14 +718,14 @@ def rank(
     work = hours if hours is not None else (spot.work_hours if spot is not None else None)
     placements = [
         _new_placement(
-            offer_list[e[7]],
-            e[8].cand,
+            offer_list[e[8]],
+            e[9].cand,
             num_nodes,
-            e[6],
-            e[9],
+            e[7],
             e[10],
-            e[10] * hours if hours is not None else None,
-            None if spot is None else (e[1], e[1] * work if work is not None else None, e[11]),
+            e[11],
+            e[11] * hours if hours is not None else None,
+            None if spot is None else (e[1], e[1] * work if work is not None else None, e[12]),
         )
         for e in entries
     ]

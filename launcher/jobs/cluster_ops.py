@@ -31,6 +31,7 @@ from launcher.errors import LauncherError
 from launcher.jobs.recovery import PlacementTier
 
 if TYPE_CHECKING:
+    from launcher.provisioning.failover import PlanFn
     from launcher.task import Task
 
 
@@ -124,6 +125,9 @@ class LaunchRequest:
     # Called (in the worker thread) as soon as the cluster is provisioned, before setup,
     # so an attempt that ends during setup is still billed and blocked where it ran.
     on_provisioned: Callable[[Placed], None] | None = None
+    # DEADLINE jobs: "spot" or "on_demand" forces every placement to that market (the
+    # policy's choice); None keeps the task's own `use_spot`.
+    market: str | None = None
 
 
 @dataclass(frozen=True)
@@ -388,6 +392,9 @@ class RealClusterOps:
         from launcher.state import StateDB, acquire_cluster_lock
 
         task = req.task
+        if req.market is not None:
+            task = task.with_overrides(resources={"use_spot": req.market == "spot"},
+                                       source="deadline policy")
         emit = req.on_output or (lambda _m: None)
         owner = f"managed-job:{req.job_id}"
         with StateDB() as db:
@@ -400,6 +407,7 @@ class RealClusterOps:
                         prov = provision_with_failover(
                             task, req.cluster_name, db, blocked=tier.blocked,
                             only_region=tier.only_region, on_event=emit, owner=owner,
+                            plan_fn=_plan_fn(tier),
                         )
                         break
                     except ProvisionFailedError as exc:
@@ -693,6 +701,18 @@ class RealClusterOps:
             node_price=rec.hourly_cost / max(1, rec.num_nodes), cluster_job_id=job_id,
             node_ids=tuple(n.node_id for n in info.nodes), checkpoint_dir=ckpt,
         )
+
+
+def _plan_fn(tier: PlacementTier) -> PlanFn:
+    """The failover loop's planner for `tier`: with the tier's observed interruption
+    rates (recent preemptions), so spot placements rank by expected cost given them."""
+    from launcher.provisioning.failover import default_plan
+    from launcher.provisioning.planning import plan
+
+    if not tier.observed:
+        return default_plan
+    observed = tier.observed_rates()
+    return lambda task, blocked: plan(task, blocked=blocked, observed=observed)
 
 
 def owner_job_id(owner: str | None) -> int | None:

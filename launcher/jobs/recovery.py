@@ -17,6 +17,16 @@ linearly to 0 over the cool-down, and repeated preemptions add up). The last
 tiers give the preempted zones back one at a time, the least penalized first; the
 most recently / most often preempted zone comes back last.
 
+Expected cost (multi-region spot): every tier also carries `observed`, the extra
+interruption rate the job's recent preemptions imply (`observed_rates`): a preemption
+counts as one interruption per cool-down window in its zone (3600 / cooldown_s per
+node-hour: 2/h for 30 min), and half that in the other zones of its region, fading
+linearly to 0 as its block row runs out (the penalty's decay). The optimizer adds it to
+the data's rate, so within a tier the next placement is the one with the least expected
+cost given what the job has seen, not the cheapest list price: a zone that was just
+preempted never wins a tie on price, and a calmer zone wins over a slightly cheaper
+one that keeps losing capacity.
+
 Exits (`decide_exit`): exit 0 -> success; an exit code listed in
 `recover_on_exit_codes` -> recover (does not use up the error budget); another
 non-zero exit -> restart while `restarts_on_errors < max_restarts_on_errors`,
@@ -31,7 +41,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from launcher.catalog.interruption import InterruptionRate
 from launcher.optimizer import Blocked
+from launcher.optimizer import Place as RatePlace
 
 EAGER_NEXT_REGION = "EAGER_NEXT_REGION"
 FAILOVER = "FAILOVER"
@@ -73,6 +85,9 @@ class BlockSpec:
     reason: str
 
 
+Place = tuple[str, str | None, str | None]  # (cloud, region, zone): a block row's key
+
+
 @dataclass(frozen=True)
 class PlacementTier:
     """One round of placement search: rank with `blocked`; when `only_region` is set,
@@ -81,6 +96,13 @@ class PlacementTier:
     blocked: Blocked
     only_region: tuple[str, str] | None = None
     label: str = ""
+    # extra interruption rate per place from recent preemptions (see `observed_rates`),
+    # for the optimizer's expected cost: ((cloud, region, zone or None), rate) pairs
+    observed: tuple[tuple[RatePlace, InterruptionRate], ...] = ()
+
+    def observed_rates(self) -> dict[RatePlace, InterruptionRate]:
+        """`observed` as the mapping the planner takes."""
+        return dict(self.observed)
 
 
 def blocks_after_preemption(
@@ -112,9 +134,6 @@ def blocked_from(blocks: Iterable[BlockSpec | object]) -> Blocked:
     return b
 
 
-Place = tuple[str, str | None, str | None]  # (cloud, region, zone): a block row's key
-
-
 def zone_penalties(blocks: Iterable[BlockSpec | object], now: float) -> dict[Place, float]:
     """Penalty of every blocked place (zone rows, and region rows of clouds without
     zones): the sum of the seconds its rows still have to run at `now`. Expired rows
@@ -132,9 +151,57 @@ def zone_penalties(blocks: Iterable[BlockSpec | object], now: float) -> dict[Pla
     return out
 
 
+# Half of a zone's observed rate goes to the other zones of its region.
+REGION_SHARE = 0.5
+
+
+def observed_rates(
+    blocks: Iterable[BlockSpec | object], now: float, cooldown_s: float = DEFAULT_COOLDOWN_S
+) -> dict[RatePlace, InterruptionRate]:
+    """The extra per-node interruption rate recent preemptions imply (module docstring):
+    per zone row, weight = its time left / `cooldown_s` (1 when fresh, 0 when expired),
+    rate = weight x 3600 / cooldown_s per hour at (cloud, region, zone), and
+    REGION_SHARE of that at (cloud, region, None). A region row counts as a zone only
+    where its region has no zone rows (clouds without zones: EAGER_NEXT_REGION's region
+    rows repeat a zone's preemption). Cloud-wide rows are not rates."""
+    if cooldown_s <= 0:
+        return {}
+    per_hour = 3600.0 / cooldown_s
+    rows: list[tuple[str, str, str | None, float]] = []
+    for blk in blocks:
+        region: str | None = getattr(blk, "region")  # noqa: B009
+        until: float = getattr(blk, "until")  # noqa: B009
+        if region is None:
+            continue
+        weight = min(1.0, max(0.0, until - now) / cooldown_s)
+        if weight > 0:
+            rows.append((getattr(blk, "cloud"), region, getattr(blk, "zone"), weight))  # noqa: B009
+    zoned = {(c, r) for c, r, z, _ in rows if z is not None}
+    rate: dict[RatePlace, float] = {}
+    count: dict[RatePlace, int] = {}
+
+    def add(key: RatePlace, x: float) -> None:
+        rate[key] = rate.get(key, 0.0) + x
+        count[key] = count.get(key, 0) + 1
+
+    for c, r, z, w in rows:
+        if z is not None:
+            add((c, r, z), w * per_hour)
+            add((c, r, None), REGION_SHARE * w * per_hour)
+        elif (c, r) not in zoned:
+            add((c, r, None), w * per_hour)
+    out: dict[RatePlace, InterruptionRate] = {}
+    for key, x in sorted(rate.items(), key=lambda kv: tuple(p or "" for p in kv[0])):
+        n = count[key]
+        where = f"zone {key[2]}" if key[2] is not None else f"region {key[1]}"
+        out[key] = InterruptionRate(
+            x, f"+{x:.2g}/h from {n} recent preemption{'s' if n != 1 else ''} in {where}")
+    return out
+
+
 def placement_tiers(
     strategy: str, active_blocks: Iterable[BlockSpec | object], last: Where | None,
-    now: float | None = None,
+    now: float | None = None, cooldown_s: float = DEFAULT_COOLDOWN_S,
 ) -> list[PlacementTier]:
     """The ordered placement searches for a (re)launch (see the module docstring).
 
@@ -142,12 +209,15 @@ def placement_tiers(
     current time); `last` is where the previous attempt ran (None for the first
     launch). Consecutive tiers never repeat one search. The last tier keeps only
     cloud-wide blocks: a preempted zone is always tried in the end (its capacity may
-    have come back).
+    have come back). Every tier carries the same `observed` rates (`observed_rates` of
+    the blocks at `now`, with `cooldown_s` the cool-down they were written with).
     """
     blocks = list(active_blocks)
     if last is None or not blocks:
         return [PlacementTier(Blocked(), None, "anywhere")]
-    pen = zone_penalties(blocks, time.time() if now is None else now)
+    at = time.time() if now is None else now
+    pen = zone_penalties(blocks, at)
+    seen = tuple(observed_rates(blocks, at, cooldown_s).items())
     base = blocked_from(b for b in blocks if getattr(b, "region", None) is None)
     zoned = {(c, r) for (c, r, z) in pen if z is not None}
     # Where preemptions happened: zones, and regions of clouds without zones. A region
@@ -165,15 +235,15 @@ def placement_tiers(
     tiers: list[PlacementTier] = []
     if strategy == FAILOVER and last.region is not None:
         tiers.append(PlacementTier(blocked_for(spots), (last.cloud, last.region),
-                                   "same region, other zones"))
+                                   "same region, other zones", seen))
     else:  # other regions first: avoid every region that saw a preemption recently
         regions = {(c, r, None) for (c, r, _z) in pen}
-        tiers.append(PlacementTier(blocked_for([*spots, *regions]), None, "other regions"))
-    tiers.append(PlacementTier(blocked_for(spots), None, "other zones"))
+        tiers.append(PlacementTier(blocked_for([*spots, *regions]), None, "other regions", seen))
+    tiers.append(PlacementTier(blocked_for(spots), None, "other zones", seen))
     for i, k in enumerate(spots):  # give the preempted places back, least penalized first
         where = "/".join(x for x in k[1:] if x)
         tiers.append(PlacementTier(blocked_for(spots[i + 1:]), None,
-                                   f"preempted {where} again (penalty {pen[k]:.0f} s)"))
+                                   f"preempted {where} again (penalty {pen[k]:.0f} s)", seen))
     out: list[PlacementTier] = []
     for t in tiers:
         if out and out[-1].blocked == t.blocked and out[-1].only_region == t.only_region:

@@ -136,3 +136,118 @@ def test_preempted_zones_come_back_least_penalized_first() -> None:
     again = [*blocks, *blocks_after_preemption(EAGER_NEXT_REGION, W, now=20.0, cooldown_s=100)]
     picks = _zones_tried(placement_tiers(EAGER_NEXT_REGION, again, W, now=60.0), ZONES[:2])
     assert [p for p in picks if p][0] == "us-east-1b"
+
+
+# ---------------------------------------------------------------- expected cost (observed rates)
+
+from launcher.catalog.interruption import InterruptionRate  # noqa: E402
+from launcher.catalog.offer import Offer  # noqa: E402
+from launcher.jobs.recovery import DEFAULT_COOLDOWN_S, REGION_SHARE, observed_rates  # noqa: E402
+from launcher.optimizer import SpotCostModel, rank  # noqa: E402
+from launcher.resources import ResourceCandidate  # noqa: E402
+
+
+class _Flat:
+    """Every node the same data rate (the bundled table is not under test here)."""
+
+    def __init__(self, per_hour: float = 0.001) -> None:
+        self.per_hour = per_hour
+
+    def rate(self, cloud: str, region: str, instance_type: str) -> InterruptionRate:
+        return InterruptionRate(self.per_hour, "flat")
+
+
+def _offer(region: str, zone: str, spot: float) -> Offer:
+    return Offer("aws", region, zone, "p3.2xlarge", "V100", 1.0, 16.0, 8.0, 61.0, 3.06, spot,
+                 None, None, None, None, "x86_64", "test", "2025-01-01")
+
+
+class _SpotTask:
+    num_nodes = 1
+
+    def candidates(self) -> list[ResourceCandidate]:
+        return [ResourceCandidate(accelerator="V100", accelerator_count=1, use_spot=True)]
+
+
+def _pick(tier, offers: list[Offer], costed: bool = True) -> str | None:  # type: ignore[no-untyped-def]
+    """The zone the failover loop would try first in `tier` (cluster_ops hands the tier's
+    observed rates to the planner; this ranks the same way on hand-made offers)."""
+    spot = SpotCostModel(rates=_Flat(), observed=tier.observed_rates()) if costed else None
+    placements = rank(_SpotTask(), offers, tier.blocked, spot=spot).placements
+    if tier.only_region:
+        placements = [p for p in placements if (p.cloud, p.region) == tier.only_region]
+    return placements[0].zone if placements else None
+
+
+def test_observed_rates_decay_with_the_block_and_spill_to_the_region() -> None:
+    blocks = blocks_after_preemption(EAGER_NEXT_REGION, W, now=0.0)
+    fresh = observed_rates(blocks, now=0.0)
+    per_window = 3600.0 / DEFAULT_COOLDOWN_S  # one interruption per cool-down window
+    assert fresh[("aws", "us-east-1", "us-east-1a")].per_hour == pytest.approx(per_window)
+    # EAGER's region row repeats the zone's preemption: only the region share, once
+    assert fresh[("aws", "us-east-1", None)].per_hour == pytest.approx(REGION_SHARE * per_window)
+    assert "1 recent preemption in zone us-east-1a" in fresh[("aws", "us-east-1", "us-east-1a")].source
+    half = observed_rates(blocks, now=DEFAULT_COOLDOWN_S / 2)
+    assert half[("aws", "us-east-1", "us-east-1a")].per_hour == pytest.approx(per_window / 2)
+    assert observed_rates(blocks, now=DEFAULT_COOLDOWN_S) == {}  # expired: no evidence left
+    # two preemptions add up
+    twice = [*blocks, *blocks_after_preemption(EAGER_NEXT_REGION, W, now=0.0)]
+    assert observed_rates(twice, 0.0)[("aws", "us-east-1", "us-east-1a")].per_hour == \
+        pytest.approx(2 * per_window)
+    # a cloud without zones: the region row is the place itself
+    zoneless = blocks_after_preemption(EAGER_NEXT_REGION, Where("lambda", "us-east-1", None), 0.0)
+    assert observed_rates(zoneless, 0.0) == {
+        ("lambda", "us-east-1", None): InterruptionRate(
+            pytest.approx(per_window), "+2/h from 1 recent preemption in region us-east-1")}  # type: ignore[arg-type]
+
+
+def test_every_tier_carries_the_observed_rates() -> None:
+    blocks = blocks_after_preemption(FAILOVER, W, now=0.0)
+    tiers = placement_tiers(FAILOVER, blocks, W, now=60.0)
+    want = observed_rates(blocks, 60.0)
+    assert want and all(t.observed_rates() == want for t in tiers)
+    assert placement_tiers(FAILOVER, [], None)[0].observed == ()  # first launch: nothing seen
+
+
+def test_recovery_never_rechooses_the_just_preempted_zone_at_equal_price() -> None:
+    # Pinned to us-east-1, two zones at the same spot price; 1a was just preempted, 1b
+    # fifteen minutes earlier. In the last tier both are allowed again: list price alone
+    # ties and takes 1a (SkyPilot's #10021); expected cost takes the calmer 1b.
+    offers = [_offer("us-east-1", "us-east-1a", 0.90), _offer("us-east-1", "us-east-1b", 0.90)]
+    blocks = [*blocks_after_preemption(FAILOVER, Where("aws", "us-east-1", "us-east-1b"), 0.0),
+              *blocks_after_preemption(FAILOVER, W, 900.0)]
+    last = placement_tiers(FAILOVER, blocks, W, now=901.0)[-1]
+    assert last.blocked == blocked_from([])
+    assert _pick(last, offers, costed=False) == "us-east-1a"  # the list-price ranking
+    assert _pick(last, offers) == "us-east-1b"
+
+
+@pytest.mark.parametrize("west_price,want", [(0.95, "us-west-2a"), (1.80, "us-east-1b")])
+def test_a_calmer_region_beats_a_slightly_cheaper_zone_next_to_a_preemption(
+        west_price: float, want: str) -> None:
+    # FAILOVER's "other zones" tier (the same region found nothing): 1b shares the region
+    # of the preempted 1a, so it carries REGION_SHARE of its observed rate; us-west-2a
+    # costs a little more and wins, unless the gap is large.
+    offers = [_offer("us-east-1", "us-east-1b", 0.90), _offer("us-west-2", "us-west-2a", west_price)]
+    tiers = placement_tiers(FAILOVER, blocks_after_preemption(FAILOVER, W, 0.0), W, now=1.0)
+    other = next(t for t in tiers if t.label == "other zones")
+    assert _pick(other, offers, costed=False) == "us-east-1b"
+    assert _pick(other, offers) == want
+
+
+def test_cluster_ops_plans_a_tier_with_its_observed_rates(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from launcher.jobs.cluster_ops import _plan_fn
+    from launcher.provisioning.failover import default_plan
+    from launcher.task import Task
+
+    monkeypatch.setenv("LAUNCHER_HOME", str(tmp_path))
+    assert _plan_fn(placement_tiers(FAILOVER, [], None)[0]) is default_plan
+    where = Where("aws", "us-east-1", "use1-az1")
+    tier = placement_tiers(FAILOVER, blocks_after_preemption(FAILOVER, where, 0.0), where,
+                           now=1.0)[-1]
+    task = Task.from_yaml_str(
+        "resources:\n  accelerators: V100:1\n  use_spot: true\n  region: us-east-1\n")
+    plan = _plan_fn(tier)(task, tier.blocked)
+    hit = [p for p in plan.placements if p.zone == "use1-az1"]
+    assert hit and "recent preemption in zone use1-az1" in (hit[0].interruption_source or "")
+    assert plan.placements[0].zone != "use1-az1"
