@@ -27,7 +27,13 @@ from launcher.task_fields import (
     parse_duration,
 )
 
-RECOVERY_STRATEGIES = ("FAILOVER", "EAGER_NEXT_REGION")
+RECOVERY_STRATEGIES = ("FAILOVER", "EAGER_NEXT_REGION", "DEADLINE")
+DEADLINE_STRATEGY = "DEADLINE"
+PROGRESS_MODES = ("wall", "reported")
+# The restart overhead assumed before the job has any history of its own (provisioning +
+# setup + the work since the last checkpoint), when `restart_overhead` is not given.
+DEFAULT_RESTART_OVERHEAD_S = 600.0
+_DEADLINE_KEYS = ("deadline", "duration", "restart_overhead", "progress", "policy")
 DEFAULT_AUTOSTOP_MINUTES = 5  # what `autostop: true` means (SkyPilot's default)
 DEFAULT_CHECKPOINT_PATH = "~/launcher_checkpoint"
 CHECKPOINT_STORE_SCHEMES = ("s3", "gs", "r2", "az", "https", "file")
@@ -59,14 +65,31 @@ class JobRecovery:
     """How a managed job recovers. `strategy` None = the controller's default.
 
     `recover_on_exit_codes` restart without counting against
-    `max_restarts_on_errors`; `deadline_hours` asks to finish within that many
-    hours of submission at least cost (ours).
+    `max_restarts_on_errors`.
+
+    The DEADLINE strategy (ours, see docs/managed-jobs.md) finishes the job by a deadline at
+    least cost, moving between spot and on-demand: `deadline_hours` after submission or
+    `deadline_at` (an absolute epoch time; exactly one of the two), `duration_hours` (the
+    work the job needs on a healthy gang), `restart_overhead_minutes` (None: estimated from
+    the job's history, `DEFAULT_RESTART_OVERHEAD_S` before it has any), `progress` ("wall":
+    healthy running time; "reported": the job's LAUNCHER_PROGRESS reports) and `policy` (a
+    launcher.spot policy name, None = the default). These fields are refused with any other
+    strategy.
     """
 
     strategy: str | None = None  # one of RECOVERY_STRATEGIES
     max_restarts_on_errors: int = 0
     recover_on_exit_codes: tuple[int, ...] = ()
     deadline_hours: float | None = None
+    deadline_at: float | None = None  # epoch seconds (an absolute deadline)
+    duration_hours: float | None = None
+    restart_overhead_minutes: float | None = None
+    progress: str = "wall"
+    policy: str | None = None
+
+    @property
+    def is_deadline(self) -> bool:
+        return self.strategy == DEADLINE_STRATEGY
 
     def to_yaml_value(self) -> dict[str, object]:
         out: dict[str, object] = {"strategy": self.strategy}
@@ -76,7 +99,24 @@ class JobRecovery:
             out["recover_on_exit_codes"] = list(self.recover_on_exit_codes)
         if self.deadline_hours is not None:
             out["deadline"] = f"{format_number(self.deadline_hours)}h"
+        if self.deadline_at is not None:
+            out["deadline"] = format_deadline_at(self.deadline_at)
+        if self.duration_hours is not None:
+            out["duration"] = f"{format_number(self.duration_hours)}h"
+        if self.restart_overhead_minutes is not None:
+            out["restart_overhead"] = f"{format_number(self.restart_overhead_minutes)}m"
+        if self.is_deadline:
+            out["progress"] = self.progress
+        if self.policy is not None:
+            out["policy"] = self.policy
         return out
+
+
+def format_deadline_at(epoch: float) -> str:
+    """An absolute deadline as ISO 8601 UTC ('2026-11-27T18:00:00.5+00:00' keeps fractions)."""
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat()
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,17 +187,23 @@ def _check_store(text: str, path: Path, origin: Origin) -> str:
 
 
 def parse_job_recovery(value: object, path: Path, origin: Origin) -> JobRecovery | None:
-    """'FAILOVER' or {strategy, max_restarts_on_errors, recover_on_exit_codes, deadline}."""
+    """'FAILOVER' or {strategy, max_restarts_on_errors, recover_on_exit_codes} or, for the
+    deadline strategy, {strategy: deadline, deadline, duration, restart_overhead, progress,
+    policy}."""
     if value is None:
         return None
     if isinstance(value, str):
-        return JobRecovery(strategy=_parse_strategy(value, path, origin))
+        name = _parse_strategy(value, path, origin)
+        if name == DEADLINE_STRATEGY:
+            raise origin.error(path + ("deadline",), "the deadline strategy needs a mapping "
+                               "{strategy: deadline, deadline: 36h, duration: 24h}.")
+        return JobRecovery(strategy=name)
     mapping = expect_mapping(value, path, origin, "a strategy name or a mapping")
     check_keys(
         mapping, path, origin,
-        ("strategy", "max_restarts_on_errors", "recover_on_exit_codes", "deadline"),
+        ("strategy", "max_restarts_on_errors", "recover_on_exit_codes", *_DEADLINE_KEYS),
     )  # fmt: skip
-    strategy = None
+    strategy: str | None = None
     if mapping.get("strategy") is not None:
         strategy = _parse_strategy(mapping["strategy"], path + ("strategy",), origin)
     restarts = 0
@@ -168,12 +214,93 @@ def parse_job_recovery(value: object, path: Path, origin: Origin) -> JobRecovery
     codes = _parse_exit_codes(
         mapping.get("recover_on_exit_codes"), path + ("recover_on_exit_codes",), origin
     )
-    deadline = None
-    if mapping.get("deadline") is not None:
-        deadline = parse_duration(
-            mapping["deadline"], path + ("deadline",), origin, unit="h", example="36h"
-        )
-    return JobRecovery(strategy, restarts, codes, deadline)
+    if strategy != DEADLINE_STRATEGY:
+        for key in _DEADLINE_KEYS:
+            if mapping.get(key) is not None:
+                raise origin.error(
+                    path + (key,), f"'{key}' applies only to the deadline strategy; add "
+                    "'strategy: deadline' (and 'deadline' and 'duration'), or remove it.")
+        return JobRecovery(strategy, restarts, codes)
+    return _parse_deadline(mapping, path, origin, restarts, codes)
+
+
+def _parse_deadline(mapping: dict[str, object], path: Path, origin: Origin, restarts: int,
+                    codes: tuple[int, ...]) -> JobRecovery:
+    if mapping.get("deadline") is None:
+        raise origin.error(path + ("deadline",), "the deadline strategy needs 'deadline': hours "
+                           "after submission (e.g. 36h) or an absolute time with a timezone "
+                           "(e.g. '2026-11-27T18:00Z').")
+    if mapping.get("duration") is None:
+        raise origin.error(path + ("duration",), "the deadline strategy needs 'duration': the "
+                           "work the job needs on a healthy gang (e.g. 24h).")
+    hours: float | None = None
+    at: float | None = None
+    raw = mapping["deadline"]
+    if isinstance(raw, str) and _ISO_RE.match(raw.strip()):
+        at = _parse_iso(raw.strip(), path + ("deadline",), origin)
+    elif isinstance(raw, dt_types()):
+        at = _parse_iso(str(raw), path + ("deadline",), origin)
+    else:
+        hours = parse_duration(raw, path + ("deadline",), origin, unit="h", example="36h")
+    duration = parse_duration(mapping["duration"], path + ("duration",), origin, unit="h",
+                              example="24h")
+    overhead = None
+    if mapping.get("restart_overhead") is not None:
+        overhead = parse_duration(mapping["restart_overhead"], path + ("restart_overhead",),
+                                  origin, unit="m", example="15m")
+    progress = "wall"
+    if mapping.get("progress") is not None:
+        progress = expect_str(mapping["progress"], path + ("progress",), origin).strip().lower()
+        if progress not in PROGRESS_MODES:
+            raise origin.error(path + ("progress",), f"unknown progress source '{progress}'"
+                               f"{did_you_mean(progress, PROGRESS_MODES)} (allowed: "
+                               f"{', '.join(PROGRESS_MODES)}).")
+    policy = None
+    if mapping.get("policy") is not None:
+        policy = expect_str(mapping["policy"], path + ("policy",), origin).strip()
+        from launcher.spot.policy import policy_by_name
+
+        try:
+            policy_by_name(policy)
+        except ValueError as exc:
+            raise origin.error(path + ("policy",), f"{exc}.") from None
+    if hours is not None:
+        over_h = (overhead if overhead is not None else DEFAULT_RESTART_OVERHEAD_S / 60) / 60
+        if duration + over_h > hours:
+            raise origin.error(
+                path + ("deadline",),
+                f"a deadline of {format_number(hours)} h cannot be met even on on-demand: the "
+                f"job needs {format_number(duration)} h of work plus a restart overhead of "
+                f"{format_number(over_h * 60)} min"
+                + ("" if overhead is not None else " (the default; set 'restart_overhead')")
+                + ".")
+    return JobRecovery(DEADLINE_STRATEGY, restarts, codes, hours, at, duration, overhead,
+                       progress, policy)
+
+
+_ISO_RE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]")
+
+
+def dt_types() -> tuple[type, ...]:
+    """YAML loads an unquoted ISO timestamp as a datetime (or a date)."""
+    import datetime as dt
+
+    return (dt.datetime, dt.date)
+
+
+def _parse_iso(text: str, path: Path, origin: Origin) -> float:
+    """An absolute time with a timezone ('2026-11-27T18:00Z', '...+02:00') -> epoch."""
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise origin.error(path, f"'{text}' is not an ISO 8601 time such as "
+                           "'2026-11-27T18:00Z'.") from None
+    if when.tzinfo is None:
+        raise origin.error(path, f"'{text}' has no timezone; add one, e.g. "
+                           f"'{text}Z' (UTC) or '{text}+02:00'.")
+    return when.timestamp()
 
 
 def _parse_strategy(value: object, path: Path, origin: Origin) -> str:

@@ -261,11 +261,19 @@ def test_checkpoint(value: str, expected: CheckpointSpec) -> None:
         ("{strategy: null, max_restarts_on_errors: 3}", JobRecovery(None, 3)),
         ("{recover_on_exit_codes: 33}", JobRecovery(recover_on_exit_codes=(33,))),
         ("{recover_on_exit_codes: [33, 34]}", JobRecovery(recover_on_exit_codes=(33, 34))),
-        ("{deadline: 36h}", JobRecovery(deadline_hours=36.0)),
-        ("{deadline: 90m}", JobRecovery(deadline_hours=1.5)),
-        ("{deadline: 2d}", JobRecovery(deadline_hours=48.0)),
-        ("{deadline: 1d12h}", JobRecovery(deadline_hours=36.0)),
-        ("{deadline: 1w}", JobRecovery(deadline_hours=168.0)),
+        ("{strategy: deadline, deadline: 36h, duration: 24h}",
+         JobRecovery("DEADLINE", deadline_hours=36.0, duration_hours=24.0)),
+        ("{strategy: deadline, deadline: 90m, duration: 1h, restart_overhead: 15m}",
+         JobRecovery("DEADLINE", deadline_hours=1.5, duration_hours=1.0,
+                     restart_overhead_minutes=15.0)),
+        ("{strategy: deadline, deadline: 2d, duration: 1d, progress: reported}",
+         JobRecovery("DEADLINE", deadline_hours=48.0, duration_hours=24.0, progress="reported")),
+        ("{strategy: deadline, deadline: 1d12h, duration: 30h, policy: greedy}",
+         JobRecovery("DEADLINE", deadline_hours=36.0, duration_hours=30.0, policy="greedy")),
+        ("{strategy: deadline, deadline: '2026-11-27T18:00Z', duration: 24h}",
+         JobRecovery("DEADLINE", deadline_at=1795802400.0, duration_hours=24.0)),
+        ("{strategy: deadline, deadline: '2026-11-27T20:00+02:00', duration: 24h}",
+         JobRecovery("DEADLINE", deadline_at=1795802400.0, duration_hours=24.0)),
     ],
 )
 def test_job_recovery(value: str, expected: JobRecovery) -> None:
@@ -337,7 +345,7 @@ def test_to_dict_round_trip_through_yaml(tmp_path: Path) -> None:
           accelerators: [H100:8, A100:8]
           cpus: 16+
           network_tier: best
-          job_recovery: {strategy: FAILOVER, max_restarts_on_errors: 2, recover_on_exit_codes: [3], deadline: 90m}
+          job_recovery: {strategy: DEADLINE, max_restarts_on_errors: 2, recover_on_exit_codes: [3], deadline: 90m, duration: 1h, restart_overhead: 10m}
           autostop: {idle_minutes: 7, down: true}
           any_of:
             - infra: aws/us-east-1
@@ -692,3 +700,30 @@ def test_errors_about_overridden_fields_cite_the_command_line_not_a_yaml_line() 
     with pytest.raises(TaskValidationError) as err2:
         canonicalize_accelerators(task.with_overrides(name="n"), ["A100"])
     assert err2.value.line == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "words"),
+    [
+        ("{deadline: 36h}", "resources.job_recovery.deadline", "only to the deadline strategy"),
+        ("{strategy: failover, duration: 2h}", "resources.job_recovery.duration",
+         "only to the deadline strategy"),
+        ("deadline", "resources.job_recovery.deadline", "needs a mapping"),
+        ("{strategy: deadline, duration: 24h}", "resources.job_recovery.deadline", "needs 'deadline'"),
+        ("{strategy: deadline, deadline: 36h}", "resources.job_recovery.duration", "needs 'duration'"),
+        ("{strategy: deadline, deadline: 24h, duration: 24h}", "resources.job_recovery.deadline",
+         "cannot be met even on on-demand"),
+        ("{strategy: deadline, deadline: 24h, duration: 23h, restart_overhead: 2h}",
+         "resources.job_recovery.deadline", "cannot be met even on on-demand"),
+        ("{strategy: deadline, deadline: '2026-11-27T18:00', duration: 1h}",
+         "resources.job_recovery.deadline", "no timezone"),
+        ("{strategy: deadline, deadline: 36h, duration: 1h, progress: steps}",
+         "resources.job_recovery.progress", "unknown progress source"),
+        ("{strategy: deadline, deadline: 36h, duration: 1h, policy: yolo}",
+         "resources.job_recovery.policy", "unknown spot policy"),
+    ],
+)
+def test_job_recovery_deadline_refusals(value: str, field: str, words: str) -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load(f"resources:\n  job_recovery: {value}\n")
+    assert err.value.field == field and words in str(err.value)

@@ -64,7 +64,19 @@ def task_dicts(draw: st.DrawFn) -> dict[str, object]:
                 optional={
                     "max_restarts_on_errors": st.integers(0, 10),
                     "recover_on_exit_codes": st.lists(st.integers(0, 255), unique=True, max_size=3),
-                    "deadline": st.sampled_from(["36h", "90m", "2d", "1d12h", "0.5h"]),
+                },
+            )
+        )
+    elif draw(st.booleans()):
+        resources["job_recovery"] = draw(
+            st.fixed_dictionaries(
+                {"strategy": st.just("deadline"),
+                 "deadline": st.sampled_from(["36h", "2d", "1d12h", "2026-11-27T18:00Z"]),
+                 "duration": st.sampled_from(["20h", "90m", "1d"])},
+                optional={
+                    "restart_overhead": st.sampled_from(["15m", "1h", "30s"]),
+                    "progress": st.sampled_from(["wall", "reported"]),
+                    "policy": st.sampled_from(["launcher", "greedy", "uniform_progress"]),
                 },
             )
         )

@@ -36,6 +36,7 @@ from launcher.jobs.recovery import normalize_strategy
 from launcher.jobs.store import AttemptRow, EventRow, JobStore
 
 if TYPE_CHECKING:
+    from launcher.jobs.deadline_store import DeadlineSpec
     from launcher.task import Task
 
 LineCallback = Callable[[str], None]
@@ -145,6 +146,7 @@ def jobs_launch(task: Task | str, name: str | None = None, *, start_controller: 
     except ValueError as exc:
         raise TaskValidationError(str(exc), field="resources.job_recovery.strategy",
                                   source=t.source_path) from None
+    deadline = deadline_spec(t, time.time())
     job_name = name or t.name or (Path(t.source_path).stem if t.source_path else "managed-job")
     store = JobStore()
     try:
@@ -156,11 +158,52 @@ def jobs_launch(task: Task | str, name: str | None = None, *, start_controller: 
             strategy=strategy,
             max_restarts_on_errors=rec.max_restarts_on_errors if rec else 0,
             recover_on_exit_codes=rec.recover_on_exit_codes if rec else (),
+            deadline=deadline,
         )
     finally:
         store.close()
     pid = jobs_controller_start().pid if start_controller else None
     return ManagedJob(row.id, row.name, row.task_id, pid)
+
+
+def deadline_spec(t: Task, now: float) -> DeadlineSpec | None:
+    """The DEADLINE strategy's settings of `t` submitted at `now` (None for another strategy).
+
+    Raises TaskValidationError (naming the field) for a deadline job without spot in its
+    resources (nothing to save), an absolute deadline already past, or one that cannot be
+    met even on on-demand from now (duration + restart overhead > time left)."""
+    from launcher.jobs.deadline_store import DeadlineSpec
+    from launcher.spot.policy import DEFAULT_POLICY
+    from launcher.task_policies import DEFAULT_RESTART_OVERHEAD_S, format_deadline_at
+
+    rec = t.job_recovery
+    if rec is None or not rec.is_deadline:
+        return None
+    field = "resources.job_recovery"
+    if not any(c.use_spot for c in t.candidates()):
+        raise TaskValidationError(
+            "the deadline strategy chooses between spot and on-demand, but no resource "
+            "alternative asks for spot: nothing to save. Add 'use_spot: true' (or use "
+            "another strategy).", field="resources.use_spot", source=t.source_path)
+    assert rec.duration_hours is not None
+    work_s = rec.duration_hours * 3600.0
+    overhead = None if rec.restart_overhead_minutes is None else rec.restart_overhead_minutes * 60
+    if rec.deadline_at is not None:
+        at = rec.deadline_at
+        if at <= now:
+            raise TaskValidationError(
+                f"the deadline {format_deadline_at(at)} is already past.",
+                field=f"{field}.deadline", source=t.source_path)
+    else:
+        assert rec.deadline_hours is not None
+        at = now + rec.deadline_hours * 3600.0
+    need = work_s + (DEFAULT_RESTART_OVERHEAD_S if overhead is None else overhead)
+    if need > at - now:
+        raise TaskValidationError(
+            f"the deadline cannot be met even on on-demand: {(at - now) / 3600:.2f} h are left, "
+            f"the job needs {work_s / 3600:.2f} h of work plus a restart overhead of "
+            f"{(need - work_s) / 60:.0f} min.", field=f"{field}.deadline", source=t.source_path)
+    return DeadlineSpec(at, work_s, overhead, rec.progress, rec.policy or DEFAULT_POLICY)
 
 
 def ensure_controller() -> ControllerInfo | None:

@@ -45,7 +45,7 @@ from launcher.jobs.cluster_ops import (
     lost_nodes,
 )
 from launcher.jobs.controller_base import Cancelled
-from launcher.jobs.controller_recovery import RecoveryMixin
+from launcher.jobs.controller_deadline import SPOT, DeadlineMixin
 from launcher.jobs.controller_types import (
     CAUSE_AFTER,
     ControllerConfig,
@@ -76,7 +76,7 @@ def _forget(fut: asyncio.Future[Any]) -> None:
 __all__ = ["Controller", "ControllerConfig"]
 
 
-class Controller(RecoveryMixin):
+class Controller(DeadlineMixin):
     """Drives all live managed jobs. Use `await run(stop_event)` in one event loop."""
 
     # ---- main loop ------------------------------------------------------------------
@@ -231,24 +231,38 @@ class Controller(RecoveryMixin):
             await self._launch_call(self.ops.teardown, last.cluster_name)  # partial leftovers
             att = last
         else:
+            deadline = job.deadline is not None
+            if deadline and last is not None and await self._resume_switch(job, last):
+                return  # the next pass adopts the switch's spot cluster
             if last is not None and last.outcome in (Outcome.NO_RESOURCE_RETRY,
-                                                     Outcome.LAUNCH_ERROR):
+                                                     Outcome.LAUNCH_ERROR) and not (
+                    deadline and last.market == SPOT):  # a refused spot launch: by ticks
                 await self._sleep_or_cancel(job.id, self._backoff(attempts))
+            market = None
+            if deadline:
+                market = await self._deadline_market(job, attempts)
+                if market is None:
+                    return  # waited for the next tick: decide again
             await self._old_clusters_gone(attempts)
             self._mark(job.id, "old_gone")
             n = last.attempt + 1 if last else 1
             att = self.store.add_attempt(
                 job.id, n, cluster_name_for(self.cfg.cluster_prefix, job.id, n),
-                self._cause_after(attempts),
+                self._cause_after(attempts), market=market,
             )
             self._hit("attempt_recorded")
         self._mark(job.id, "attempt")
-        req = self._launch_request(job, att, attempts)
+        req = self._launch_request(job, att, attempts, market=att.market)
         try:
             launch = await self._launch_cancellable(job.id, att, req)
         except LaunchAbortedError:
             raise Cancelled from None
         except NoCapacityError as exc:
+            if job.deadline is not None and att.market == SPOT:  # spot is down: by ticks
+                self._deadline_refused(job, att, str(exc))
+                self._decide(job, att, Outcome.NO_RESOURCE_RETRY,
+                             reason=f"no spot capacity: {exc}")
+                return
             final = att.cause == "initial" or self._tail_count(
                 attempts, Outcome.NO_RESOURCE_RETRY) + 1 >= self.cfg.max_no_capacity_retries
             self._decide(job, att, Outcome.NO_RESOURCE if final else Outcome.NO_RESOURCE_RETRY,
@@ -328,6 +342,8 @@ class Controller(RecoveryMixin):
             f"running on {att.where} ({att.instance_type}, cluster {att.cluster_name}){how}",
             attempt=att.attempt, **fields,
         )
+        if job.deadline is not None:
+            self._deadline_running(job, att)
         self._hit("running_recorded")
 
     # ---- watching a running attempt -------------------------------------------------------
@@ -340,6 +356,8 @@ class Controller(RecoveryMixin):
         loss. While it does not, the poll backs off (to `unreachable_poll_max_s`); past
         `head_unreachable_limit_s` the attempt is recovered anyway, with that reason."""
         assert att.cluster_job_id is not None
+        if job.deadline is not None and att.switch_cluster and att.outcome is None:
+            await self._abandon_switch(job, att)  # a switch to spot cut short by a crash
         interval = self.cfg.poll_min_s
         watch_start = time.time()
         sync = self._log_sync(att)
@@ -426,6 +444,8 @@ class Controller(RecoveryMixin):
             if run.status.is_terminal:
                 self._hit("job_finished")
                 await self._on_run_end(job, att, run)
+                return
+            if job.deadline is not None and await self._deadline_tick(job, att):
                 return
 
     def _log_sync(self, att: AttemptRow) -> LogSync:

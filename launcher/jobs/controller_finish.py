@@ -27,8 +27,12 @@ class FinishMixin(ControllerBase):
                 exit_code: int | None = None,
                 attempt_fields: dict[str, object] | None = None) -> None:
         """Record the attempt's outcome (before any side effect). `_drive` applies it."""
+        self._on_decided(job, att, outcome, reason)
         self.store.update_attempt(job.id, att.attempt, outcome=outcome, exit_code=exit_code,
                                   outcome_reason=reason, **(attempt_fields or {}))
+
+    def _on_decided(self, job: JobRow, att: AttemptRow, outcome: str, reason: str) -> None:
+        """Hook: an outcome of `att` is about to be recorded (the deadline log's)."""
 
     async def _apply_outcome(self, job: JobRow, att: AttemptRow) -> None:
         """Apply a recorded, not yet applied outcome. Idempotent side effects first for

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from launcher.jobs import accounting, paths
 from launcher.jobs.cluster_ops import LaunchAbortedError, LaunchRequest, Placed, lost_nodes
@@ -14,7 +15,13 @@ from launcher.jobs.controller_base import Cancelled
 from launcher.jobs.controller_finish import FinishMixin, _LineSink
 from launcher.jobs.controller_types import Outcome
 from launcher.jobs.crash import SimulatedCrash
-from launcher.jobs.recovery import Where, blocks_after_preemption, placement_tiers
+from launcher.jobs.recovery import (
+    DEADLINE,
+    EAGER_NEXT_REGION,
+    Where,
+    blocks_after_preemption,
+    placement_tiers,
+)
 from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptPhase, AttemptRow, JobRow
 
@@ -22,6 +29,11 @@ log = logging.getLogger("launcher.jobs.controller")
 # Attempt fields that clear an in-place replacement intent.
 _NO_INTENT: dict[str, object] = {"replace_lost": None, "replace_at": None,
                                  "replace_reason": None}
+
+
+def _placement_strategy(strategy: str) -> str:
+    """DEADLINE jobs search placements (and block preempted places) like EAGER_NEXT_REGION."""
+    return EAGER_NEXT_REGION if strategy == DEADLINE else strategy
 
 
 class RecoveryMixin(FinishMixin):
@@ -36,16 +48,23 @@ class RecoveryMixin(FinishMixin):
         return earlier + (att.gang_runs + 1 if in_place else 1)
 
     def _launch_request(self, job: JobRow, att: AttemptRow, attempts: list[AttemptRow], *,
-                        in_place: bool = False) -> LaunchRequest:
+                        in_place: bool = False, market: str | None = None,
+                        before_run: Callable[[], bool] | None = None,
+                        drains: bool = True) -> LaunchRequest:
+        """The attempt's LaunchRequest. `market` ("spot" / "on_demand") forces the market
+        (DEADLINE jobs); `before_run` runs before the drains' gate; `drains=False` ignores
+        earlier attempts still running (an ON_DEMAND -> SPOT switch keeps its on-demand
+        gang until the spot gang is set up) and records no placement (no attempt row yet)."""
         placed = [a for a in attempts if a.cloud is not None and a.attempt < att.attempt]
         last_where = None
         if placed:
             p = placed[-1]
             last_where = Where(p.cloud or "", p.region, p.zone)
         now = time.time()
-        tiers = placement_tiers(job.strategy, self.store.blocks(job.id, now), last_where, now)
+        tiers = placement_tiers(_placement_strategy(job.strategy), self.store.blocks(job.id, now),
+                                last_where, now)
         draining = [a for a in attempts if a.attempt < att.attempt and a.torn_down_at is None
-                    and a.phase == AttemptPhase.RUNNING]
+                    and a.phase == AttemptPhase.RUNNING] if drains else []
         gate = threading.Event()
         if draining:
             waiters = [self._ensure_drain(job, a) for a in draining]
@@ -75,9 +94,12 @@ class RecoveryMixin(FinishMixin):
                     node_price=p.node_price)
 
         def on_provisioned(p: Placed) -> None:  # in the launch worker thread
-            loop.call_soon_threadsafe(record_placed, p)
+            if drains:
+                loop.call_soon_threadsafe(record_placed, p)
 
-        def before_run() -> bool:
+        def gated() -> bool:
+            if before_run is not None and not before_run():
+                return False
             while not gate.wait(0.05):
                 if flag.is_set():
                     return False
@@ -94,9 +116,10 @@ class RecoveryMixin(FinishMixin):
             env_extra={"LAUNCHER_MANAGED_JOB_ID": str(job.id),
                        "LAUNCHER_ATTEMPT": str(self._gang_run_number(job.id, att,
                                                                      in_place=in_place))},
-            before_run=before_run,
+            before_run=gated,
             on_output=setup_log.write,
             on_provisioned=on_provisioned,
+            market=market,
         )
 
     async def _confirm_lost(self, cluster: str, expected: tuple[str, ...],
@@ -150,7 +173,7 @@ class RecoveryMixin(FinishMixin):
         self._mark(job.id, "decided")
         att = self.store.attempt(att.job_id, att.attempt)  # where it was provisioned, if known
         if att.cloud is not None:
-            for b in blocks_after_preemption(job.strategy, Where(att.cloud, att.region, att.zone),
+            for b in blocks_after_preemption(_placement_strategy(job.strategy), Where(att.cloud, att.region, att.zone),
                                              at, self.cfg.cooldown_s):
                 self.store.add_block(job.id, b.cloud, b.region, b.zone, b.until, b.reason)
         lost_s = accounting.work_lost_s(att.checkpoint_dir, att.running_at, at)

@@ -4,9 +4,13 @@ outcomes, and the deterministic per-attempt cluster names."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from launcher.jobs.recovery import DEFAULT_COOLDOWN_S
 from launcher.jobs.state_machine import ManagedJobStatus as S
+
+if TYPE_CHECKING:
+    from launcher.jobs.controller_deadline import DeadlineClock
 
 
 class Outcome:
@@ -23,6 +27,7 @@ class Outcome:
     LAUNCH_ERROR = "LAUNCH_ERROR"  # transient launch failure, retried
     LAUNCH_FAILED = "LAUNCH_FAILED"  # final
     CANCELLED = "CANCELLED"
+    SWITCHED = "SWITCHED"  # DEADLINE: the policy moved the job off this gang (not an end)
 
 
 # Outcome -> the job status it leads to (None: the job goes on with a new attempt).
@@ -39,6 +44,7 @@ CAUSE_AFTER = {
     Outcome.PREEMPTED: "preemption",
     Outcome.ERROR_RESTART: "error-restart",
     Outcome.EXIT_CODE: "exit-code",
+    Outcome.SWITCHED: "switch",
 }
 
 
@@ -74,6 +80,10 @@ class ControllerConfig:
     # The running attempt's new output is pulled into its log file this often (in the
     # background of the watch), so a node lost without notice loses at most this much.
     log_sync_s: float = 2.0
+    # DEADLINE jobs: the policy decides at least this often (config `jobs.deadline_tick`),
+    # on this clock (None: real time; tests inject one they drive by hand).
+    deadline_tick_s: float = 60.0
+    deadline_clock: DeadlineClock | None = None
 
 
 def cluster_name_for(prefix: str, job_id: int, attempt: int) -> str:

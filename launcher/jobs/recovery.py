@@ -47,7 +47,10 @@ from launcher.optimizer import Place as RatePlace
 
 EAGER_NEXT_REGION = "EAGER_NEXT_REGION"
 FAILOVER = "FAILOVER"
-STRATEGIES = (EAGER_NEXT_REGION, FAILOVER)
+# DEADLINE (launcher.jobs.controller_deadline): spot or on-demand chosen by a launcher.spot
+# policy; its spot placements are searched like EAGER_NEXT_REGION's.
+DEADLINE = "DEADLINE"
+STRATEGIES = (EAGER_NEXT_REGION, FAILOVER, DEADLINE)
 DEFAULT_STRATEGY = EAGER_NEXT_REGION
 # How long a preempted zone/region stays blocked for this job.
 DEFAULT_COOLDOWN_S = 30 * 60.0

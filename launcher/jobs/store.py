@@ -22,6 +22,7 @@ from pathlib import Path
 from launcher import state_files
 from launcher.errors import LauncherError
 from launcher.jobs import job_secrets, paths
+from launcher.jobs.deadline_store import DeadlineSpec
 from launcher.jobs.state_machine import (
     IllegalTransitionError,
     ManagedJobStatus,
@@ -137,6 +138,34 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE managed_jobs ADD COLUMN stage_count INTEGER;
     ALTER TABLE managed_jobs ADD COLUMN after_job_id INTEGER
     """,
+    # v5: the DEADLINE strategy (issue 13). The job's deadline settings; per attempt the
+    # market the policy asked for and an ON_DEMAND -> SPOT switch's second cluster (its
+    # intent, written before the cloud is asked); the decisions log (deadline_store.py).
+    """
+    ALTER TABLE managed_jobs ADD COLUMN deadline_at REAL;
+    ALTER TABLE managed_jobs ADD COLUMN work_s REAL;
+    ALTER TABLE managed_jobs ADD COLUMN restart_overhead_s REAL;
+    ALTER TABLE managed_jobs ADD COLUMN progress TEXT;
+    ALTER TABLE managed_jobs ADD COLUMN policy TEXT;
+    ALTER TABLE managed_job_attempts ADD COLUMN market TEXT;
+    ALTER TABLE managed_job_attempts ADD COLUMN switch_cluster TEXT;
+    CREATE TABLE IF NOT EXISTS managed_job_deadline_log (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id INTEGER NOT NULL REFERENCES managed_jobs(id),
+        at REAL NOT NULL,
+        kind TEXT NOT NULL,
+        tick INTEGER,
+        mode TEXT,
+        current TEXT,
+        spot_available INTEGER,
+        done_s REAL,
+        slack_s REAL,
+        restart_overhead_s REAL,
+        attempt INTEGER,
+        reason TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS managed_job_deadline_log_job ON managed_job_deadline_log(job_id)
+    """,
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -169,6 +198,8 @@ class JobRow:
     stage_index: int | None = None
     stage_count: int | None = None
     after_job_id: int | None = None
+    # the DEADLINE strategy (v5): None for other jobs
+    deadline: DeadlineSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +213,7 @@ class StageSpec:
     max_restarts_on_errors: int
     recover_on_exit_codes: Sequence[int]
     secrets: Mapping[str, str] | None = None
+    deadline: DeadlineSpec | None = None
 
 
 class AttemptPhase:
@@ -225,6 +257,8 @@ class AttemptRow:
     replace_at: float | None = None  # not None <=> a replacement is in progress
     replace_reason: str | None = None
     gang_runs: int = 1  # gang runs of this attempt (1 + in-place replacements)
+    market: str | None = None  # DEADLINE jobs: "spot" | "on_demand", the policy's choice
+    switch_cluster: str | None = None  # an ON_DEMAND -> SPOT switch's cluster (its intent)
 
     @property
     def where(self) -> str:
@@ -261,14 +295,15 @@ _JOB_COLS = (
     "id, name, status, task_yaml, task_source, task_id, strategy, max_restarts_on_errors, "
     "recover_on_exit_codes, submitted_at, started_at, ended_at, recoveries, restarts_on_errors, "
     "last_recovery_s, cancel_requested, failure_reason, exit_code, updated_at, pipeline_id, "
-    "pipeline_name, stage_index, stage_count, after_job_id"
+    "pipeline_name, stage_index, stage_count, after_job_id, deadline_at, work_s, "
+    "restart_overhead_s, progress, policy"
 )
 _ATTEMPT_COLS = (
     "job_id, attempt, cluster_name, cause, phase, cloud, region, zone, instance_type, num_nodes, "
     "use_spot, node_price, cluster_job_id, checkpoint_dir, created_at, running_at, ended_at, "
     "outcome, exit_code, preempted_at, recovery_s, work_lost_s, torn_down_at, node_ids, "
     "outcome_applied, outcome_reason, drain_until, gang_runs, replace_lost, replace_at, "
-    "replace_reason"
+    "replace_reason, market, switch_cluster"
 )
 # Attempt columns the controller may update after insertion.
 _ATTEMPT_MUTABLE = frozenset(_ATTEMPT_COLS.replace(" ", "").split(",")) - {
@@ -331,6 +366,9 @@ def _job(r: sqlite3.Row) -> JobRow:
         stage_index=r["stage_index"],
         stage_count=r["stage_count"],
         after_job_id=r["after_job_id"],
+        deadline=None if r["deadline_at"] is None else DeadlineSpec(
+            r["deadline_at"], r["work_s"], r["restart_overhead_s"], r["progress"] or "wall",
+            r["policy"] or "launcher"),
     )
 
 
@@ -367,6 +405,8 @@ def _attempt(r: sqlite3.Row) -> AttemptRow:
         replace_lost=tuple(n for n in (r["replace_lost"] or "").split(",") if n),
         replace_at=r["replace_at"],
         replace_reason=r["replace_reason"],
+        market=r["market"],
+        switch_cluster=r["switch_cluster"],
     )
 
 
@@ -467,13 +507,14 @@ class JobStore:
         recover_on_exit_codes: Sequence[int],
         task_id_prefix: str = "mj",
         secrets: Mapping[str, str] | None = None,
+        deadline: DeadlineSpec | None = None,
     ) -> JobRow:
         """Insert a PENDING job (with its first event). Returns the row.
 
         `task_yaml` must not hold secret values: give them as `secrets`, kept in the
         job's private file (job_secrets.py) until the job ends, read by `secrets()`."""
         spec = StageSpec(name, task_yaml, task_source, strategy, max_restarts_on_errors,
-                         recover_on_exit_codes, secrets)
+                         recover_on_exit_codes, secrets, deadline)
         with self._tx() as c:
             job_id = self._insert_job(c, spec, task_id_prefix)
         return self.job(job_id)
@@ -523,6 +564,12 @@ class JobStore:
              spec.strategy, spec.max_restarts_on_errors, codes, now, now),
         )
         job_id = int(cur.lastrowid or 0)
+        if spec.deadline is not None:
+            d = spec.deadline
+            c.execute("UPDATE managed_jobs SET deadline_at = ?, work_s = ?, restart_overhead_s = ?, "
+                      "progress = ?, policy = ? WHERE id = ?",
+                      (d.deadline_at, d.work_s, d.restart_overhead_s, d.progress, d.policy,
+                       job_id))
         # Stable across recoveries; unique even if the DB is recreated (time suffix).
         task_id = f"{task_id_prefix}-{job_id}-{int(now * 1000):x}"
         c.execute("UPDATE managed_jobs SET task_id = ? WHERE id = ?", (task_id, job_id))
@@ -666,13 +713,15 @@ class JobStore:
 
     # ---- attempts ---------------------------------------------------------------------
 
-    def add_attempt(self, job_id: int, attempt: int, cluster_name: str, cause: str) -> AttemptRow:
+    def add_attempt(self, job_id: int, attempt: int, cluster_name: str, cause: str,
+                    market: str | None = None) -> AttemptRow:
         """Record an attempt (and its cluster name) before anything is provisioned."""
         with self._tx() as c:
             c.execute(
                 "INSERT INTO managed_job_attempts (job_id, attempt, cluster_name, cause, phase, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (job_id, attempt, cluster_name, cause, AttemptPhase.PROVISIONING, time.time()),
+                "created_at, market) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job_id, attempt, cluster_name, cause, AttemptPhase.PROVISIONING, time.time(),
+                 market),
             )
         return self.attempt(job_id, attempt)
 

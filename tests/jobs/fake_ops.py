@@ -59,6 +59,7 @@ class FakeCluster:
     notices: list[Notice] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     preempted_at: float | None = None  # the "cloud's" record of the last preemption
+    market: str | None = None  # the LaunchRequest's forced market (DEADLINE jobs)
 
 
 class FakeOps:
@@ -95,6 +96,8 @@ class FakeOps:
         # The head's job record stays readable after its node was lost (the local cloud's
         # disks do); it then shows the run as it was when the node went.
         self.records_outlive_nodes = False
+        self.spot_capacity = True  # False: every spot launch (market "spot") is refused
+        self.markets: list[tuple[str, str | None]] = []  # (cluster, market) of every provision
         self._launches = 0
         self.lock = threading.RLock()
 
@@ -126,6 +129,8 @@ class FakeOps:
         with self.lock:
             if req.cluster_name in self.clusters:
                 raise AssertionError(f"duplicate provision of {req.cluster_name}")
+            if req.market == "spot" and not self.spot_capacity:
+                raise NoCapacityError("no spot capacity in any placement (injected)")
             chosen = None
             for tier in req.tiers:
                 for p in self.places:
@@ -148,9 +153,10 @@ class FakeOps:
             n = getattr(req.task, "num_nodes", 1)
             c = FakeCluster(req.cluster_name, chosen, n,
                             {f"{req.cluster_name}-{i}": NodeState.RUNNING for i in range(n)},
-                            time.time(), behaviour)
+                            time.time(), behaviour, market=req.market)
             self.clusters[req.cluster_name] = c
             self.history.append((req.cluster_name, chosen))
+            self.markets.append((req.cluster_name, req.market))
             self.max_live = max(self.max_live, len(self.clusters))
         if req.on_provisioned:
             req.on_provisioned(Placed(chosen.cloud, chosen.region, chosen.zone, "fake.1", n,
@@ -170,7 +176,8 @@ class FakeOps:
             c.started = time.time()
             self.gang_attempt_env.append(req.env_extra.get("LAUNCHER_ATTEMPT", "?"))
         return AttemptLaunch(req.cluster_name, chosen.cloud, chosen.region, chosen.zone, "fake.1",
-                             n, True, chosen.price, c.job_id, tuple(c.nodes), "/ckpt")
+                             n, req.market != "on_demand", chosen.price, c.job_id, tuple(c.nodes),
+                             "/ckpt")
 
     def adopt(self, cluster_name: str) -> AttemptLaunch | None:
         with self.lock:

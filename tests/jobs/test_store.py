@@ -79,6 +79,11 @@ def test_v2_replace_intent_migrates_to_typed_columns(launcher_home) -> None:
         conn.execute(f"ALTER TABLE managed_job_attempts DROP COLUMN {col}")
     for col in ("pipeline_id", "pipeline_name", "stage_index", "stage_count", "after_job_id"):
         conn.execute(f"ALTER TABLE managed_jobs DROP COLUMN {col}")  # v4 (pipelines)
+    for col in ("deadline_at", "work_s", "restart_overhead_s", "progress", "policy"):
+        conn.execute(f"ALTER TABLE managed_jobs DROP COLUMN {col}")  # v5 (deadline)
+    for col in ("market", "switch_cluster"):
+        conn.execute(f"ALTER TABLE managed_job_attempts DROP COLUMN {col}")
+    conn.execute("DROP TABLE managed_job_deadline_log")
     conn.execute("UPDATE managed_jobs_schema_version SET version = 2")
     conn.execute("UPDATE managed_job_attempts SET preempted_at = 123.0, replace_intent = ? "
                  "WHERE attempt = 2", ('{"lost": ["n2"], "at": 123.0, "reason": "x", '

@@ -1,0 +1,495 @@
+"""The DEADLINE strategy in the live controller: a launcher.spot policy decides, the
+controller acts (spot, on-demand, or wait) and records every decision.
+
+Decision points (`ControllerConfig.deadline_tick_s`, config `jobs.deadline_tick`): at every
+tick since submission (tick k at `submitted_at + k * tick`), and at once after an event
+(a preemption, a refused spot launch, a gang stopped). The `Observation` is rebuilt from the
+DB only (the deadline log, see deadline_store.py, and the job row), so a controller restarted
+after kill -9 decides as before:
+
+- elapsed: clock - submitted_at; deadline: deadline_at - submitted_at;
+- progress (`progress: wall`, the default): the sum over the job's gangs of the time each
+  made progress, from the later of (its job running after setup, the decision that started
+  it + the restart overhead: the overhead covers provisioning, setup and redoing the work
+  since the last checkpoint) to when it stopped; a spot gang that takes over from a running
+  on-demand gang continues its progress without a gap. `progress: reported`: the largest
+  `LAUNCHER_PROGRESS=<fraction>` line the job printed (any attempt; the lines reach the
+  controller through the log sync), times the work;
+- restart overhead: the task's `restart_overhead`, else the mean (running_at - created_at)
+  of the job's attempts that ran, plus their mean work lost, else DEFAULT_RESTART_OVERHEAD_S;
+- current: the market of the running attempt (spot / on_demand), IDLE when none runs;
+- spot availability: a running spot gang means available; otherwise it is found out when it
+  matters: when the policy's answer with spot available (SPOT) differs from its answer
+  without, the controller launches a spot gang (the probe): a refusal (NoCapacityError in
+  every placement tier) means unavailable and the policy is asked again at once;
+- history: spot time observed/available per tick decision, spot preemptions, spot gang time.
+
+Acting: SPOT -> a new attempt with the market forced to spot (placement tiers as
+EAGER_NEXT_REGION); ON_DEMAND -> forced on-demand; IDLE (or SPOT refused) -> wait for the
+next tick. SPOT -> ON_DEMAND (or IDLE): the spot attempt ends (outcome SWITCHED), its
+cluster is taken down, then the new one launches. ON_DEMAND -> SPOT: the spot gang is
+launched while the on-demand one runs (`_switch_to_spot`), and the on-demand gang is taken
+down once the spot gang is set up, right before the spot job is submitted (it resumes from
+the checkpoint); a refusal leaves the on-demand gang as it was.
+
+Crash safety (on top of controller.py's rules): the switch's second cluster name is written
+to the on-demand attempt (`switch_cluster`) before the cloud is asked; a restart that finds
+it with the on-demand attempt still undecided abandons the switch (tears that cluster down,
+`_abandon_switch`); once the on-demand attempt is decided SWITCHED, the next attempt takes
+that cluster name and adopts the spot cluster (or tears down its leftovers and relaunches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import math
+import re
+import threading
+import time
+from typing import TYPE_CHECKING, Protocol
+
+from launcher.jobs import deadline_store as dl
+from launcher.jobs import paths
+from launcher.jobs.cluster_ops import AttemptLaunch, NoCapacityError, lost_nodes
+from launcher.jobs.controller_base import Cancelled
+from launcher.jobs.controller_recovery import RecoveryMixin
+from launcher.jobs.controller_types import Outcome, cluster_name_for
+from launcher.jobs.crash import SimulatedCrash
+from launcher.jobs.store import AttemptRow, JobRow
+
+if TYPE_CHECKING:
+    from launcher.spot.policy import Observation
+
+log = logging.getLogger("launcher.jobs.controller")
+SPOT, ON_DEMAND, IDLE = "spot", "on_demand", "idle"
+_UNFINISHED_S = 1e-3
+_PROGRESS_RE = re.compile(rb"LAUNCHER_PROGRESS=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
+
+
+class DeadlineClock(Protocol):
+    """The deadline strategy's notion of time (injectable: tests drive it by hand)."""
+
+    def now(self) -> float: ...
+
+    async def sleep_until(self, t: float, wake: asyncio.Event) -> None:
+        """Return at `t` (clock time) or as soon as `wake` is set."""
+
+    def settled(self, job_id: int, tick: int) -> None:
+        """The controller has acted on tick `tick` of job `job_id` (a hook; no-op here)."""
+
+
+class WallClock:
+    """Real time."""
+
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep_until(self, t: float, wake: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), timeout=max(0.0, t - time.time()))
+
+    def settled(self, job_id: int, tick: int) -> None:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """A decision: the mode, the spot availability it assumed, whether it is a probe (a
+    spot launch will tell whether spot is there), and the observation it was made on."""
+
+    mode: str
+    spot_available: bool
+    probe: bool
+    obs: Observation
+    reason: str
+
+
+class DeadlineMixin(RecoveryMixin):
+    """The DEADLINE strategy's part of the controller (see the module docstring)."""
+
+    def _record_running(self, job: JobRow, att: AttemptRow, launch: AttemptLaunch) -> None:
+        raise NotImplementedError  # Controller's
+
+    # ---- the observation ----------------------------------------------------------------
+
+    @property
+    def clock(self) -> DeadlineClock:
+        return self.cfg.deadline_clock or _WALL
+
+    def _tick_of(self, job: JobRow, at: float) -> int:
+        return max(0, math.floor((at - job.submitted_at) / self.cfg.deadline_tick_s + 1e-9))
+
+    def _tick_at(self, job: JobRow, tick: int) -> float:
+        return job.submitted_at + tick * self.cfg.deadline_tick_s
+
+    def _overhead_s(self, job: JobRow, attempts: list[AttemptRow]) -> float:
+        from launcher.task_policies import DEFAULT_RESTART_OVERHEAD_S
+
+        assert job.deadline is not None
+        if job.deadline.restart_overhead_s is not None:
+            return job.deadline.restart_overhead_s
+        ran = [a for a in attempts if a.running_at is not None]
+        if not ran:
+            return DEFAULT_RESTART_OVERHEAD_S
+        start = sum(max(0.0, (a.running_at or 0.0) - a.created_at) for a in ran) / len(ran)
+        lost = [a.work_lost_s for a in ran if a.work_lost_s is not None]
+        return start + (sum(lost) / len(lost) if lost else 0.0)
+
+    def _done_s(self, job: JobRow, rows: list[dl.DeadlineLogRow], now: float) -> float:
+        """Durable progress. Capped 1 ms short of the work: a job whose estimate says done
+        but which has not exited still needs a gang (it ends the job itself)."""
+        assert job.deadline is not None
+        cap = max(0.0, job.deadline.work_s - _UNFINISHED_S)
+        if job.deadline.progress == "reported":
+            return min(cap, self._reported_fraction(job) * job.deadline.work_s)
+        done = 0.0
+        start: dict[int, float] = {}
+        for r in rows:
+            if r.kind == "running" and r.attempt is not None:
+                start[r.attempt] = r.at
+            elif r.kind == "stopped" and r.attempt in start:
+                done += max(0.0, min(r.at, now) - start.pop(r.attempt))
+        for s in start.values():
+            done += max(0.0, now - s)
+        return min(done, cap)
+
+    def _reported_fraction(self, job: JobRow) -> float:
+        """The largest LAUNCHER_PROGRESS=<fraction> the job printed (0 before any)."""
+        best = 0.0
+        for p in paths.attempt_log_path(job.id, 1).parent.glob(f"{job.id}*.log"):
+            with contextlib.suppress(OSError):
+                for m in _PROGRESS_RE.finditer(p.read_bytes()):
+                    with contextlib.suppress(ValueError):
+                        best = max(best, min(1.0, float(m.group(1))))
+        return best
+
+    def _observe(self, job: JobRow, current: str, spot_available: bool,
+                 rows: list[dl.DeadlineLogRow], now: float) -> Observation:
+        from launcher.spot.policy import Mode, Observation, SpotHistory
+
+        assert job.deadline is not None
+        attempts = self.store.attempts(job.id)
+        tick = self.cfg.deadline_tick_s
+        observed = available = spot_run = 0.0
+        last_tick: dict[int, bool] = {}
+        for r in rows:
+            if r.kind == "decision" and r.tick is not None and r.spot_available is not None:
+                last_tick[r.tick] = r.spot_available
+        for k, up in last_tick.items():
+            if k < self._tick_of(job, now):
+                observed += tick
+                available += tick if up else 0.0
+        preemptions = sum(1 for r in rows if r.kind == "stopped" and r.mode == SPOT
+                          and r.reason.startswith(Outcome.PREEMPTED))
+        spot_start: dict[int, float] = {}
+        launched: dict[int, float] = {}
+        for r in rows:  # a spot gang counts from the decision that launched it
+            if r.kind == "decision" and r.mode == SPOT and r.attempt is not None:
+                launched[r.attempt] = r.at
+            elif r.kind == "running" and r.mode == SPOT and r.attempt is not None:
+                spot_start[r.attempt] = launched.get(r.attempt, r.at)
+            elif r.kind == "stopped" and r.attempt in spot_start:
+                spot_run += max(0.0, r.at - spot_start.pop(r.attempt))
+        spot_run += sum(max(0.0, now - s) for s in spot_start.values())
+        return Observation(
+            elapsed_s=now - job.submitted_at,
+            deadline_s=job.deadline.deadline_at - job.submitted_at,
+            work_s=job.deadline.work_s,
+            done_s=self._done_s(job, rows, now),
+            restart_overhead_s=self._overhead_s(job, attempts),
+            current=Mode(current),
+            spot_available=spot_available,
+            tick_s=tick,
+            history=SpotHistory(observed, available, preemptions, spot_run),
+        )
+
+    def _choose(self, job: JobRow, current: str, known: bool | None, why: str,
+                rows: list[dl.DeadlineLogRow], now: float) -> Choice:
+        """Ask the policy. `known`: spot availability when known (a spot gang runs: True;
+        just preempted or refused: False); None: unknown - probed when it matters."""
+        from launcher.spot.policy import Mode, policy_by_name
+
+        assert job.deadline is not None
+        policy = policy_by_name(job.deadline.policy)
+        if known is not None:
+            obs = self._observe(job, current, known, rows, now)
+            return Choice(str(policy.decide(obs)), known, False, obs, why)
+        with_spot = self._observe(job, current, True, rows, now)
+        without = dataclasses.replace(with_spot, spot_available=False)
+        m_with, m_without = policy.decide(with_spot), policy.decide(without)
+        if m_with == m_without:
+            return Choice(str(m_with), _last_seen(rows), False, with_spot, why)
+        if m_with == Mode.SPOT:
+            return Choice(SPOT, True, True, with_spot,
+                          why + "; spot wanted if available: trying it")
+        seen = _last_seen(rows)
+        obs = with_spot if seen else without
+        return Choice(str(policy.decide(obs)), seen, False, obs, why)
+
+    def _record_choice(self, job: JobRow, c: Choice, now: float, attempt: int | None) -> None:
+        obs = c.obs
+        slack = obs.slack_s
+        dl.add_log(self.store, job.id, now, "decision", c.reason, tick=self._tick_of(job, now),
+                   mode=c.mode, current=str(obs.current), spot_available=c.spot_available,
+                   done_s=obs.done_s, slack_s=slack, restart_overhead_s=obs.restart_overhead_s,
+                   attempt=attempt)
+        log.info("job %d: deadline tick %d: %s -> %s (%s; progress %.0f/%.0f s, slack %.0f s, "
+                 "spot %s%s)", job.id, self._tick_of(job, now), obs.current, c.mode, c.reason,
+                 obs.done_s, obs.work_s, slack, "up" if c.spot_available else "down",
+                 ", probing" if c.probe else "")
+
+    # ---- before a new attempt -------------------------------------------------------------
+
+    async def _deadline_market(self, job: JobRow, attempts: list[AttemptRow]) -> str | None:
+        """The market of the next attempt (spot / on_demand); None after waiting for the
+        next tick (IDLE: the driver loop comes back). Decides when a tick began or an event
+        happened since the last decision; a decision taken but not yet launched (a crash
+        in between) is launched as decided."""
+        now = self.clock.now()
+        rows = dl.log_rows(self.store, job.id)
+        n = attempts[-1].attempt + 1 if attempts else 1
+        last = _last_decision(rows)
+        tick = self._tick_of(job, now)
+        event = last is not None and any(r.kind in ("stopped", "refused") and r.id > last.id
+                                         for r in rows)
+        if last is not None and not event and last.tick == tick:
+            if last.mode in (SPOT, ON_DEMAND) and last.attempt == n and not (
+                    last.mode == SPOT and not last.spot_available):
+                return last.mode
+            self.clock.settled(job.id, tick)
+            await self.clock.sleep_until(self._tick_at(job, tick + 1), self._cancel_event(job.id))
+            if self._cancel_event(job.id).is_set():
+                raise Cancelled
+            return None
+        known = False if event and _last_event_says_down(rows, last) else None
+        why = ("spot launch refused" if event and rows[-1].kind == "refused" else
+               "preempted" if event and known is False else
+               "gang stopped" if event else "tick")
+        c = self._choose(job, IDLE, known, why, rows, now)
+        self._record_choice(job, c, now, n)
+        self._hit("deadline_decided")
+        if c.mode == ON_DEMAND or (c.mode == SPOT and c.spot_available):
+            return c.mode
+        return None  # IDLE, or waiting for spot: the next call waits for the next tick
+
+    def _deadline_refused(self, job: JobRow, att: AttemptRow, reason: str) -> None:
+        dl.add_log(self.store, job.id, self.clock.now(), "refused", reason[:500], mode=SPOT,
+                   attempt=att.attempt)
+
+    # ---- while an attempt runs ------------------------------------------------------------
+
+    def _deadline_running(self, job: JobRow, att: AttemptRow) -> None:
+        """Log that attempt `att`'s gang runs (once): its progress starts at the later of now
+        and the deciding decision + the overhead (see the module docstring)."""
+        rows = dl.log_rows(self.store, job.id)
+        if any(r.kind == "running" and r.attempt == att.attempt for r in rows):
+            return
+        now = self.clock.now()
+        start = now
+        took_over = [r for r in rows if r.kind == "stopped" and r.reason == "switched to spot"]
+        if att.cause == "switch" and took_over:
+            start = took_over[-1].at  # continues the on-demand gang's progress
+        else:
+            decided = [r for r in rows if r.kind == "decision" and r.attempt == att.attempt]
+            if decided:
+                start = max(now, decided[-1].at + (decided[-1].restart_overhead_s or 0.0))
+        dl.add_log(self.store, job.id, start, "running", f"attempt {att.attempt} up",
+                   mode=att.market, attempt=att.attempt)
+
+    def _deadline_stopped(self, job: JobRow, att: AttemptRow, why: str,
+                          at: float | None = None) -> None:
+        """Log that attempt `att`'s gang stopped making progress (once per attempt)."""
+        rows = dl.log_rows(self.store, job.id)
+        if not any(r.kind == "running" and r.attempt == att.attempt for r in rows):
+            return
+        if any(r.kind == "stopped" and r.attempt == att.attempt for r in rows):
+            return
+        dl.add_log(self.store, job.id, self.clock.now() if at is None else at, "stopped", why,
+                   mode=att.market, attempt=att.attempt)
+
+    async def _deadline_tick(self, job: JobRow, att: AttemptRow) -> bool:
+        """Called on every pass of the watch: decide when a new tick began. True when the
+        attempt was decided (the watch returns and the driver applies it)."""
+        now = self.clock.now()
+        tick = self._tick_of(job, now)
+        rows = dl.log_rows(self.store, job.id)
+        last = _last_decision(rows)
+        if last is not None and last.tick is not None and last.tick >= tick:
+            self.clock.settled(job.id, tick)
+            return False
+        current = att.market or (SPOT if att.use_spot else ON_DEMAND)
+        if current == SPOT:  # a loss seen now is the watch's to handle, not a decision's
+            with contextlib.suppress(Exception):
+                view = await self._watch_call(self.ops.cloud_view, att.cluster_name)
+                if lost_nodes(view, att.node_ids):
+                    return False
+        c = self._choose(job, current, True if current == SPOT else None, "tick", rows, now)
+        self._record_choice(job, c, now, att.attempt + 1 if c.mode != current else None)
+        self._hit("deadline_decided")
+        if c.mode == current or (c.mode == SPOT and not c.spot_available
+                                 and current == ON_DEMAND):
+            self.clock.settled(job.id, tick)
+            return False
+        if current == ON_DEMAND and c.mode == SPOT:
+            if await self._switch_to_spot(job, att):
+                return True
+            # refused: ask again at once, spot known down
+            rows = dl.log_rows(self.store, job.id)
+            c = self._choose(job, ON_DEMAND, False, "spot launch refused", rows,
+                             self.clock.now())
+            self._record_choice(job, c, self.clock.now(),
+                                att.attempt + 1 if c.mode != ON_DEMAND else None)
+            if c.mode in (ON_DEMAND, SPOT):  # SPOT while down = wait: keep what runs
+                self.clock.settled(job.id, tick)
+                return False
+        what = "on-demand" if c.mode == ON_DEMAND else "nothing (waiting for spot)"
+        self._deadline_stopped(job, att, f"switched to {c.mode}", now)
+        self._decide(job, att, Outcome.SWITCHED, reason=f"deadline policy: moving from "
+                     f"{current.replace('_', '-')} to {what} ({c.reason})")
+        return True
+
+    # ---- ON_DEMAND -> SPOT ----------------------------------------------------------------
+
+    async def _switch_to_spot(self, job: JobRow, od: AttemptRow) -> bool:
+        """Launch a spot gang while the on-demand attempt `od` runs; once it is set up, end
+        `od` (SWITCHED, its cluster down) and run the job on the spot gang. True when
+        switched; False when the spot launch failed (`od` goes on untouched)."""
+        n = od.attempt + 1
+        name = cluster_name_for(self.cfg.cluster_prefix, job.id, n)
+        od = self.store.update_attempt(job.id, od.attempt, switch_cluster=name)  # intent
+        self._hit("switch_intent_recorded")
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+        proceed = threading.Event()
+        flag = self._cancel_flags[job.id]
+
+        def before_run() -> bool:  # launch worker: the spot gang is set up
+            loop.call_soon_threadsafe(ready.set)
+            while not proceed.wait(0.05):
+                if flag.is_set():
+                    return False
+            return not flag.is_set()
+
+        attempts = self.store.attempts(job.id)
+        nxt = dataclasses.replace(od, attempt=n, cluster_name=name, cause="switch",
+                                  market=SPOT, gang_runs=1, cloud=None)
+        req = self._launch_request(job, nxt, attempts, market=SPOT, before_run=before_run,
+                                   drains=False)
+        fut = asyncio.ensure_future(self._launch_call(self.ops.provision_and_start, req))
+        ready_wait = asyncio.ensure_future(ready.wait())
+        cancel_wait = asyncio.ensure_future(self._cancel_event(job.id).wait())
+        try:
+            await asyncio.wait({fut, ready_wait, cancel_wait},
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready_wait.cancel()
+            cancel_wait.cancel()
+        if self._cancel_event(job.id).is_set():
+            proceed.set()
+            await self._launch_call(self.ops.abort_launch, name)
+            with contextlib.suppress(Exception):
+                await fut
+            await self._abandon_switch(job, od)
+            raise Cancelled
+        if not ready.is_set():  # the launch ended before its gang was set up: refused/failed
+            try:
+                fut.result()
+                reason = "the spot launch ended before its job ran"
+            except NoCapacityError as exc:
+                reason = str(exc)
+                self._deadline_refused(job, nxt, reason)
+            except (SimulatedCrash, Cancelled):
+                raise
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+                self._deadline_refused(job, nxt, reason)
+            log.info("job %d: switch to spot failed (%s): staying on on-demand", job.id, reason)
+            await self._abandon_switch(job, od)
+            return False
+        # The spot gang is up: hand over. The on-demand gang's progress ends where the spot
+        # gang's starts.
+        rows = dl.log_rows(self.store, job.id)
+        decided = [r for r in rows if r.kind == "decision" and r.attempt == n]
+        now = self.clock.now()
+        at = max(now, decided[-1].at + (decided[-1].restart_overhead_s or 0.0)) if decided else now
+        self._deadline_stopped(job, od, "switched to spot", at)
+        self._decide(job, od, Outcome.SWITCHED, reason="deadline policy: the spot gang is up: "
+                     "moving from on-demand to spot")
+        self._hit("switch_decided")
+        try:
+            od_now = self.store.attempt(job.id, od.attempt)
+            await self._finalize_attempt(od_now, fetch_logs=True)
+            self._hit("switch_old_down")
+        finally:
+            proceed.set()
+        try:
+            launch = await fut
+        except (SimulatedCrash, Cancelled):
+            raise
+        except Exception as exc:  # the driver applies SWITCHED and relaunches by policy
+            log.warning("job %d: the spot gang failed after set-up: %r", job.id, exc)
+            return True
+        await self._apply_outcome(self.store.job(job.id), self.store.attempt(job.id, od.attempt))
+        att = self.store.add_attempt(job.id, n, name, "switch", market=SPOT)
+        self._hit("switch_attempt_recorded")
+        self._record_running(self.store.job(job.id), att, launch)
+        return True
+
+    async def _abandon_switch(self, job: JobRow, od: AttemptRow) -> None:
+        """Tear down an ON_DEMAND -> SPOT switch's cluster (partial or whole) and clear the
+        intent; the on-demand attempt goes on."""
+        if od.switch_cluster:
+            await self._launch_call(self.ops.teardown, od.switch_cluster)
+        self.store.update_attempt(job.id, od.attempt, switch_cluster=None)
+
+    async def _resume_switch(self, job: JobRow, last: AttemptRow) -> bool:
+        """After a crash: an on-demand attempt decided SWITCHED with its spot cluster named
+        gets the next attempt under that name (PROVISIONING: the driver adopts the cluster
+        or tears its leftovers down and relaunches it). True when done."""
+        if last.outcome != Outcome.SWITCHED or not last.switch_cluster:
+            return False
+        n = last.attempt + 1
+        if last.switch_cluster != cluster_name_for(self.cfg.cluster_prefix, job.id, n):
+            return False
+        self.store.add_attempt(job.id, n, last.switch_cluster, "switch", market=SPOT)
+        self.store.update_attempt(job.id, last.attempt, switch_cluster=None)
+        log.info("job %d: resuming the switch to spot on %s", job.id, last.switch_cluster)
+        return True
+
+    def _on_decided(self, job: JobRow, att: AttemptRow, outcome: str, reason: str) -> None:
+        if job.deadline is not None:
+            self._deadline_stopped(job, att, f"{outcome}: {reason}"[:500])
+
+
+_WALL = WallClock()
+
+
+def _last_decision(rows: list[dl.DeadlineLogRow]) -> dl.DeadlineLogRow | None:
+    for r in reversed(rows):
+        if r.kind == "decision":
+            return r
+    return None
+
+
+def _last_seen(rows: list[dl.DeadlineLogRow]) -> bool:
+    """Spot availability as last seen: a refusal or a preemption says down, a spot gang
+    running says up; True before any evidence (so spot is tried first)."""
+    for r in reversed(rows):
+        if r.kind == "refused":
+            return False
+        if r.kind == "stopped" and r.mode == SPOT and r.reason.startswith(Outcome.PREEMPTED):
+            return False
+        if r.kind == "running" and r.mode == SPOT:
+            return True
+    return True
+
+
+def _last_event_says_down(rows: list[dl.DeadlineLogRow], last: dl.DeadlineLogRow | None
+                          ) -> bool:
+    after = [r for r in rows if last is None or r.id > last.id]
+    return any(r.kind == "refused" or (r.kind == "stopped" and r.mode == SPOT
+                                       and r.reason.startswith(Outcome.PREEMPTED))
+               for r in after)

@@ -1,0 +1,137 @@
+"""The DEADLINE strategy in the live controller (in-memory cloud, hand-driven clock).
+
+THE key test (issue 13): the live controller and `launcher.spot.simulate` decide the same on
+the same spot availability sequence. The controller runs against FakeOps: spot launches are
+refused while the sequence says 0, a running spot gang is preempted when it goes to 0; the
+controller's deadline clock is moved tick by tick by the test (ManualClock), which waits
+until the controller has acted on each tick, so no real-time jitter enters the decisions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.clouds.base import NodeState
+from launcher.jobs import deadline_store as dl
+from launcher.jobs.deadline_store import DeadlineSpec
+from launcher.jobs.store import JobRow, JobStore
+from launcher.spot.policy import Mode, policy_by_name
+from launcher.spot.simulate import SpotEvent, decisions_for_events
+from tests.jobs.deadline_clock import ManualClock
+from tests.jobs.fake_ops import Behaviour, FakeOps, Place
+from tests.jobs.harness import Running, wait_for
+
+TICK = 60.0
+
+
+def submit_deadline(store: JobStore, *, work_ticks: float, deadline_ticks: float,
+                    overhead_ticks: float, policy: str = "launcher") -> JobRow:
+    job = store.add_job(name="dl", task_yaml="run: true\n", task_source=None,
+                        strategy="DEADLINE", max_restarts_on_errors=0, recover_on_exit_codes=())
+    spec = DeadlineSpec(job.submitted_at + deadline_ticks * TICK, work_ticks * TICK,
+                        overhead_ticks * TICK, "wall", policy)
+    with store._tx() as c:  # the row as jobs_launch writes it (deadline known at submission)
+        c.execute("UPDATE managed_jobs SET deadline_at = ?, work_s = ?, restart_overhead_s = ?, "
+                  "progress = ?, policy = ? WHERE id = ?",
+                  (spec.deadline_at, spec.work_s, spec.restart_overhead_s, spec.progress,
+                   spec.policy, job.id))
+    return store.job(job.id)
+
+
+def events_of(avail: list[int]) -> list[SpotEvent]:
+    out, prev = [], None
+    for k, a in enumerate(avail):
+        if a != prev:
+            out.append(SpotEvent(k * TICK, bool(a)))
+            prev = a
+    return out
+
+
+def compress(pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    for tick, mode in pairs:
+        if not out or out[-1][1] != mode:
+            out.append((tick, mode))
+    return out
+
+
+def controller_decisions(store: JobStore, job_id: int) -> list[tuple[int, str]]:
+    """The controller's effective decision per tick (the last one taken at that tick)."""
+    per_tick: dict[int, str] = {}
+    for r in dl.log_rows(store, job_id):
+        if r.kind == "decision" and r.tick is not None and r.mode is not None:
+            per_tick[r.tick] = r.mode
+    return compress(sorted(per_tick.items()))
+
+
+def live_spot(ops: FakeOps) -> list[str]:
+    with ops.lock:
+        return [n for n, c in ops.clusters.items() if c.market == "spot"
+                and all(s == NodeState.RUNNING for s in c.nodes.values())]
+
+
+def drive(ops: FakeOps, ctl: Running, clock: ManualClock, store: JobStore, job: JobRow,
+          avail: list[int], until_tick: int) -> None:
+    """Move the clock tick by tick through `avail` (preempting spot where it goes to 0),
+    waiting at each tick until the controller has acted on it."""
+    for k in range(until_tick + 1):
+        up = bool(avail[k])
+
+        def act(up: bool = up) -> None:
+            ops.spot_capacity = up
+            if not up:
+                for name in live_spot(ops):
+                    ops.preempt(name)
+
+        clock.advance_to(job.submitted_at + k * TICK, act)
+        clock.wait_settled(job.id, k, timeout=15.0)
+        assert not ctl.crashed and ctl.error is None
+
+
+def finish(ops: FakeOps, store: JobStore, job_id: int) -> JobRow:
+    """The job's own work is done: its run exits 0 on the gang that runs it."""
+    with ops.lock:
+        for c in ops.clusters.values():
+            c.behaviour = Behaviour(duration_s=0.0)
+    wait_for(lambda: store.job(job_id).status.is_terminal, 15.0, "the job to end")
+    return store.job(job_id)
+
+
+# Spot up, lost long enough for the slack to run out (the launcher policy: spot, preempted,
+# idle, on-demand at its reserve, back to spot while on-demand runs, preempted again, on-demand
+# to the end).
+TRACE = [1] * 4 + [0] * 8 + [1] * 4 + [0] * 2 + [1] * 20
+WORK, DEADLINE, OVERHEAD = 12.0, 20.0, 0.25  # in ticks
+
+
+@pytest.mark.parametrize("policy", ["launcher", "greedy", "uniform_progress"])
+def test_live_controller_and_simulate_decide_the_same(launcher_home, policy: str) -> None:
+    work, deadline, overhead = WORK, DEADLINE, OVERHEAD
+    expected = decisions_for_events(
+        policy_by_name(policy), events_of(TRACE), tick_s=TICK, work_s=work * TICK,
+        deadline_s=deadline * TICK, restart_overhead_s=overhead * TICK,
+        horizon_s=len(TRACE) * TICK)
+    finished = [d for d in expected if d.reason == "finished"]
+    assert finished, "the simulated job must finish within the trace"
+    last_tick = finished[0].tick
+    want = compress([(d.tick, str(d.mode)) for d in expected if d.reason != "finished"])
+    assert {m for _t, m in want} >= {Mode.SPOT, Mode.ON_DEMAND, Mode.IDLE}
+    if policy == "launcher":  # every transition: spot, idle, on-demand, back to spot, ...
+        assert [m for _t, m in want] == ["spot", "idle", "on_demand", "spot", "on_demand"]
+
+    store = JobStore()
+    job = submit_deadline(store, work_ticks=work, deadline_ticks=deadline,
+                          overhead_ticks=overhead, policy=policy)
+    ops = FakeOps([Place("fake", "r1", "z1")], lambda n: Behaviour(duration_s=1e9))
+    clock = ManualClock(job.submitted_at)
+    ctl = Running(ops, deadline_clock=clock, deadline_tick_s=TICK)
+    try:
+        drive(ops, ctl, clock, store, job, TRACE, last_tick)
+        got = controller_decisions(store, job.id)
+        assert got == want
+        end = finish(ops, store, job.id)
+    finally:
+        ctl.stop()
+    assert end.status.value == "SUCCEEDED"
+    assert ops.live() == []
+    assert ops.max_live <= 2  # the on-demand gang and the spot gang replacing it, no more
