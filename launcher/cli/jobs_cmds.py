@@ -376,3 +376,77 @@ def controller_stop_cmd() -> int:
     api.jobs_controller_stop()
     console().print("Controller stopped." if before.running else "Controller was not running.")
     return 0
+
+
+def _float_option(text: str | None, option: str) -> float | None:
+    """A numeric option parsed here (not by typer) so a bad value is one line, exit 2."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value or value in (float("inf"), float("-inf")):
+        from launcher.cli.app import CliUsageError
+
+        raise CliUsageError(f"{option} takes a number, got '{text}'.")
+    return value
+
+
+@jobs_app.command("simulate")
+def simulate_cmd(
+    task: Annotated[str, typer.Argument(metavar="TASK.yaml", help="The task file (gang size, resources).")],
+    hours: Annotated[str, typer.Option("--hours", metavar="H", help="Work the job needs, in hours.")],
+    trace: Annotated[
+        str, typer.Option("--trace", metavar="FILE[,FILE...]", help="Spot trace JSON files; several = several zones.")
+    ],
+    deadline: Annotated[
+        str | None, typer.Option("--deadline", metavar="H", help="Deadline, hours from the start (default: none).")
+    ] = None,
+    policy: Annotated[
+        str, typer.Option("--policy", help="launcher (default), uniform_progress, greedy, on_demand.")
+    ] = "launcher",
+    restart_overhead: Annotated[
+        str | None,
+        typer.Option("--restart-overhead", metavar="MIN", help="Minutes per restart (default: the task's, else 25)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Replay spot availability traces through the deadline policy the controller runs."""
+    from launcher.api import spot_simulate as api
+
+    h = _float_option(hours, "--hours")
+    sim = api.simulate_task(
+        task,
+        hours=h if h is not None else 0.0,
+        traces=[p.strip() for p in trace.split(",") if p.strip()],
+        deadline_h=_float_option(deadline, "--deadline"),
+        policy=policy,
+        restart_overhead_min=_float_option(restart_overhead, "--restart-overhead"),
+    )
+    if as_json:
+        print_json(sim.to_json())
+        return
+    from launcher.cli.table import Table, echo, print_table
+
+    r = sim.result
+    table = Table()
+    table.add_column("")
+    table.add_column("", justify="right")
+    rows = [
+        ("policy", r.policy),
+        ("cost", f"${r.cost:,.2f}"),
+        ("on-demand only", f"${r.on_demand_cost:,.2f}"),
+        ("savings", f"{r.savings:.1%}"),
+        ("finished at", "not finished" if r.finish_h is None else f"{r.finish_h:.2f} h"),
+        ("deadline", "none" if r.deadline_h is None else f"{r.deadline_h:g} h"
+         + ("" if r.deadline_h is None else (" (met)" if r.deadline_met else " (MISSED)"))),
+        ("spot / on-demand / idle", f"{r.spot_hours:.2f} / {r.on_demand_hours:.2f} / {r.idle_hours:.2f} h"),
+        ("preemptions / restarts", f"{r.preemptions} / {r.restarts}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    print_table(table)
+    price_from = "spot prices from the trace" if sim.trace_prices else f"spot ${sim.placement.spot_h:g}/h per node"
+    echo(f"{sim.n_nodes} node(s) of {sim.placement.description}: on-demand ${sim.placement.on_demand_h:g}/h "
+         f"per node, {price_from}; restart overhead {sim.restart_overhead_h * 60:g} min.", style="dim")

@@ -171,7 +171,8 @@ class Ours:
     - Spot whenever it is available and the slack is above the shared safety net (from on-demand
       too: that switch costs only the overlap, no slack).
     - Spot unavailable: idle while the slack is above the reserve, else on-demand (which holds the
-      slack constant while it runs).
+      slack constant while it runs); once on on-demand, stay there until spot returns (stopping
+      it to wait would cost another restart, in money and slack).
     - Reserve = one restart overhead + two ticks (enough to fall back to on-demand after one more
       preemption) + `beta` x overhead x the expected number of future preemptions, estimated as
       the observed preemption rate of spot gangs (with a prior of `prior_preemptions` per
@@ -182,13 +183,11 @@ class Ours:
 
     def __init__(
         self,
-        beta: float = 1.0,
+        beta: float = 2.0,
         prior_preemptions: float = 1.0,
         prior_spot_h: float = 4.0,
-        hold_overheads: float = 2.0,
     ) -> None:
         self.beta = beta
-        self.hold_overheads = hold_overheads
         self.prior_preemptions = prior_preemptions
         self.prior_spot_h = prior_spot_h
 
@@ -209,11 +208,8 @@ class Ours:
             return Mode.ON_DEMAND
         if obs.spot_available:
             return Mode.SPOT
-        reserve = self.reserve_s(obs)
-        if obs.current == Mode.ON_DEMAND:
-            # hysteresis: stopping on-demand to wait costs a restart later; only with ample slack
-            reserve += self.hold_overheads * obs.restart_overhead_s
-        if obs.slack_s < reserve:
+        if obs.current == Mode.ON_DEMAND or obs.slack_s < self.reserve_s(obs):
+            # on-demand holds the slack; stopping it to wait would cost a restart later
             return Mode.ON_DEMAND
         return Mode.IDLE
 

@@ -1,0 +1,43 @@
+"""launcher.api.spot_simulate: the task's catalog prices, trace prices, and errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from launcher.api.spot_simulate import SpotTraceError, simulate_task
+from launcher.errors import UsageError
+
+
+def setup(tmp_path: Path, doc: dict[str, object], nodes: int = 1) -> tuple[str, str]:
+    task = tmp_path / "t.yaml"
+    task.write_text(f"name: s\nnum_nodes: {nodes}\nresources:\n  accelerators: V100:1\n")
+    trace = tmp_path / "zone-a_v100_1.json"
+    trace.write_text(json.dumps(doc))
+    return str(task), str(trace)
+
+
+def test_catalog_prices_and_gang_size(tmp_path: Path) -> None:
+    task, trace = setup(tmp_path, {"metadata": {"gap_seconds": 3600}, "data": [2] * 30}, nodes=2)
+    sim = simulate_task(task, hours=5, traces=[trace], deadline_h=10, restart_overhead_min=0)
+    assert sim.n_nodes == 2 and not sim.trace_prices
+    p = sim.placement
+    assert 0 < p.spot_h < p.on_demand_h
+    assert sim.result.cost == pytest.approx(5 * 2 * p.spot_h)
+    assert sim.result.on_demand_cost == pytest.approx(5 * 2 * p.on_demand_h)
+    doc = sim.to_json()
+    assert doc["spot_price_source"] == "catalog" and doc["num_nodes"] == 2
+
+
+def test_errors(tmp_path: Path) -> None:
+    task, trace = setup(tmp_path, {"metadata": {"gap_seconds": 60}, "data": [1]})
+    with pytest.raises(SpotTraceError, match="--trace"):
+        simulate_task(task, hours=1, traces=[str(tmp_path / "missing.json")])
+    with pytest.raises(UsageError, match="--deadline"):
+        simulate_task(task, hours=5, traces=[trace], deadline_h=5)
+    with pytest.raises(UsageError, match="--hours"):
+        simulate_task(task, hours=0, traces=[trace])
+    with pytest.raises(UsageError, match="--trace is required"):
+        simulate_task(task, hours=1, traces=[])
