@@ -311,16 +311,24 @@ class DeadlineMixin(RecoveryMixin):
                    mode=att.market, attempt=att.attempt)
 
     async def _deadline_tick(self, job: JobRow, att: AttemptRow) -> bool:
-        """Called on every pass of the watch: decide when a new tick began. True when the
+        """Called on every pass of the watch: decide when a new tick began (or act on this
+        tick's decision when a restart came between deciding and acting). True when the
         attempt was decided (the watch returns and the driver applies it)."""
         now = self.clock.now()
         tick = self._tick_of(job, now)
         rows = dl.log_rows(self.store, job.id)
         last = _last_decision(rows)
-        if last is not None and last.tick is not None and last.tick >= tick:
-            self.clock.settled(job.id, tick)
-            return False
         current = att.market or (SPOT if att.use_spot else ON_DEMAND)
+        if last is not None and last.tick is not None and last.tick >= tick:
+            if current == ON_DEMAND and last.mode == SPOT and any(
+                    r.kind == "refused" and r.id > last.id for r in rows):
+                return await self._after_refused_switch(job, att, tick)
+            unacted = (last.mode != current and last.attempt == att.attempt + 1
+                       and not (last.mode == SPOT and not last.spot_available))
+            if not unacted:
+                self.clock.settled(job.id, tick)
+                return False
+            return await self._act(job, att, current, last.mode or IDLE, last.reason, tick)
         if current == SPOT:  # a loss seen now is the watch's to handle, not a decision's
             with contextlib.suppress(Exception):
                 view = await self._watch_call(self.ops.cloud_view, att.cluster_name)
@@ -333,22 +341,35 @@ class DeadlineMixin(RecoveryMixin):
                                  and current == ON_DEMAND):
             self.clock.settled(job.id, tick)
             return False
-        if current == ON_DEMAND and c.mode == SPOT:
+        return await self._act(job, att, current, c.mode, c.reason, tick)
+
+    async def _act(self, job: JobRow, att: AttemptRow, current: str, mode: str, reason: str,
+                   tick: int) -> bool:
+        """Move the running attempt `att` (market `current`) to `mode`."""
+        if current == ON_DEMAND and mode == SPOT:
             if await self._switch_to_spot(job, att):
                 return True
-            # refused: ask again at once, spot known down
-            rows = dl.log_rows(self.store, job.id)
-            c = self._choose(job, ON_DEMAND, False, "spot launch refused", rows,
-                             self.clock.now())
-            self._record_choice(job, c, self.clock.now(),
-                                att.attempt + 1 if c.mode != ON_DEMAND else None)
-            if c.mode in (ON_DEMAND, SPOT):  # SPOT while down = wait: keep what runs
-                self.clock.settled(job.id, tick)
-                return False
-        what = "on-demand" if c.mode == ON_DEMAND else "nothing (waiting for spot)"
-        self._deadline_stopped(job, att, f"switched to {c.mode}", now)
+            return await self._after_refused_switch(job, att, tick)
+        return self._stop_for(job, att, current, mode, reason)
+
+    async def _after_refused_switch(self, job: JobRow, att: AttemptRow, tick: int) -> bool:
+        """A switch to spot was refused: ask again at once, spot known down."""
+        now = self.clock.now()
+        rows = dl.log_rows(self.store, job.id)
+        c = self._choose(job, ON_DEMAND, False, "spot launch refused", rows, now)
+        self._record_choice(job, c, now, att.attempt + 1 if c.mode == IDLE else None)
+        if c.mode in (ON_DEMAND, SPOT):  # SPOT while down = wait: keep what runs
+            self.clock.settled(job.id, tick)
+            return False
+        return self._stop_for(job, att, ON_DEMAND, c.mode, c.reason)
+
+    def _stop_for(self, job: JobRow, att: AttemptRow, current: str, mode: str,
+                  reason: str) -> bool:
+        """End `att` (SWITCHED) so the driver launches `mode` next (or waits: IDLE)."""
+        what = "on-demand" if mode == ON_DEMAND else "nothing (waiting for spot)"
+        self._deadline_stopped(job, att, f"switched to {mode}")
         self._decide(job, att, Outcome.SWITCHED, reason=f"deadline policy: moving from "
-                     f"{current.replace('_', '-')} to {what} ({c.reason})")
+                     f"{current.replace('_', '-')} to {what} ({reason})")
         return True
 
     # ---- ON_DEMAND -> SPOT ----------------------------------------------------------------
@@ -364,14 +385,15 @@ class DeadlineMixin(RecoveryMixin):
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
         proceed = threading.Event()
+        dead = threading.Event()  # this controller died meanwhile (tests: SimulatedCrash)
         flag = self._cancel_flags[job.id]
 
         def before_run() -> bool:  # launch worker: the spot gang is set up
             loop.call_soon_threadsafe(ready.set)
             while not proceed.wait(0.05):
-                if flag.is_set():
+                if flag.is_set() or dead.is_set():
                     return False
-            return not flag.is_set()
+            return not flag.is_set() and not dead.is_set()
 
         attempts = self.store.attempts(job.id)
         nxt = dataclasses.replace(od, attempt=n, cluster_name=name, cause="switch",
@@ -379,11 +401,23 @@ class DeadlineMixin(RecoveryMixin):
         req = self._launch_request(job, nxt, attempts, market=SPOT, before_run=before_run,
                                    drains=False)
         fut = asyncio.ensure_future(self._launch_call(self.ops.provision_and_start, req))
+        try:
+            return await self._hand_over(job, od, n, name, fut, ready, proceed)
+        except BaseException:
+            dead.set()
+            raise
+
+    async def _hand_over(self, job: JobRow, od: AttemptRow, n: int, name: str,
+                         fut: asyncio.Future[AttemptLaunch], ready: asyncio.Event,
+                         proceed: threading.Event) -> bool:
+        """The rest of `_switch_to_spot`: wait for the spot gang, then hand over."""
+        nxt = dataclasses.replace(od, attempt=n, cluster_name=name, cause="switch",
+                                  market=SPOT, gang_runs=1, cloud=None)
         ready_wait = asyncio.ensure_future(ready.wait())
         cancel_wait = asyncio.ensure_future(self._cancel_event(job.id).wait())
+        waits: set[asyncio.Future[object]] = {fut, ready_wait, cancel_wait}  # type: ignore[arg-type]
         try:
-            await asyncio.wait({fut, ready_wait, cancel_wait},
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
             ready_wait.cancel()
             cancel_wait.cancel()

@@ -26,6 +26,12 @@ POINTS = (
     "nodes_replaced",  # lost nodes replaced and gang resubmitted, not yet recorded
     "drain_ended",  # a drained (noticed) attempt marked ENDED, its cluster not torn down
     "cancel_attempts_ended",  # cancel: attempts ended and torn down, CANCELLED not written
+    # the DEADLINE strategy (controller_deadline.py)
+    "deadline_decided",  # a policy decision logged, not acted on yet
+    "switch_intent_recorded",  # ON_DEMAND -> SPOT: the spot cluster's name written, nothing asked
+    "switch_decided",  # the spot gang is set up; on-demand attempt SWITCHED, still up
+    "switch_old_down",  # the on-demand cluster is down, the spot job not yet submitted
+    "switch_attempt_recorded",  # the spot attempt's row written, not yet RUNNING
 )
 
 

@@ -135,3 +135,85 @@ def test_live_controller_and_simulate_decide_the_same(launcher_home, policy: str
     assert end.status.value == "SUCCEEDED"
     assert ops.live() == []
     assert ops.max_live <= 2  # the on-demand gang and the spot gang replacing it, no more
+
+
+class Restarting:
+    """A controller that crashes at `crash_at` (kill -9: its in-flight teardowns die with
+    it) and is restarted on the same DB, cloud and clock, once."""
+
+    def __init__(self, ops: FakeOps, clock: ManualClock, crash_at: str | None) -> None:
+        self.ops, self.clock = ops, clock
+        self.ctl = Running(ops, crash_at=crash_at, deadline_clock=clock, deadline_tick_s=TICK)
+        self.restarts = 0
+
+    def check(self) -> bool:
+        """Restart a crashed controller; False (keep waiting)."""
+        if self.ctl.crashed:
+            self.ctl.wait_dead()
+            self.ops.teardown_generation += 1
+            self.restarts += 1
+            self.ctl = Running(self.ops, deadline_clock=self.clock, deadline_tick_s=TICK)
+        assert self.ctl.error is None
+        return False
+
+    def stop(self) -> None:
+        self.ctl.stop()
+
+
+def drive_restarting(ops: FakeOps, r: Restarting, clock: ManualClock, job: JobRow,
+                     avail: list[int], until_tick: int) -> None:
+    for k in range(until_tick + 1):
+        up = bool(avail[k])
+
+        def act(up: bool = up) -> None:
+            ops.spot_capacity = up
+            if not up:
+                for name in live_spot(ops):
+                    ops.preempt(name)
+
+        clock.advance_to(job.submitted_at + k * TICK, act)
+        clock.wait_settled(job.id, k, timeout=15.0, done=r.check)
+
+
+# Kill -9 in the middle of every deadline transition of the launcher policy's run on TRACE
+# (n-th time a point is reached): deciding (first decision, the preemption's, the one that
+# goes on-demand, the switch back to spot), each step of the ON_DEMAND -> SPOT switch, the
+# spot launches and the preemption.
+KILL_POINTS = [
+    "deadline_decided:1", "deadline_decided:5", "deadline_decided:11", "deadline_decided:13",
+    "switch_intent_recorded", "switch_decided", "switch_old_down", "switch_attempt_recorded",
+    "attempt_recorded:1", "attempt_recorded:3", "provisioned:1", "running_recorded:2",
+    "preemption_recorded:1", "preemption_recorded:2",
+]
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_kill9_mid_transition_leaves_no_extra_cluster_and_decides_the_same(
+        launcher_home, point: str) -> None:
+    policy = "launcher"
+    expected = decisions_for_events(
+        policy_by_name(policy), events_of(TRACE), tick_s=TICK, work_s=WORK * TICK,
+        deadline_s=DEADLINE * TICK, restart_overhead_s=OVERHEAD * TICK,
+        horizon_s=len(TRACE) * TICK)
+    last_tick = [d for d in expected if d.reason == "finished"][0].tick
+    want = compress([(d.tick, str(d.mode)) for d in expected if d.reason != "finished"])
+    store = JobStore()
+    job = submit_deadline(store, work_ticks=WORK, deadline_ticks=DEADLINE,
+                          overhead_ticks=OVERHEAD, policy=policy)
+    ops = FakeOps([Place("fake", "r1", "z1")], lambda n: Behaviour(duration_s=1e9))
+    clock = ManualClock(job.submitted_at)
+    r = Restarting(ops, clock, point)
+    try:
+        drive_restarting(ops, r, clock, job, TRACE, last_tick)
+        assert r.restarts == 1, f"{point} was never reached"
+        assert controller_decisions(store, job.id) == want
+        with ops.lock:
+            for c in ops.clusters.values():
+                c.behaviour = Behaviour(duration_s=0.0)
+        wait_for(lambda: (r.check() or store.job(job.id).status.is_terminal), 15.0, "the end")
+        wait_for(lambda: ops.live() == [], 15.0, "every cluster down")
+    finally:
+        r.stop()
+    assert store.job(job.id).status.value == "SUCCEEDED"
+    assert ops.max_live <= 2  # never a third cluster: no duplicate gang
+    assert all(a.torn_down_at is not None for a in store.attempts(job.id))
