@@ -143,6 +143,11 @@ def catalog_refresh(
                 "the previous rows are kept."
             ) from None
         query.clear_process_cache()
+        notes = tuple(fetched.notes)
+        if name == "aws":  # spot interruption bands (docs/spot.md); never fails the refresh
+            from launcher.catalog.fetchers.aws_spot_advisor import refresh_for_catalog
+
+            notes += refresh_for_catalog(source.price_list_url if source else None)
         results.append(
             RefreshResult(
                 cloud=name,
@@ -151,7 +156,7 @@ def catalog_refresh(
                 fetched_at=info.fetched_at,
                 source=info.source,
                 upstream=info.upstream,
-                notes=fetched.notes,
+                notes=notes,
                 seconds=round(time.monotonic() - started, 3),
             )
         )

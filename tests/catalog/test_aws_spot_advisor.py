@@ -112,3 +112,16 @@ def test_a_failed_refresh_keeps_the_previous_table(feed_server: str) -> None:
     assert "not usable" in note and "keeping the previous table" in note
     assert not Path(refreshed_table_path()).exists()
     assert len(interruption.load_table()) == before
+
+
+def test_catalog_refresh_fetches_the_feed_unless_prices_come_from_a_mirror(
+        feed_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from launcher.catalog.fetchers.aws_spot_advisor import refresh_for_catalog
+
+    monkeypatch.delenv("LAUNCHER_SPOT_ADVISOR_URL", raising=False)
+    (note,) = refresh_for_catalog("http://127.0.0.1:9/mirror")
+    assert "not fetched" in note and not Path(refreshed_table_path()).exists()
+    monkeypatch.setenv("LAUNCHER_SPOT_ADVISOR_URL", f"{feed_server}/spot-advisor-data.json")
+    assert refresh_for_catalog("http://127.0.0.1:9/mirror") == (
+        "spot interruption bands: 4 rows from the AWS Spot Advisor feed",)
+    assert Path(refreshed_table_path()).exists()

@@ -160,6 +160,19 @@ def refresh_table(url: str | None = None, timeout: float = FETCH_TIMEOUT_S) -> s
     return f"spot interruption bands: {n} rows from the AWS Spot Advisor feed"
 
 
+def refresh_for_catalog(price_list_url: str | None) -> tuple[str, ...]:
+    """What `launcher catalog refresh --cloud aws` does after the prices: fetch the feed
+    (`$LAUNCHER_SPOT_ADVISOR_URL`, else FEED_URL) into the per-user table and return its
+    note. When the prices come from a mirror (`catalog.aws.price_list_url`) and no
+    `$LAUNCHER_SPOT_ADVISOR_URL` is set, the public feed is not fetched (an offline
+    mirror has no route to it): the previous table stays, and the note says so."""
+    if price_list_url and not os.environ.get("LAUNCHER_SPOT_ADVISOR_URL"):
+        return ("spot interruption bands: not fetched (prices from a mirror; set "
+                "LAUNCHER_SPOT_ADVISOR_URL to fetch the Spot Advisor feed too); "
+                "keeping the previous table",)
+    return (refresh_table(),)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("feed", help="a saved copy of spot-advisor-data.json")
