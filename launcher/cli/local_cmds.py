@@ -34,3 +34,24 @@ def preempt_cmd(
     ranks = local_preempt(cluster, node, notice)
     sys.stderr.write(f"Preempted node(s) {', '.join(map(str, ranks))} of {cluster}.\n")
     return 0
+
+
+@local_app.command("spot-capacity")
+def spot_capacity_cmd(
+    state: Annotated[str, typer.Argument(help="on (spot launches succeed) or off (refused).")],
+) -> int:
+    """Switch the local cloud's spot capacity on or off (fault injection).
+
+    While off, every spot launch on the local cloud fails with a capacity error, as a
+    provider out of spot capacity does; on-demand launches are not affected. Running
+    clusters are left alone (take them away with `launcher local preempt`).
+    """
+    from launcher.clouds.local import set_spot_capacity
+
+    value = state.strip().lower()
+    if value not in ("on", "off"):
+        sys.stderr.write(f"Error: spot-capacity takes 'on' or 'off', not {state!r}.\n")
+        raise typer.Exit(2)
+    set_spot_capacity(value == "on")
+    sys.stderr.write(f"Local spot capacity {value}.\n")
+    return 0

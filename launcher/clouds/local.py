@@ -49,6 +49,10 @@ from launcher.clouds.base import (
 from launcher.errors import ClusterNotFoundError
 
 MACHINES_FILE = "machines.json"
+# Fault injection: while this file exists in local_root(), every spot launch is refused
+# with a CapacityError, as a provider out of spot capacity does (`launcher local
+# spot-capacity off`); on-demand launches are not affected.
+NO_SPOT_FILE = "no-spot-capacity"
 AGENT_DIR = ".launcher-agent"  # the head-node agent's directory in a node's home
 MAX_LOCAL_NODES = 64
 
@@ -111,6 +115,21 @@ class _Machines:
         )
 
 
+def spot_capacity() -> bool:
+    """False while spot capacity is switched off (`set_spot_capacity(False)`)."""
+    return not (local_root() / NO_SPOT_FILE).exists()
+
+
+def set_spot_capacity(available: bool) -> None:
+    """Switch the local cloud's spot capacity on or off (idempotent)."""
+    marker = local_root() / NO_SPOT_FILE
+    if available:
+        marker.unlink(missing_ok=True)
+    else:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("spot launches are refused (launcher local spot-capacity on)\n")
+
+
 def detect_gpu_ids(accelerator: str | None = None) -> list[int]:
     """Device indices of this machine's GPUs (of model `accelerator` when given).
 
@@ -148,6 +167,14 @@ class LocalCloud:
                 f"The local cloud runs 1 to {MAX_LOCAL_NODES} nodes, not {req.num_nodes}.",
                 cloud=self.name,
                 region=req.region,
+            )
+        if req.use_spot and not spot_capacity():
+            raise CapacityError(
+                "The local cloud has no spot capacity (switched off: `launcher local "
+                "spot-capacity on` gives it back).",
+                cloud=self.name,
+                region=req.region,
+                zone=req.zone,
             )
         cdir = self._cluster_dir(req.cluster_name)
         fresh = not (cdir / MACHINES_FILE).exists()
