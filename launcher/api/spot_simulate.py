@@ -115,30 +115,45 @@ def cheapest_priced_placement(task: object) -> tuple[PricedPlacement, int]:
 def simulate_task(
     task_path: str,
     *,
-    hours: float,
+    hours: float | None,
     traces: Sequence[str],
     deadline_h: float | None = None,
-    policy: str = DEFAULT_POLICY,
+    policy: str | None = None,
     restart_overhead_min: float | None = None,
 ) -> TaskSimulation:
-    """Replay `traces` (one file per zone) for `hours` of work of the task in `task_path`."""
+    """Replay `traces` (one file per zone) for `hours` of work of the task in `task_path`.
+
+    `hours`, `deadline_h`, `policy` and `restart_overhead_min` default to the task's
+    `job_recovery` (duration, deadline in hours, policy, restart_overhead) when it gives them;
+    `hours` is required otherwise, the others default to no deadline, the "launcher" policy and
+    the optimizer's default restart overhead."""
     from launcher.optimizer import DEFAULT_RESTART_OVERHEAD_HOURS
     from launcher.task import Task
 
+    zones = load_trace_files(traces)
+    task = Task.from_yaml(task_path, require_values=False)
+    recovery = getattr(task, "job_recovery", None)
+    if hours is None:
+        hours = getattr(recovery, "duration_hours", None)
+        if hours is None:
+            raise UsageError("--hours is required: the work the job needs, in hours (the task's "
+                             "job_recovery gives no duration).")
     if not (isinstance(hours, int | float) and math.isfinite(hours) and hours > 0):
         raise UsageError(f"--hours must be a positive number of hours (the work the job needs), got {hours}.")
+    if deadline_h is None:
+        deadline_h = getattr(recovery, "deadline_hours", None)
+    if policy is None:
+        policy = getattr(recovery, "policy", None) or DEFAULT_POLICY
     try:
         pol = policy_by_name(policy)
     except ValueError as e:
         raise UsageError(f"--policy: {e}.") from None
-    zones = load_trace_files(traces)
-    task = Task.from_yaml(task_path, require_values=False)
     if restart_overhead_min is not None:
         if not (math.isfinite(restart_overhead_min) and restart_overhead_min >= 0):
             raise UsageError(f"--restart-overhead must be minutes >= 0, got {restart_overhead_min}.")
         overhead_h = restart_overhead_min / 60.0
     else:
-        minutes = getattr(getattr(task, "job_recovery", None), "restart_overhead_minutes", None)
+        minutes = getattr(recovery, "restart_overhead_minutes", None)
         overhead_h = minutes / 60.0 if minutes is not None else DEFAULT_RESTART_OVERHEAD_HOURS
     if deadline_h is not None:
         if not (math.isfinite(deadline_h) and deadline_h > 0):

@@ -396,16 +396,21 @@ def _float_option(text: str | None, option: str) -> float | None:
 @jobs_app.command("simulate")
 def simulate_cmd(
     task: Annotated[str, typer.Argument(metavar="TASK.yaml", help="The task file (gang size, resources).")],
-    hours: Annotated[str, typer.Option("--hours", metavar="H", help="Work the job needs, in hours.")],
     trace: Annotated[
         str, typer.Option("--trace", metavar="FILE[,FILE...]", help="Spot trace JSON files; several = several zones.")
     ],
+    hours: Annotated[
+        str | None,
+        typer.Option("--hours", metavar="H", help="Work the job needs, in hours (default: the task's duration)."),
+    ] = None,
     deadline: Annotated[
-        str | None, typer.Option("--deadline", metavar="H", help="Deadline, hours from the start (default: none).")
+        str | None,
+        typer.Option("--deadline", metavar="H", help="Deadline, hours from the start (default: the task's, else none)."),
     ] = None,
     policy: Annotated[
-        str, typer.Option("--policy", help="launcher (default), uniform_progress, greedy, on_demand.")
-    ] = "launcher",
+        str | None,
+        typer.Option("--policy", help="launcher (default), uniform_progress, greedy, on_demand."),
+    ] = None,
     restart_overhead: Annotated[
         str | None,
         typer.Option("--restart-overhead", metavar="MIN", help="Minutes per restart (default: the task's, else 25)."),
@@ -415,10 +420,9 @@ def simulate_cmd(
     """Replay spot availability traces through the deadline policy the controller runs."""
     from launcher.api import spot_simulate as api
 
-    h = _float_option(hours, "--hours")
     sim = api.simulate_task(
         task,
-        hours=h if h is not None else 0.0,
+        hours=_float_option(hours, "--hours"),
         traces=[p.strip() for p in trace.split(",") if p.strip()],
         deadline_h=_float_option(deadline, "--deadline"),
         policy=policy,
@@ -448,5 +452,6 @@ def simulate_cmd(
         table.add_row(name, value)
     print_table(table)
     price_from = "spot prices from the trace" if sim.trace_prices else f"spot ${sim.placement.spot_h:g}/h per node"
-    echo(f"{sim.n_nodes} node(s) of {sim.placement.description}: on-demand ${sim.placement.on_demand_h:g}/h "
-         f"per node, {price_from}; restart overhead {sim.restart_overhead_h * 60:g} min.", style="dim")
+    echo(f"placement {sim.placement.description}: on-demand ${sim.placement.on_demand_h:g}/h per node, "
+         f"{price_from}; {sim.work_h:g} h of work; restart overhead {sim.restart_overhead_h * 60:g} min.",
+         style="dim")

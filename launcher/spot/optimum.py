@@ -184,12 +184,19 @@ def optimum(
             + [0.0]
         )
         cost = od * od_tick + spot_tick[spot_zone]  # spot_zone -1 picks the trailing 0.0
-        shifted = np.empty_like(v)
-        shifted[:, :-1] = v[:, 1:]
-        shifted[:, -1] = 0.0
-        cand = np.where(dp[:, None], shifted[dst], v[dst]) + cost[:, None]
-        v = np.minimum.reduceat(cand, starts, axis=0)
-        v[:, w] = 0.0
+        # only progress values reachable by tick i (p <= i) from which the deadline can still
+        # be met (p >= w - (horizon - i)) matter: compute that window, the rest stays inf
+        lo, hi = max(0, w - (horizon - i)), min(w, i)
+        cur = v[:, lo : hi + 2]
+        stay = cur[:, : hi + 1 - lo]
+        step = cur[:, 1 : hi + 2 - lo]
+        if step.shape[1] < stay.shape[1]:  # hi == w: progress beyond the work stays done
+            step = np.concatenate([step, np.zeros((st.count, 1))], axis=1)
+        cand = np.where(dp[:, None], step[dst], stay[dst]) + cost[:, None]
+        new = np.full_like(v, np.inf)
+        new[:, lo : hi + 1] = np.minimum.reduceat(cand, starts, axis=0)
+        new[:, w] = 0.0
+        v = new
     best = float(v[st.idle, 0]) if horizon > 0 else math.inf
     return OptimumResult(
         cost=best,

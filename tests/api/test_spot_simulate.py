@@ -41,3 +41,26 @@ def test_errors(tmp_path: Path) -> None:
         simulate_task(task, hours=0, traces=[trace])
     with pytest.raises(UsageError, match="--trace is required"):
         simulate_task(task, hours=1, traces=[])
+
+
+def test_defaults_come_from_the_tasks_job_recovery(tmp_path: Path) -> None:
+    task = tmp_path / "d.yaml"
+    task.write_text(
+        "name: d\nresources:\n  accelerators: V100:1\n  use_spot: true\n  job_recovery:\n"
+        "    strategy: deadline\n    deadline: 15h\n    duration: 10h\n    restart_overhead: 30m\n"
+        "    policy: uniform_progress\n"
+    )
+    trace = tmp_path / "z_v100_1.json"
+    trace.write_text(json.dumps({"metadata": {"gap_seconds": 1800}, "data": [1, 0, 0, 1] * 20}))
+    sim = simulate_task(str(task), hours=None, traces=[str(trace)])
+    assert sim.work_h == 10 and sim.result.deadline_h == 15 and sim.restart_overhead_h == 0.5
+    assert sim.result.policy == "uniform_progress" and sim.result.deadline_met
+    # options win over the task's values
+    sim2 = simulate_task(str(task), hours=4, traces=[str(trace)], deadline_h=8, policy="greedy")
+    assert sim2.work_h == 4 and sim2.result.deadline_h == 8 and sim2.result.policy == "greedy"
+
+
+def test_hours_required_without_a_task_duration(tmp_path: Path) -> None:
+    task, trace = setup(tmp_path, {"metadata": {"gap_seconds": 60}, "data": [1]})
+    with pytest.raises(UsageError, match="--hours is required"):
+        simulate_task(task, hours=None, traces=[trace])
