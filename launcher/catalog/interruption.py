@@ -116,12 +116,16 @@ def read_aws_table(path: str) -> dict[tuple[str, str], int]:
     """(region, instance type) -> band from a `region,instance_type,band` CSV. Raises
     ValueError naming the line for a bad band."""
     out: dict[tuple[str, str], int] = {}
-    with open(path, encoding="utf-8", newline="") as f:
-        for n, row in enumerate(csv.DictReader(f), start=2):
-            band = int(row["band"])
-            if not 0 <= band < len(BAND_LABELS):
-                raise ValueError(f"{path}:{n}: band {band} is not 0..4")
-            out[(row["region"], row["instance_type"])] = band
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    if not lines or lines[0].split(",") != ["region", "instance_type", "band"]:
+        raise ValueError(f"{path}:1: header is not region,instance_type,band")
+    for n, line in enumerate(lines[1:], start=2):  # plain fields: no quoting to parse
+        region, itype, b = line.split(",")
+        band = int(b)
+        if not 0 <= band < len(BAND_LABELS):
+            raise ValueError(f"{path}:{n}: band {band} is not 0..4")
+        out[(region, itype)] = band
     return out
 
 
