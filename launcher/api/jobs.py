@@ -33,7 +33,7 @@ from launcher.jobs import paths
 from launcher.jobs.accounting import JobSummary, attempt_cost, summarize
 from launcher.jobs.daemon import ControllerInfo, probe
 from launcher.jobs.recovery import normalize_strategy
-from launcher.jobs.store import AttemptRow, EventRow, JobStore
+from launcher.jobs.store import AttemptRow, EventRow, JobRow, JobStore
 
 if TYPE_CHECKING:
     from launcher.jobs.deadline_store import DeadlineSpec
@@ -224,7 +224,8 @@ def jobs_queue() -> list[JobSummary]:
     store = JobStore()
     try:
         now = time.time()
-        return [summarize(j, store.attempts(j.id), now) for j in store.jobs()]
+        return [summarize(j, store.attempts(j.id), now, deadline=_deadline(store, j, now))
+                for j in store.jobs()]
     finally:
         store.close()
 
@@ -233,9 +234,20 @@ def jobs_status(job_id: int) -> JobSummary:
     """Raises ManagedJobNotFoundError."""
     store = JobStore()
     try:
-        return summarize(store.job(job_id), store.attempts(job_id))
+        job = store.job(job_id)
+        return summarize(job, store.attempts(job_id), deadline=_deadline(store, job))
     finally:
         store.close()
+
+
+def _deadline(store: JobStore, job: JobRow, now: float | None = None) -> Any:
+    """A DEADLINE job's DeadlineStatus (None for other jobs)."""
+    if job.deadline is None:
+        return None
+    from launcher.jobs import deadline_store as dl
+
+    return dl.deadline_status(job, dl.log_rows(store, job.id), time.time() if now is None
+                              else now)
 
 
 def jobs_detail(job_id: int) -> ManagedJobDetail:
@@ -243,7 +255,8 @@ def jobs_detail(job_id: int) -> ManagedJobDetail:
     try:
         job = store.job(job_id)
         attempts = store.attempts(job_id)
-        return ManagedJobDetail(summarize(job, attempts), [AttemptView.of(a) for a in attempts],
+        return ManagedJobDetail(summarize(job, attempts, deadline=_deadline(store, job)),
+                                [AttemptView.of(a) for a in attempts],
                                 store.events(job_id))
     finally:
         store.close()

@@ -271,6 +271,23 @@ def queue_cmd(
             _dur(r.work_lost_s) if r.work_lost_s else "-", f"${r.cost_so_far:.4f}",
         )
     print_table(table)
+    deadlines = [r for r in rows if r.deadline_at is not None]
+    if deadlines:
+        table = Table()
+        for col in ("ID", "NAME", "DEADLINE", "MODE", "PROGRESS", "PROJECTED FINISH"):
+            table.add_column(col)
+        for r in deadlines:
+            finish = "-"
+            if r.projected_finish_at is not None:
+                late = r.deadline_at is not None and r.projected_finish_at > r.deadline_at
+                finish = _ts(r.projected_finish_at) + (" (late)" if late else "")
+            mode = (r.mode or "-").replace("_", "-")
+            if r.decided and r.decided != r.mode and r.status not in ("SUCCEEDED", "FAILED",
+                                                                      "CANCELLED"):
+                mode += f" -> {r.decided.replace('_', '-')}"
+            table.add_row(str(r.id), r.display_name, _ts(r.deadline_at or 0.0), mode,
+                          f"{100 * (r.progress or 0.0):.0f}%", finish)
+        print_table(table)
     return 0
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from launcher.jobs.deadline_store import DeadlineStatus
 from launcher.jobs.store import AttemptRow, JobRow
 
 
@@ -97,6 +98,14 @@ class JobSummary:
     pipeline: str | None = None
     stage: int | None = None
     stages: int | None = None
+    # a DEADLINE job (issue 13): its deadline (epoch), what runs now (spot | on_demand |
+    # idle), the policy's last decision, progress (0..1 of the work) and the projected
+    # finish (epoch; None once ended); all None for other jobs
+    deadline_at: float | None = None
+    mode: str | None = None
+    decided: str | None = None
+    progress: float | None = None
+    projected_finish_at: float | None = None
 
     @property
     def display_name(self) -> str:
@@ -109,7 +118,9 @@ class JobSummary:
         return asdict(self)
 
 
-def summarize(job: JobRow, attempts: Sequence[AttemptRow], now: float | None = None) -> JobSummary:
+def summarize(job: JobRow, attempts: Sequence[AttemptRow], now: float | None = None,
+              deadline: DeadlineStatus | None = None) -> JobSummary:
+    """The job's queue row; `deadline`: a DEADLINE job's status (deadline_store)."""
     t = time.time() if now is None else now
     current = attempts[-1] if attempts else None
     placed = [a for a in attempts if a.cloud is not None]
@@ -147,4 +158,9 @@ def summarize(job: JobRow, attempts: Sequence[AttemptRow], now: float | None = N
         pipeline=job.pipeline_name,
         stage=None if job.stage_index is None else job.stage_index + 1,
         stages=job.stage_count,
+        deadline_at=deadline.deadline_at if deadline else None,
+        mode=deadline.mode if deadline else None,
+        decided=deadline.decided if deadline else None,
+        progress=deadline.progress if deadline else None,
+        projected_finish_at=deadline.projected_finish_at if deadline else None,
     )

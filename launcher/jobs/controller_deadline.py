@@ -46,13 +46,11 @@ import contextlib
 import dataclasses
 import logging
 import math
-import re
 import threading
 import time
 from typing import TYPE_CHECKING, Protocol
 
 from launcher.jobs import deadline_store as dl
-from launcher.jobs import paths
 from launcher.jobs.cluster_ops import AttemptLaunch, NoCapacityError, lost_nodes
 from launcher.jobs.controller_base import Cancelled
 from launcher.jobs.controller_recovery import RecoveryMixin
@@ -65,8 +63,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("launcher.jobs.controller")
 SPOT, ON_DEMAND, IDLE = "spot", "on_demand", "idle"
-_UNFINISHED_S = 1e-3
-_PROGRESS_RE = re.compile(rb"LAUNCHER_PROGRESS=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
 
 
 class DeadlineClock(Protocol):
@@ -138,34 +134,6 @@ class DeadlineMixin(RecoveryMixin):
         lost = [a.work_lost_s for a in ran if a.work_lost_s is not None]
         return start + (sum(lost) / len(lost) if lost else 0.0)
 
-    def _done_s(self, job: JobRow, rows: list[dl.DeadlineLogRow], now: float) -> float:
-        """Durable progress. Capped 1 ms short of the work: a job whose estimate says done
-        but which has not exited still needs a gang (it ends the job itself)."""
-        assert job.deadline is not None
-        cap = max(0.0, job.deadline.work_s - _UNFINISHED_S)
-        if job.deadline.progress == "reported":
-            return min(cap, self._reported_fraction(job) * job.deadline.work_s)
-        done = 0.0
-        start: dict[int, float] = {}
-        for r in rows:
-            if r.kind == "running" and r.attempt is not None:
-                start[r.attempt] = r.at
-            elif r.kind == "stopped" and r.attempt in start:
-                done += max(0.0, min(r.at, now) - start.pop(r.attempt))
-        for s in start.values():
-            done += max(0.0, now - s)
-        return min(done, cap)
-
-    def _reported_fraction(self, job: JobRow) -> float:
-        """The largest LAUNCHER_PROGRESS=<fraction> the job printed (0 before any)."""
-        best = 0.0
-        for p in paths.attempt_log_path(job.id, 1).parent.glob(f"{job.id}*.log"):
-            with contextlib.suppress(OSError):
-                for m in _PROGRESS_RE.finditer(p.read_bytes()):
-                    with contextlib.suppress(ValueError):
-                        best = max(best, min(1.0, float(m.group(1))))
-        return best
-
     def _observe(self, job: JobRow, current: str, spot_available: bool,
                  rows: list[dl.DeadlineLogRow], now: float) -> Observation:
         from launcher.spot.policy import Mode, Observation, SpotHistory
@@ -198,7 +166,7 @@ class DeadlineMixin(RecoveryMixin):
             elapsed_s=now - job.submitted_at,
             deadline_s=job.deadline.deadline_at - job.submitted_at,
             work_s=job.deadline.work_s,
-            done_s=self._done_s(job, rows, now),
+            done_s=dl.progress_s(job, rows, now),
             restart_overhead_s=self._overhead_s(job, attempts),
             current=Mode(current),
             spot_available=spot_available,

@@ -18,11 +18,18 @@ so a controller restarted after kill -9 decides as before.
 
 from __future__ import annotations
 
+import contextlib
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from launcher.jobs.store import JobStore
+    from launcher.jobs.store import JobRow, JobStore
+
+# A job whose progress estimate reached its duration but which has not exited is this much
+# short of done (it still needs a gang; it ends the job itself).
+UNFINISHED_S = 1e-3
+_PROGRESS_RE = re.compile(rb"LAUNCHER_PROGRESS=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
 
 
 @dataclass(frozen=True)
@@ -84,3 +91,91 @@ def log_rows(store: JobStore, job_id: int) -> list[DeadlineLogRow]:
             None if r["spot_available"] is None else bool(r["spot_available"]), r["done_s"],
             r["slack_s"], r["restart_overhead_s"], r["attempt"], r["reason"]))
     return out
+
+
+def wall_progress_s(rows: list[DeadlineLogRow], now: float) -> float:
+    """`progress: wall`: the seconds the job's gangs made progress, from each "running" row
+    (its progress start) to its "stopped" row (or `now`)."""
+    done = 0.0
+    start: dict[int, float] = {}
+    for r in rows:
+        if r.kind == "running" and r.attempt is not None:
+            start[r.attempt] = r.at
+        elif r.kind == "stopped" and r.attempt in start:
+            done += max(0.0, min(r.at, now) - start.pop(r.attempt))
+    for s in start.values():
+        done += max(0.0, now - s)
+    return done
+
+
+def reported_fraction(job_id: int) -> float:
+    """`progress: reported`: the largest LAUNCHER_PROGRESS=<fraction 0..1> line the job
+    printed in any attempt's log (kept by the controller's log sync); 0 before any."""
+    from launcher.jobs import paths
+
+    best = 0.0
+    folder = paths.attempt_log_path(job_id, 1).parent
+    for p in sorted(folder.glob("*.log")) if folder.is_dir() else []:
+        with contextlib.suppress(OSError):
+            for m in _PROGRESS_RE.finditer(p.read_bytes()):
+                with contextlib.suppress(ValueError):
+                    best = max(best, min(1.0, float(m.group(1))))
+    return best
+
+
+def progress_s(job: JobRow, rows: list[DeadlineLogRow], now: float) -> float:
+    """The job's durable progress in seconds, capped `UNFINISHED_S` short of its work."""
+    assert job.deadline is not None
+    cap = max(0.0, job.deadline.work_s - UNFINISHED_S)
+    if job.deadline.progress == "reported":
+        return min(cap, reported_fraction(job.id) * job.deadline.work_s)
+    return min(cap, wall_progress_s(rows, now))
+
+
+@dataclass(frozen=True)
+class DeadlineStatus:
+    """What `launcher jobs queue` shows of a DEADLINE job (JSON: these names)."""
+
+    deadline_at: float
+    mode: str  # what runs now: spot | on_demand | idle
+    decided: str | None  # the policy's last decision
+    progress: float  # 0..1 of the work
+    work_s: float
+    projected_finish_at: float | None  # None once the job ended
+
+    @property
+    def on_track(self) -> bool:
+        return self.projected_finish_at is None or self.projected_finish_at <= self.deadline_at
+
+
+def deadline_status(job: JobRow, rows: list[DeadlineLogRow], now: float) -> DeadlineStatus:
+    """The DEADLINE job's status at `now` from its log (see the module docstring)."""
+    assert job.deadline is not None
+    running: dict[int, DeadlineLogRow] = {}
+    for r in rows:
+        if r.kind == "running" and r.attempt is not None:
+            running[r.attempt] = r
+        elif r.kind == "stopped" and r.attempt is not None:
+            running.pop(r.attempt, None)
+    mode = "idle"
+    progressing = False
+    if running:
+        last = running[max(running)]
+        mode = last.mode or "idle"
+        progressing = last.at <= now
+    decisions = [r for r in rows if r.kind == "decision"]
+    overhead = (decisions[-1].restart_overhead_s or 0.0) if decisions else 0.0
+    done = progress_s(job, rows, now) if not job.status.is_terminal else job.deadline.work_s
+    left = max(0.0, job.deadline.work_s - done)
+    if job.status.is_terminal:
+        finish = None
+    elif progressing:
+        finish = now + left
+    elif running:
+        finish = max(now, running[max(running)].at) + left
+    else:
+        finish = now + overhead + left
+    return DeadlineStatus(job.deadline.deadline_at, mode if not job.status.is_terminal else "idle",
+                          decisions[-1].mode if decisions else None,
+                          round(done / job.deadline.work_s, 4) if job.deadline.work_s else 1.0,
+                          job.deadline.work_s, finish)

@@ -71,9 +71,10 @@ def live_spot(ops: FakeOps) -> list[str]:
 
 
 def drive(ops: FakeOps, ctl: Running, clock: ManualClock, store: JobStore, job: JobRow,
-          avail: list[int], until_tick: int) -> None:
-    """Move the clock tick by tick through `avail` (preempting spot where it goes to 0),
-    waiting at each tick until the controller has acted on it."""
+          avail: list[int], until_tick: int, node: int | None = None) -> None:
+    """Move the clock tick by tick through `avail` (preempting spot where it goes to 0: every
+    node, or only node `node` of the gang), waiting at each tick until the controller has
+    acted on it."""
     for k in range(until_tick + 1):
         up = bool(avail[k])
 
@@ -81,7 +82,7 @@ def drive(ops: FakeOps, ctl: Running, clock: ManualClock, store: JobStore, job: 
             ops.spot_capacity = up
             if not up:
                 for name in live_spot(ops):
-                    ops.preempt(name)
+                    ops.preempt(name, node)
 
         clock.advance_to(job.submitted_at + k * TICK, act)
         clock.wait_settled(job.id, k, timeout=15.0)
@@ -173,6 +174,32 @@ def drive_restarting(ops: FakeOps, r: Restarting, clock: ManualClock, job: JobRo
 
         clock.advance_to(job.submitted_at + k * TICK, act)
         clock.wait_settled(job.id, k, timeout=15.0, done=r.check)
+
+
+def test_multi_node_gang_is_lost_with_one_node(launcher_home) -> None:
+    """A 3-node gang whose one node is lost is a lost gang for the policy (no in-place
+    replacement here): the same decisions as the single-node sequence."""
+    expected = decisions_for_events(
+        policy_by_name("launcher"), events_of(TRACE), tick_s=TICK, work_s=WORK * TICK,
+        deadline_s=DEADLINE * TICK, restart_overhead_s=OVERHEAD * TICK,
+        horizon_s=len(TRACE) * TICK)
+    last_tick = [d for d in expected if d.reason == "finished"][0].tick
+    want = compress([(d.tick, str(d.mode)) for d in expected if d.reason != "finished"])
+    store = JobStore()
+    job = submit_deadline(store, work_ticks=WORK, deadline_ticks=DEADLINE,
+                          overhead_ticks=OVERHEAD)
+    ops = FakeOps([Place("fake", "r1", "z1")], lambda n: Behaviour(duration_s=1e9))
+    clock = ManualClock(job.submitted_at)
+    ctl = Running(ops, deadline_clock=clock, deadline_tick_s=TICK, num_nodes=3)
+    try:
+        drive(ops, ctl, clock, store, job, TRACE, last_tick, node=1)
+        assert controller_decisions(store, job.id) == want
+        preempted = [a for a in store.attempts(job.id) if a.outcome == "PREEMPTED"]
+        assert len(preempted) == 2 and all(a.num_nodes == 3 for a in preempted)
+        finish(ops, store, job.id)
+    finally:
+        ctl.stop()
+    assert ops.live() == []
 
 
 # Kill -9 in the middle of every deadline transition of the launcher policy's run on TRACE
