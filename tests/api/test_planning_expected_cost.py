@@ -56,3 +56,16 @@ def test_hours_and_work_default() -> None:
     p = planning.cost(task, hours=48)
     assert p.work_hours == 48 and p.placements[0].expected_cost == pytest.approx(
         p.placements[0].expected_hourly_cost * 48)
+
+
+def test_the_tasks_restart_overhead_and_duration_drive_the_model() -> None:
+    task = Task.from_yaml_str(
+        SPOT + "  job_recovery: {strategy: deadline, deadline: 36h, duration: 10h, "
+        "restart_overhead: 60m}\n")
+    plan = planning.plan(task)
+    assert plan.restart_overhead_hours == pytest.approx(1.0) and plan.work_hours == 10.0
+    p = plan.placements[0]
+    lam = p.interruption_rate_per_hour
+    assert lam is not None
+    assert p.expected_cost == pytest.approx(p.hourly_cost * 10.0 / (1 - lam * 1.0))
+    assert planning.cost(task, hours=3).work_hours == 3.0  # --hours wins
