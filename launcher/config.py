@@ -149,11 +149,14 @@ class GCPSettings:
 
 @dataclass(frozen=True)
 class JobsSettings:
-    """The `jobs:` section: `checkpoint_store` (an s3:// URI, or None) and
-    `checkpoint_save_interval` in seconds (None = the agent's default, 300)."""
+    """The `jobs:` section: `checkpoint_store` (an s3:// URI, or None),
+    `checkpoint_save_interval` in seconds (None = the agent's default, 300) and
+    `deadline_tick` in seconds (how often the DEADLINE strategy's policy decides; None =
+    the controller's default, 60)."""
 
     checkpoint_store: str | None = None
     checkpoint_save_interval: float | None = None
+    deadline_tick: float | None = None
 
 
 @dataclass(frozen=True)
@@ -460,14 +463,15 @@ def _fabric(value: Any, where: str, source: str) -> str | None:
     return str(value)
 
 
-_JOBS_KEYS = ("checkpoint_store", "checkpoint_save_interval")
+_JOBS_KEYS = ("checkpoint_store", "checkpoint_save_interval", "deadline_tick")
 
 
 def _parse_jobs(body: Any, source: str) -> JobsSettings:
     if body is None:
         return JobsSettings()
     if not isinstance(body, dict):
-        raise _err(source, "jobs", "expected a mapping (checkpoint_store, checkpoint_save_interval).")
+        raise _err(source, "jobs", "expected a mapping (checkpoint_store, checkpoint_save_interval, "
+                   "deadline_tick).")
     _no_unknown(body, _JOBS_KEYS, "jobs", source)
     store = body.get("checkpoint_store")
     if store is not None:
@@ -483,4 +487,13 @@ def _parse_jobs(body: Any, source: str) -> JobsSettings:
             raise _err(source, "jobs.checkpoint_save_interval",
                        f"expected a duration like 300, 90s, 5m or 1h, got {interval!r}.")
         seconds = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
-    return JobsSettings(checkpoint_store=store, checkpoint_save_interval=seconds)
+    tick = None
+    if body.get("deadline_tick") is not None:
+        raw = body["deadline_tick"]
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(raw))
+        if isinstance(raw, bool) or m is None or float(m.group(1)) <= 0:
+            raise _err(source, "jobs.deadline_tick",
+                       f"expected a duration like 60, 30s or 2m, got {raw!r}.")
+        tick = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    return JobsSettings(checkpoint_store=store, checkpoint_save_interval=seconds,
+                        deadline_tick=tick)

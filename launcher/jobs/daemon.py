@@ -11,7 +11,8 @@ Settings (environment, for tests and benchmarks; defaults in ControllerConfig):
 LAUNCHER_JOBS_POLL_MIN_S, LAUNCHER_JOBS_POLL_MAX_S, LAUNCHER_JOBS_IDLE_EXIT_S,
 LAUNCHER_JOBS_LAUNCH_WORKERS, LAUNCHER_JOBS_WATCH_WORKERS, LAUNCHER_JOBS_CONFIRM_S,
 LAUNCHER_JOBS_COOLDOWN_S, LAUNCHER_JOBS_MAX_POLLS_PER_S, LAUNCHER_JOBS_HEAD_UNREACHABLE_S,
-LAUNCHER_JOBS_NO_CAPACITY_RETRIES, LAUNCHER_JOBS_BACKOFF_MAX_S, LAUNCHER_JOBS_LOG_SYNC_S.
+LAUNCHER_JOBS_NO_CAPACITY_RETRIES, LAUNCHER_JOBS_BACKOFF_MAX_S, LAUNCHER_JOBS_LOG_SYNC_S,
+LAUNCHER_JOBS_DEADLINE_TICK_S (over the config's `jobs.deadline_tick`).
 """
 
 from __future__ import annotations
@@ -45,11 +46,19 @@ _ENV = {
     "max_no_capacity_retries": "LAUNCHER_JOBS_NO_CAPACITY_RETRIES",
     "backoff_max_s": "LAUNCHER_JOBS_BACKOFF_MAX_S",
     "log_sync_s": "LAUNCHER_JOBS_LOG_SYNC_S",
+    "deadline_tick_s": "LAUNCHER_JOBS_DEADLINE_TICK_S",
 }
 
 
 def config_from_env() -> ControllerConfig:
+    """ControllerConfig from the config file's `jobs:` section, then the environment."""
     cfg = ControllerConfig()
+    with contextlib.suppress(Exception):  # a broken config file is reported where it is used
+        from launcher.config import load_config
+
+        tick = load_config().jobs.deadline_tick
+        if tick is not None:
+            cfg.deadline_tick_s = tick
     types = {f.name: f.type for f in fields(ControllerConfig)}
     for attr, var in _ENV.items():
         raw = os.environ.get(var)

@@ -102,3 +102,21 @@ def test_queue_shows_deadline_mode_progress_and_projected_finish(
         main(["jobs", "queue"])
     text = capsys.readouterr().out
     assert "PROJECTED FINISH" in text and "spot" in text and "25%" in text
+
+
+def test_deadline_tick_from_config_then_environment(launcher_home: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from launcher.config import ConfigError
+    from launcher.jobs.daemon import config_from_env
+
+    assert config_from_env().deadline_tick_s == 60.0
+    (launcher_home / "config.yaml").write_text("jobs:\n  deadline_tick: 2m\n")
+    assert config_from_env().deadline_tick_s == 120.0
+    monkeypatch.setenv("LAUNCHER_JOBS_DEADLINE_TICK_S", "0.5")
+    assert config_from_env().deadline_tick_s == 0.5
+    (launcher_home / "config.yaml").write_text("jobs:\n  deadline_tick: soon\n")
+    from launcher.config import load_config
+
+    with pytest.raises(ConfigError) as err:
+        load_config()
+    assert "jobs.deadline_tick" in str(err.value)
