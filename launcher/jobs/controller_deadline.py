@@ -221,8 +221,10 @@ class DeadlineMixin(RecoveryMixin):
         n = attempts[-1].attempt + 1 if attempts else 1
         last = _last_decision(rows)
         tick = self._tick_of(job, now)
-        event = last is not None and any(r.kind in ("stopped", "refused") and r.id > last.id
-                                         for r in rows)
+        event = last is not None and any(
+            r.id > last.id and (r.kind == "refused" or (
+                r.kind == "stopped" and not r.reason.startswith("switched to")))
+            for r in rows)  # a gang stopped by the decision itself is no new event
         if last is not None and not event and last.tick == tick:
             if last.mode in (SPOT, ON_DEMAND) and last.attempt == n and not (
                     last.mode == SPOT and not last.spot_available):

@@ -9,6 +9,8 @@ until the controller has acted on each tick, so no real-time jitter enters the d
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from launcher.clouds.base import NodeState
@@ -244,3 +246,32 @@ def test_kill9_mid_transition_leaves_no_extra_cluster_and_decides_the_same(
     assert store.job(job.id).status.value == "SUCCEEDED"
     assert ops.max_live <= 2  # never a third cluster: no duplicate gang
     assert all(a.torn_down_at is not None for a in store.attempts(job.id))
+
+
+def test_real_time_no_spot_goes_on_demand_in_time_and_finishes_by_the_deadline(
+        launcher_home) -> None:
+    """The real clock (WallClock), scaled to seconds: spot never available, the policy
+    waits while the slack allows, then runs on-demand and the job ends before its
+    deadline. Only the order of events and the deadline are asserted, not durations."""
+    store = JobStore()
+    job = store.add_job(name="rt", task_yaml="run: true\n", task_source=None,
+                        strategy="DEADLINE", max_restarts_on_errors=0, recover_on_exit_codes=(),
+                        deadline=DeadlineSpec(time.time() + 5.0, 1.0, 0.5, "wall", "launcher"))
+    ops = FakeOps([Place("fake", "r1", "z1")], lambda n: Behaviour(duration_s=1.0))
+    ops.spot_capacity = False
+    ctl = Running(ops, deadline_tick_s=0.1)
+    try:
+        wait_for(lambda: store.job(job.id).status.is_terminal, 20.0, "the job to end")
+    finally:
+        ctl.stop()
+    end = store.job(job.id)
+    assert end.status.value == "SUCCEEDED"
+    assert end.deadline is not None and end.ended_at is not None
+    assert end.ended_at <= end.deadline.deadline_at
+    ran = [a for a in store.attempts(job.id) if a.running_at is not None]
+    assert [a.market for a in ran] == ["on_demand"]
+    refused = [a for a in store.attempts(job.id) if a.outcome == "NO_RESOURCE_RETRY"]
+    assert refused and all(a.market == "spot" for a in refused)
+    modes = [r.mode for r in dl.log_rows(store, job.id) if r.kind == "decision"]
+    assert "idle" in modes and modes[-1] == "on_demand"  # waited first, then on-demand
+    assert ops.live() == []
