@@ -470,8 +470,9 @@ def jobs_controller_stop(timeout: float = 30.0) -> ControllerInfo:
     info = probe()
     if not info.running or info.pid is None:
         return info
+    pid = info.pid
     try:
-        os.kill(info.pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return probe()
     end = time.monotonic() + timeout
@@ -480,4 +481,9 @@ def jobs_controller_stop(timeout: float = 30.0) -> ControllerInfo:
         if not info.running:
             return info
         time.sleep(0.05)
-    raise LauncherError(f"The controller (pid {info.pid}) did not stop within {timeout:.0f} s.")
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGUSR1)  # the daemon writes its threads' stacks to its log
+    raise LauncherError(
+        f"The controller (pid {pid}) did not stop within {timeout:.0f} s; the stacks of "
+        f"its threads (what it is waiting on) are at the end of {paths.controller_log_path()}."
+    )

@@ -161,6 +161,7 @@ def main() -> int:
         handlers=[logging.FileHandler(paths.controller_log_path())],
     )
     log = logging.getLogger("launcher.jobs.controller")
+    _dump_stacks_on_sigusr1()
     from launcher.jobs.cluster_ops import RealClusterOps
 
     while True:
@@ -186,6 +187,19 @@ def main() -> int:
                 return 0
         finally:
             store.close()
+
+
+_STACKS_FILE: list[IO[str]] = []  # kept open: faulthandler writes to its descriptor
+
+
+def _dump_stacks_on_sigusr1() -> None:
+    """SIGUSR1 appends every thread's stack to controller.log (what a stuck
+    controller is waiting on); `jobs_controller_stop` sends it before giving up."""
+    import faulthandler
+
+    f = open(paths.controller_log_path(), "a")  # noqa: SIM115 - lives as long as the process
+    _STACKS_FILE.append(f)
+    faulthandler.register(signal.SIGUSR1, file=f, all_threads=True)
 
 
 def _run_once(ops: object) -> bool:

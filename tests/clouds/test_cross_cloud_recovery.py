@@ -83,11 +83,13 @@ def clouds(
     try:
         yield Clouds(aws_moto, nebius_cloud, runpod_cloud)
     finally:
-        api.jobs_controller_stop()
         from launcher.api import clusters
 
-        for row in clusters.status():
-            clusters.down(row.name)
+        try:
+            api.jobs_controller_stop()
+        finally:  # a stuck controller must not leave the clusters behind too
+            for row in clusters.status():
+                clusters.down(row.name)
 
 
 def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -97,6 +99,28 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _diagnostics(job_id: int, clouds: Clouds) -> str:
+    """What a failure report needs: the job's events, the fakes' inventories and the
+    controller log's tail (a hang shows there as the last step begun)."""
+    import os
+    import signal
+
+    from launcher.jobs import paths
+
+    info = api.jobs_controller_status()
+    if info.running and info.pid is not None:
+        os.kill(info.pid, signal.SIGUSR1)  # its threads' stacks go to the log
+        time.sleep(0.5)
+    events = [f"{e.reason}" for e in api.jobs_detail(job_id).events]
+    log = paths.controller_log_path()
+    tail = log.read_text(errors="replace").splitlines()[-120:] if log.exists() else ["(no log)"]
+    return "\n".join([
+        f"events: {events}",
+        f"nebius: {clouds.nebius.inventory()} runpod: {clouds.runpod.inventory()}",
+        "controller.log tail:", *tail,
+    ])
 
 
 def _task(tmp_path: Path, choice: str) -> str:
@@ -195,5 +219,7 @@ def test_spot_job_preempted_on_one_gpu_cloud_resumes_from_s3_on_the_other(
             bodies.sync()
             assert bodies.live_nodes() == {}
         print(f"cross-cloud spot job: {time.monotonic() - t0:.1f}s", *reasons, sep="\n")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_diagnostics(job.id, clouds)}") from None
     finally:
         store.close()
