@@ -127,7 +127,8 @@ class DeadlineMixin(RecoveryMixin):
         assert job.deadline is not None
         if job.deadline.restart_overhead_s is not None:
             return job.deadline.restart_overhead_s
-        ran = [a for a in attempts if a.running_at is not None]
+        # (a switch's spot attempt is recorded once its gang is up: it says nothing)
+        ran = [a for a in attempts if a.running_at is not None and a.cause != "switch"]
         if not ran:
             return DEFAULT_RESTART_OVERHEAD_S
         start = sum(max(0.0, (a.running_at or 0.0) - a.created_at) for a in ran) / len(ran)
@@ -317,7 +318,10 @@ class DeadlineMixin(RecoveryMixin):
                    tick: int) -> bool:
         """Move the running attempt `att` (market `current`) to `mode`."""
         if current == ON_DEMAND and mode == SPOT:
-            if await self._switch_to_spot(job, att):
+            switched = await self._switch_to_spot(job, att)
+            if switched is None:  # the on-demand run ended meanwhile: the watch applies it
+                return False
+            if switched:
                 return True
             return await self._after_refused_switch(job, att, tick)
         return self._stop_for(job, att, current, mode, reason)
@@ -344,10 +348,11 @@ class DeadlineMixin(RecoveryMixin):
 
     # ---- ON_DEMAND -> SPOT ----------------------------------------------------------------
 
-    async def _switch_to_spot(self, job: JobRow, od: AttemptRow) -> bool:
+    async def _switch_to_spot(self, job: JobRow, od: AttemptRow) -> bool | None:
         """Launch a spot gang while the on-demand attempt `od` runs; once it is set up, end
         `od` (SWITCHED, its cluster down) and run the job on the spot gang. True when
-        switched; False when the spot launch failed (`od` goes on untouched)."""
+        switched; False when the spot launch failed (`od` goes on untouched); None when
+        `od`'s run ended meanwhile (the spot gang is torn down, `od`'s result stands)."""
         n = od.attempt + 1
         name = cluster_name_for(self.cfg.cluster_prefix, job.id, n)
         od = self.store.update_attempt(job.id, od.attempt, switch_cluster=name)  # intent
@@ -372,14 +377,25 @@ class DeadlineMixin(RecoveryMixin):
                                    drains=False)
         fut = asyncio.ensure_future(self._launch_call(self.ops.provision_and_start, req))
         try:
-            return await self._hand_over(job, od, n, name, fut, ready, proceed)
+            return await self._hand_over(job, od, n, name, fut, ready, proceed, dead)
         except BaseException:
             dead.set()
             raise
 
+    async def _run_ended(self, att: AttemptRow) -> bool:
+        """True when the agent reports `att`'s run ended (False when it cannot be asked)."""
+        if att.cluster_job_id is None:
+            return False
+        try:
+            run = await self._watch_call(self.ops.job_status, att.cluster_name,
+                                         att.cluster_job_id)
+        except Exception:
+            return False
+        return run.status.is_terminal
+
     async def _hand_over(self, job: JobRow, od: AttemptRow, n: int, name: str,
                          fut: asyncio.Future[AttemptLaunch], ready: asyncio.Event,
-                         proceed: threading.Event) -> bool:
+                         proceed: threading.Event, dead: threading.Event) -> bool | None:
         """The rest of `_switch_to_spot`: wait for the spot gang, then hand over."""
         nxt = dataclasses.replace(od, attempt=n, cluster_name=name, cause="switch",
                                   market=SPOT, gang_runs=1, cloud=None)
@@ -413,6 +429,15 @@ class DeadlineMixin(RecoveryMixin):
             log.info("job %d: switch to spot failed (%s): staying on on-demand", job.id, reason)
             await self._abandon_switch(job, od)
             return False
+        if await self._run_ended(od):  # the job finished on on-demand meanwhile: keep that
+            log.info("job %d: the on-demand run ended during the switch to spot: the spot "
+                     "gang is not used", job.id)
+            dead.set()
+            await self._launch_call(self.ops.abort_launch, name)
+            with contextlib.suppress(Exception):
+                await fut
+            await self._abandon_switch(job, od)
+            return None
         # The spot gang is up: hand over. The on-demand gang's progress ends where the spot
         # gang's starts.
         rows = dl.log_rows(self.store, job.id)

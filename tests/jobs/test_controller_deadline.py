@@ -275,3 +275,46 @@ def test_real_time_no_spot_goes_on_demand_in_time_and_finishes_by_the_deadline(
     modes = [r.mode for r in dl.log_rows(store, job.id) if r.kind == "decision"]
     assert "idle" in modes and modes[-1] == "on_demand"  # waited first, then on-demand
     assert ops.live() == []
+
+
+def test_job_ending_on_demand_during_the_switch_to_spot_keeps_its_result(launcher_home) -> None:
+    """The on-demand run ends while the spot gang is being set up: the spot gang is not
+    used (torn down), the job's own result stands."""
+    expected = decisions_for_events(
+        policy_by_name("launcher"), events_of(TRACE), tick_s=TICK, work_s=WORK * TICK,
+        deadline_s=DEADLINE * TICK, restart_overhead_s=OVERHEAD * TICK,
+        horizon_s=len(TRACE) * TICK)
+    back_to_spot = [d.tick for d in expected if str(d.mode) == "spot"][1]  # the switch
+    store = JobStore()
+    job = submit_deadline(store, work_ticks=WORK, deadline_ticks=DEADLINE,
+                          overhead_ticks=OVERHEAD)
+    ops = FakeOps([Place("fake", "r1", "z1")], lambda n: Behaviour(duration_s=1e9))
+    clock = ManualClock(job.submitted_at)
+    ctl = Running(ops, deadline_clock=clock, deadline_tick_s=TICK)
+    try:
+        drive(ops, ctl, clock, store, job, TRACE, back_to_spot - 1)
+        od = [a for a in store.attempts(job.id) if a.market == "on_demand" and a.outcome is None]
+        assert len(od) == 1
+
+        def od_ends(cluster: str) -> None:  # during the spot gang's setup
+            with ops.lock:
+                ops.clusters[od[0].cluster_name].behaviour = Behaviour(duration_s=0.0)
+
+        ops.on_setup = od_ends
+        assert TRACE[back_to_spot]
+
+        def spot_back() -> None:
+            ops.spot_capacity = True
+
+        clock.advance_to(job.submitted_at + back_to_spot * TICK, spot_back)
+        wait_for(lambda: store.job(job.id).status.is_terminal, 15.0, "the job to end")
+        wait_for(lambda: ops.live() == [], 15.0, "every cluster down")
+    finally:
+        ctl.stop()
+    assert store.job(job.id).status.value == "SUCCEEDED"
+    last = store.attempts(job.id)[-1]
+    assert last.attempt == od[0].attempt and last.outcome == "SUCCEEDED"
+    assert last.switch_cluster is None
+    assert [m for _c, m in ops.markets][-1] == "spot"  # the switch's gang was provisioned
+    reasons = [r.reason for r in dl.log_rows(store, job.id) if r.kind == "decision"]
+    assert "spot launch refused" not in reasons[-1]  # nothing was refused: no re-decision
