@@ -36,12 +36,12 @@ from launcher.optimizer import (
     fmt_money,
     rank,
 )
+from launcher.provisioning.planning_spot import placement_label, reorder_note, spot_model
 from launcher.resources import ResourceCandidate
 
 if TYPE_CHECKING:
     from launcher.catalog.interruption import InterruptionRate
     from launcher.clouds.base import CredentialStatus
-    from launcher.optimizer import SpotCostModel
     from launcher.task import Task
 
 __all__ = [
@@ -224,12 +224,6 @@ def placement_to_dict(p: Placement, enabled: bool) -> dict[str, Any]:
     return _placement_dict(p, enabled)
 
 
-def placement_label(p: Placement) -> str:
-    """ "aws us-east-1/us-east-1a p3.2xlarge spot": a placement in one phrase."""
-    where = p.region + (f"/{p.zone}" if p.zone else "")
-    return f"{p.cloud} {where} {p.instance_type} {'spot' if p.use_spot else 'on-demand'}"
-
-
 def _finite(x: float | None) -> float | None:
     """JSON has no infinity: an expected cost that never ends is null (the note says so)."""
     return None if x is None or x == float("inf") else x
@@ -324,7 +318,7 @@ def plan(
         if not any(status(c).enabled for c in others):
             include_local = True
 
-    spot = _spot_model(task, hours, observed) if any(c.use_spot for c in cands) else None
+    spot = spot_model(task, hours, observed) if any(c.use_spot for c in cands) else None
     ranking = rank(task, offers, blocked, hours, include_local=include_local, spot=spot)
     if include_local and any(p.cloud == LOCAL_CLOUD for p in ranking.placements):
         # only when local actually fits: an instance type or GPU it lacks keeps it out
@@ -377,43 +371,6 @@ def plan(
     return Plan(task, ranking.placements, enabled, chosen, ranking.rejected, hours, notes, disabled,
                 spot.work_hours if spot else None,
                 spot.restart_overhead_hours if spot else None, reordered)
-
-
-def _spot_model(
-    task: Task, hours: float | None, observed: Mapping[Place, InterruptionRate] | None
-) -> SpotCostModel:
-    """The expected-cost model for `task` (see `plan`)."""
-    from launcher.catalog.interruption import load_table
-    from launcher.optimizer import DEFAULT_RESTART_OVERHEAD_HOURS, DEFAULT_WORK_HOURS, SpotCostModel
-
-    recovery = getattr(task, "job_recovery", None)
-    minutes = getattr(recovery, "restart_overhead_minutes", None)
-    duration = getattr(recovery, "duration_hours", None)
-    work = hours if hours is not None else (duration if duration else DEFAULT_WORK_HOURS)
-    return SpotCostModel(
-        rates=load_table(),
-        restart_overhead_hours=(minutes / 60.0 if minutes is not None
-                                else DEFAULT_RESTART_OVERHEAD_HOURS),
-        work_hours=float(work),
-        observed=dict(observed or {}),
-    )
-
-
-def _money_or_never(x: float) -> str:
-    return "never" if x == float("inf") else f"${x:.2f}/h"
-
-
-def reorder_note(reordered: Sequence[Reorder]) -> str:
-    """One line: which placements expected cost ranks ahead of cheaper-by-list ones."""
-    parts = []
-    for r in reordered:
-        a, b = r.ahead, r.cheaper
-        parts.append(
-            f"{placement_label(a)} (list ${a.hourly_cost:.2f}/h, expected "
-            f"{_money_or_never(a.ranking_cost)}) ahead of {placement_label(b)} (list "
-            f"${b.hourly_cost:.2f}/h, expected {_money_or_never(b.ranking_cost)})"
-        )
-    return "Expected cost changes the list-price order: " + "; ".join(parts) + "."
 
 
 def _resolve_families(query: Any, task: Task) -> Task:
