@@ -140,7 +140,7 @@ def replay(zones: list[Zone], start: int, work_h: float, overhead_h: float,
         overhead_left = overhead_h
         while t < n and z.up[t]:
             cost += z.price[t] * gap
-            if overhead_left > 0:
+            if overhead_left > 1e-9:
                 overhead_left -= gap
             else:
                 done += gap
