@@ -42,7 +42,8 @@ class SpotCostModel:
     """How the optimizer costs spot placements (see the module docstring).
 
     `rates`: a node's interruption rate per offer (data: catalog/interruption.py).
-    `observed`: extra per-node rate that recovery saw (recent preemptions), keyed by
+    `observed`: extra rate of a placement (the whole gang: one preemption is one event
+    however many nodes it has) that recovery saw (recent preemptions), keyed by
     (cloud, region, zone) for a zone or (cloud, region, None) for a whole region; both
     apply to an offer in that zone. `restart_overhead_hours`: R. `work_hours`: W when
     `rank` gets no `hours`."""
@@ -52,9 +53,10 @@ class SpotCostModel:
     work_hours: float = DEFAULT_WORK_HOURS
     observed: Mapping[Place, InterruptionRate] = field(default_factory=dict)
 
-    def node_rate(self, o: Offer) -> InterruptionRate:
-        """The rate one node of `o` is interrupted at, with its source: the data's rate
-        plus what recovery observed in its zone and in its region."""
+    def node_rate(self, o: Offer, num_nodes: int = 1) -> InterruptionRate:
+        """The rate one node of `o` is interrupted at in a gang of `num_nodes`, with its
+        source: the data's rate plus 1/num_nodes of what recovery observed in its zone
+        and in its region (so the gang's rate, num_nodes x this, adds `observed` once)."""
         base = self.rates.rate(o.cloud, o.region, o.instance_type)
         if not self.observed:
             return base
@@ -66,7 +68,7 @@ class SpotCostModel:
         if not seen:
             return base
         return InterruptionRate(
-            base.per_hour + sum(r.per_hour for r in seen),
+            base.per_hour + sum(r.per_hour for r in seen) / max(1, num_nodes),
             "; ".join([base.source, *(r.source for r in seen)]),
         )
 

@@ -32,9 +32,9 @@ region where the offer has no zone).
 Expected cost (spot): with a `SpotCostModel`, a spot placement is ranked on its
 expected cost to finish W hours of work, not on its list price. A gang of n nodes is
 interrupted when any node is, at rate lambda = n x the node's interruption rate per
-hour (the model's `rates`, plus what recovery observed: `observed`). Each
-interruption costs R hours of paid time without progress (provisioning + setup + the
-work since the last checkpoint: `restart_overhead_hours`). With interruptions a
+hour (the model's `rates`; plus what recovery observed, `observed`, counted once
+for the gang). Each interruption costs R hours of paid time without progress
+(provisioning + setup + the work since the last checkpoint: `restart_overhead_hours`). With interruptions a
 Poisson process over all paid time (overhead included), the expected paid time T
 satisfies T = W + R x (lambda x T), so T = W / (1 - lambda x R): the expected cost is
 the list cost x 1 / (1 - lambda x R) (infinite when lambda x R >= 1: in expectation
@@ -639,7 +639,7 @@ def rank(
                 key = (o.cloud, o.region, o.zone, o.instance_type)
                 hit = rate_cache.get(key)
                 if hit is None:
-                    r = spot.node_rate(o)
+                    r = spot.node_rate(o, num_nodes)
                     hit = rate_cache[key] = (
                         r, expected_cost_factor(r.per_hour * num_nodes, overhead))
                 rate, factor = hit

@@ -139,3 +139,16 @@ def test_reorders_name_the_swapped_placements() -> None:
     (swap,) = reordered_by_expected_cost(ps)
     assert (swap.ahead.region, swap.cheaper.region) == ("us-west-2", "us-east-1")
     assert reordered_by_expected_cost(rank(FakeTask([cand(use_spot=True)]), offers).placements) == []
+
+
+def test_observed_preemptions_count_once_for_a_gang() -> None:
+    # a preemption is one event for the gang: 1/h observed adds 1/h to the gang's rate,
+    # i.e. 1/8 per node of an 8-node gang, not 1/h per node
+    offer = mk_offer(region="us-east-1", zone="a", spot_price=40.0)
+    seen = {("aws", "us-east-1", "a"): InterruptionRate(1.0, "+1/h seen in a")}
+    model = SpotCostModel(rates=Rates({"us-east-1": 0.01}), observed=seen)
+    (p,) = rank(FakeTask([cand(use_spot=True)], 8), [offer], spot=model).placements
+    assert p.interruption_rate_per_hour == pytest.approx(0.01 + 1.0 / 8)
+    gang = 8 * 0.01 + 1.0
+    assert p.expected_hourly_cost == pytest.approx(
+        320.0 * expected_cost_factor(gang, DEFAULT_RESTART_OVERHEAD_HOURS))

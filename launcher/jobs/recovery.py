@@ -20,7 +20,7 @@ most recently / most often preempted zone comes back last.
 Expected cost (multi-region spot): every tier also carries `observed`, the extra
 interruption rate the job's recent preemptions imply (`observed_rates`): a preemption
 counts as one interruption per cool-down window in its zone (3600 / cooldown_s per
-node-hour: 2/h for 30 min), and half that in the other zones of its region, fading
+hour of the placement, a gang counting once: 2/h for 30 min), and half that in the other zones of its region, fading
 linearly to 0 as its block row runs out (the penalty's decay). The optimizer adds it to
 the data's rate, so within a tier the next placement is the one with the least expected
 cost given what the job has seen, not the cheapest list price: a zone that was just
@@ -161,7 +161,8 @@ REGION_SHARE = 0.5
 def observed_rates(
     blocks: Iterable[BlockSpec | object], now: float, cooldown_s: float = DEFAULT_COOLDOWN_S
 ) -> dict[RatePlace, InterruptionRate]:
-    """The extra per-node interruption rate recent preemptions imply (module docstring):
+    """The extra interruption rate of a placement (a gang counts once) that recent
+    preemptions imply (module docstring):
     per zone row, weight = its time left / `cooldown_s` (1 when fresh, 0 when expired),
     rate = weight x 3600 / cooldown_s per hour at (cloud, region, zone), and
     REGION_SHARE of that at (cloud, region, None). A region row counts as a zone only
