@@ -20,8 +20,9 @@ most recently / most often preempted zone comes back last.
 Expected cost (multi-region spot): every tier also carries `observed`, the extra
 interruption rate the job's recent preemptions imply (`observed_rates`): a preemption
 counts as one interruption per cool-down window in its zone (3600 / cooldown_s per
-hour of the placement, a gang counting once: 2/h for 30 min), and half that in the other zones of its region, fading
-linearly to 0 as its block row runs out (the penalty's decay). The optimizer adds it to
+hour of the placement, a gang counting once: 2/h for 30 min), and half that in the
+other zones of its region, fading linearly to 0 as its block row runs out (the
+penalty's decay). The optimizer adds it to
 the data's rate, so within a tier the next placement is the one with the least expected
 cost given what the job has seen, not the cheapest list price: a zone that was just
 preempted never wins a tie on price, and a calmer zone wins over a slightly cheaper
