@@ -318,3 +318,24 @@ def test_job_ending_on_demand_during_the_switch_to_spot_keeps_its_result(launche
     assert [m for _c, m in ops.markets][-1] == "spot"  # the switch's gang was provisioned
     reasons = [r.reason for r in dl.log_rows(store, job.id) if r.kind == "decision"]
     assert "spot launch refused" not in reasons[-1]  # nothing was refused: no re-decision
+
+
+def test_cancel_while_waiting_for_spot_ends_at_once(launcher_home) -> None:
+    """A deadline job waiting for spot (IDLE until the next tick, 10 min away) is cancelled
+    at once; nothing is left running."""
+    store = JobStore()
+    job = store.add_job(name="w", task_yaml="run: true\n", task_source=None,
+                        strategy="DEADLINE", max_restarts_on_errors=0, recover_on_exit_codes=(),
+                        deadline=DeadlineSpec(time.time() + 36000.0, 3600.0, 60.0))
+    ops = FakeOps([Place("fake", "r1", "z1")], lambda n: Behaviour(duration_s=1e9))
+    ops.spot_capacity = False
+    ctl = Running(ops, deadline_tick_s=600.0)
+    try:
+        wait_for(lambda: any(r.mode == "idle" for r in dl.log_rows(store, job.id)
+                             if r.kind == "decision"), 10.0, "the job to wait for spot")
+        store.request_cancel(job.id)  # acted on long before the next tick (10 min away)
+        wait_for(lambda: store.job(job.id).status.is_terminal, 10.0, "the cancel")
+    finally:
+        ctl.stop()
+    assert store.job(job.id).status.value == "CANCELLED"
+    assert ops.live() == []
