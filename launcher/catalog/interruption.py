@@ -181,6 +181,36 @@ def load_table() -> InterruptionTable:
         return table
 
 
+@dataclass(frozen=True)
+class TableInfo:
+    """Where the AWS band table in use comes from (for `launcher catalog status`)."""
+
+    origin: str  # "bundled" or "refreshed" (`launcher catalog refresh --cloud aws`)
+    path: str
+    rows: int
+    source: str
+    fetched_at: str  # ISO date/time the feed was published or fetched ("" = unknown)
+
+
+def table_info() -> TableInfo:
+    """The provenance of the table `load_table` reads (its JSON sidecar, written with it)."""
+    import json
+
+    path = aws_table_path()
+    origin = "bundled" if os.path.dirname(path) == data_dir() else "refreshed"
+    meta: dict[str, object] = {}
+    try:
+        with open(os.path.splitext(path)[0] + ".json", encoding="utf-8") as f:
+            loaded = json.load(f)
+        meta = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError):
+        pass
+    rows = meta.get("rows")
+    return TableInfo(origin, path, rows if isinstance(rows, int) else len(load_table()),
+                     str(meta.get("source") or "AWS Spot Advisor feed"),
+                     str(meta.get("fetched_at") or ""))
+
+
 def clear_cache() -> None:
     """Forget the parsed table (after a refresh wrote a new one; tests)."""
     global _cached

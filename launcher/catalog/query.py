@@ -370,6 +370,11 @@ def status(now: datetime.datetime | None = None) -> CatalogStatus:
         )
     )
     ages = [c.age_days for c in clouds if c.age_days is not None]
+    from launcher.catalog.interruption import table_info
+    from launcher.catalog.status import SpotRatesStatus
+
+    bands = table_info()
+    rates_age = age_days(bands.fetched_at, now) if bands.fetched_at else None
     return CatalogStatus(
         snapshot_hash=meta.snapshot_hash,
         snapshot_dir=directory,
@@ -379,6 +384,9 @@ def status(now: datetime.datetime | None = None) -> CatalogStatus:
         stale_after_days=STALE_AFTER_DAYS,
         max_age_days=max(ages) if ages else None,
         any_stale=any(c.stale for c in clouds),
+        spot_interruption=SpotRatesStatus(
+            bands.origin, bands.rows, bands.source, bands.fetched_at, rates_age,
+            rates_age is None or rates_age > STALE_AFTER_DAYS),
     )
 
 

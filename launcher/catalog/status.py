@@ -34,6 +34,18 @@ class CloudStatus:
 
 
 @dataclass(frozen=True)
+class SpotRatesStatus:
+    """The AWS Spot Advisor interruption bands in use (docs/spot.md, "Expected cost")."""
+
+    origin: str  # "bundled" or "refreshed"
+    rows: int
+    source: str
+    fetched_at: str  # "" when unknown
+    age_days: float | None
+    stale: bool
+
+
+@dataclass(frozen=True)
 class CatalogStatus:
     snapshot_hash: str
     snapshot_dir: str
@@ -43,6 +55,7 @@ class CatalogStatus:
     stale_after_days: float
     max_age_days: float | None  # age of the oldest cloud's data
     any_stale: bool
+    spot_interruption: SpotRatesStatus | None = None  # the spot interruption bands in use
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

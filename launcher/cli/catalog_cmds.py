@@ -360,6 +360,14 @@ def _render_status(status: CatalogStatus) -> None:
         f"stale after {_num(status.stale_after_days)} days",
         style="dim",
     )
+    rates = status.spot_interruption
+    if rates is not None:
+        when = f"{rates.fetched_at} ({_age(rates.age_days)})" if rates.fetched_at else "date unknown"
+        echo(
+            f"spot interruption rates: {rates.rows} AWS Spot Advisor bands, {rates.origin}, "
+            f"{when}; other clouds: documented defaults (docs/spot.md)",
+            style="yellow" if rates.stale else "dim",
+        )
     if any(not c.fetched_at_exact for c in status.clouds):
         echo(
             "(copied): the upstream date is unknown; the date is when the reference copy was"

@@ -125,3 +125,17 @@ def test_catalog_refresh_fetches_the_feed_unless_prices_come_from_a_mirror(
     assert refresh_for_catalog("http://127.0.0.1:9/mirror") == (
         "spot interruption bands: 4 rows from the AWS Spot Advisor feed",)
     assert Path(refreshed_table_path()).exists()
+
+
+def test_catalog_status_shows_which_bands_are_in_use_and_their_age(feed_server: str) -> None:
+    from launcher.catalog import query
+
+    interruption.clear_cache()
+    bundled = query.status().spot_interruption
+    assert bundled is not None and bundled.origin == "bundled" and bundled.rows > 1000
+    assert bundled.fetched_at == "2025-06-28" and bundled.stale  # a June 2025 copy of the feed
+    url = f"{feed_server}/spot-advisor-data.json"
+    refresh_table(url)
+    fresh = query.status().spot_interruption
+    assert fresh is not None and (fresh.origin, fresh.rows, fresh.source) == ("refreshed", 4, url)
+    assert fresh.age_days is not None and fresh.age_days < 1 and not fresh.stale

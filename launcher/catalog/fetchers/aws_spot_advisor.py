@@ -109,15 +109,31 @@ def table_text(rows: Iterable[AdvisorRow]) -> str:
     return buf.getvalue()
 
 
-def write_table(rows: Iterable[AdvisorRow], path: str) -> int:
-    """Write the table atomically (temp file + rename); returns the row count."""
+def meta_path(table_path: str) -> str:
+    """The table's provenance sidecar: `aws_spot_interruption.json` next to the CSV."""
+    return os.path.splitext(table_path)[0] + ".json"
+
+
+def write_table(rows: Iterable[AdvisorRow], path: str, *, source: str = "",
+                fetched_at: str = "") -> int:
+    """Write the table atomically (temp file + rename), then its provenance sidecar
+    ({"source", "fetched_at", "rows"}); returns the row count."""
     text = table_text(rows)
+    n = text.count("\n") - 1
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return text.count("\n") - 1
+    for target, body in ((path, text), (meta_path(path), json.dumps(
+            {"source": source, "fetched_at": fetched_at, "rows": n}, indent=1) + "\n")):
+        tmp = f"{target}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(body)
+        os.replace(tmp, target)
+    return n
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def fetch_feed(url: str = FEED_URL, timeout: float = FETCH_TIMEOUT_S) -> Mapping[str, object]:
@@ -150,7 +166,7 @@ def refresh_table(url: str | None = None, timeout: float = FETCH_TIMEOUT_S) -> s
         rows = parse_feed(fetch_feed(url, timeout))
         if not rows:
             raise AdvisorFeedError("no Linux rows")
-        n = write_table(rows, refreshed_table_path())
+        n = write_table(rows, refreshed_table_path(), source=url, fetched_at=_now())
     except (OSError, AdvisorFeedError) as e:
         return (f"spot interruption bands: {url} not usable ({type(e).__name__}: {e}); "
                 "keeping the previous table")
@@ -179,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-types", action="store_true",
                         help="every instance type (default: those of the bundled AWS rows)")
     parser.add_argument("--out", default=None, help="output CSV (default: the package's data/)")
+    parser.add_argument("--source", default=None, help="where the copy came from (provenance)")
+    parser.add_argument("--fetched-at", default=None,
+                        help="when the feed was published/fetched (default: now)")
     args = parser.parse_args(argv)
     with open(args.feed, encoding="utf-8") as f:
         feed = json.load(f)
@@ -190,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     from launcher.catalog.snapshot import bundled_dir
 
     out = args.out or os.path.join(bundled_dir(), TABLE_FILE)
-    n = write_table(parse_feed(feed, types), out)
+    n = write_table(parse_feed(feed, types), out,
+                    source=args.source or f"AWS Spot Advisor feed (copy: {os.path.basename(args.feed)})",
+                    fetched_at=args.fetched_at or _now())
     print(f"wrote {n} rows to {out}")
     return 0
 
