@@ -247,7 +247,7 @@ def _deadline(store: JobStore, job: JobRow, now: float | None = None) -> Any:
     from launcher.jobs import deadline_store as dl
 
     return dl.deadline_status(job, dl.log_rows(store, job.id), time.time() if now is None
-                              else now)
+                              else now, dl.local_checkpoint_dirs(store.attempts(job.id)))
 
 
 def jobs_detail(job_id: int) -> ManagedJobDetail:

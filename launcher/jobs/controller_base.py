@@ -68,6 +68,9 @@ class ControllerBase:
         # Per job: when each step of the current recovery happened (epoch s), for the
         # breakdown in the RUNNING event (in memory: a restart loses only the breakdown).
         self._marks: dict[int, dict[str, float]] = {}
+        # DEADLINE jobs: (job, attempt) -> the tick its watch last found nothing to do at
+        # (in memory, to skip re-reading the deadline log on every poll within a tick).
+        self._deadline_quiet: dict[tuple[int, int], int] = {}
 
     # ---- plumbing -----------------------------------------------------------------
 

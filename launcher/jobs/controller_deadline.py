@@ -167,7 +167,7 @@ class DeadlineMixin(RecoveryMixin):
             elapsed_s=now - job.submitted_at,
             deadline_s=job.deadline.deadline_at - job.submitted_at,
             work_s=job.deadline.work_s,
-            done_s=dl.progress_s(job, rows, now),
+            done_s=dl.progress_s(job, rows, now, dl.local_checkpoint_dirs(attempts)),
             restart_overhead_s=self._overhead_s(job, attempts),
             current=Mode(current),
             spot_available=spot_available,
@@ -287,6 +287,18 @@ class DeadlineMixin(RecoveryMixin):
         attempt was decided (the watch returns and the driver applies it)."""
         now = self.clock.now()
         tick = self._tick_of(job, now)
+        key = (job.id, att.attempt)
+        if self._deadline_quiet.get(key) == tick:
+            self.clock.settled(job.id, tick)
+            return False
+        self._deadline_quiet.pop(key, None)
+        acted = await self._deadline_tick_now(job, att, now, tick)
+        if not acted:
+            self._deadline_quiet[key] = tick
+        return acted
+
+    async def _deadline_tick_now(self, job: JobRow, att: AttemptRow, now: float,
+                                 tick: int) -> bool:
         rows = dl.log_rows(self.store, job.id)
         last = _last_decision(rows)
         current = att.market or (SPOT if att.use_spot else ON_DEMAND)

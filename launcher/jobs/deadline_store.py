@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from launcher.jobs.store import JobRow, JobStore
+    from launcher.jobs.store import AttemptRow, JobRow, JobStore
 
 # A job whose progress estimate reached its duration but which has not exited is this much
 # short of done (it still needs a gang; it ends the job itself).
@@ -108,27 +110,44 @@ def wall_progress_s(rows: list[DeadlineLogRow], now: float) -> float:
     return done
 
 
-def reported_fraction(job_id: int) -> float:
-    """`progress: reported`: the largest LAUNCHER_PROGRESS=<fraction 0..1> line the job
-    printed in any attempt's log (kept by the controller's log sync); 0 before any."""
+def reported_fraction(job_id: int, checkpoint_dirs: Sequence[str] = ()) -> float:
+    """`progress: reported`: the largest fraction (0..1) the job reported: a line
+    `LAUNCHER_PROGRESS=<fraction>` it printed in any attempt's log (kept by the controller's
+    log sync), or a file `progress` holding the fraction in one of its `checkpoint_dirs`
+    that is on this machine (the local cloud's, or a file:// checkpoint store's copy); 0
+    before any report."""
     from launcher.jobs import paths
 
     best = 0.0
     folder = paths.attempt_log_path(job_id, 1).parent
+    texts: list[bytes] = []
     for p in sorted(folder.glob("*.log")) if folder.is_dir() else []:
         with contextlib.suppress(OSError):
-            for m in _PROGRESS_RE.finditer(p.read_bytes()):
-                with contextlib.suppress(ValueError):
-                    best = max(best, min(1.0, float(m.group(1))))
+            texts.append(p.read_bytes())
+    for d in checkpoint_dirs:
+        with contextlib.suppress(OSError, ValueError):
+            texts.append(b"LAUNCHER_PROGRESS=" + Path(d, "progress").read_bytes().strip())
+    for text in texts:
+        for m in _PROGRESS_RE.finditer(text):
+            with contextlib.suppress(ValueError):
+                best = max(best, min(1.0, float(m.group(1))))
     return best
 
 
-def progress_s(job: JobRow, rows: list[DeadlineLogRow], now: float) -> float:
+def local_checkpoint_dirs(attempts: Sequence[AttemptRow]) -> list[str]:
+    """The checkpoint dirs of the attempts that ran on the local cloud (on this machine:
+    the controller can read a `progress` file there; other clouds' are on their nodes)."""
+    return sorted({a.checkpoint_dir for a in attempts
+                   if a.cloud == "local" and a.checkpoint_dir})
+
+
+def progress_s(job: JobRow, rows: list[DeadlineLogRow], now: float,
+               checkpoint_dirs: Sequence[str] = ()) -> float:
     """The job's durable progress in seconds, capped `UNFINISHED_S` short of its work."""
     assert job.deadline is not None
     cap = max(0.0, job.deadline.work_s - UNFINISHED_S)
     if job.deadline.progress == "reported":
-        return min(cap, reported_fraction(job.id) * job.deadline.work_s)
+        return min(cap, reported_fraction(job.id, checkpoint_dirs) * job.deadline.work_s)
     return min(cap, wall_progress_s(rows, now))
 
 
@@ -148,7 +167,8 @@ class DeadlineStatus:
         return self.projected_finish_at is None or self.projected_finish_at <= self.deadline_at
 
 
-def deadline_status(job: JobRow, rows: list[DeadlineLogRow], now: float) -> DeadlineStatus:
+def deadline_status(job: JobRow, rows: list[DeadlineLogRow], now: float,
+                    checkpoint_dirs: Sequence[str] = ()) -> DeadlineStatus:
     """The DEADLINE job's status at `now` from its log (see the module docstring)."""
     assert job.deadline is not None
     running: dict[int, DeadlineLogRow] = {}
@@ -165,7 +185,8 @@ def deadline_status(job: JobRow, rows: list[DeadlineLogRow], now: float) -> Dead
         progressing = last.at <= now
     decisions = [r for r in rows if r.kind == "decision"]
     overhead = (decisions[-1].restart_overhead_s or 0.0) if decisions else 0.0
-    done = progress_s(job, rows, now) if not job.status.is_terminal else job.deadline.work_s
+    done = (progress_s(job, rows, now, checkpoint_dirs) if not job.status.is_terminal
+            else job.deadline.work_s)
     left = max(0.0, job.deadline.work_s - done)
     if job.status.is_terminal:
         finish = None

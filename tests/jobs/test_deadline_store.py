@@ -80,3 +80,24 @@ def test_restart_overhead_is_given_or_estimated_from_the_jobs_history(launcher_h
         assert abs(ctrl._overhead_s(job, store.attempts(job.id)) - 36.0) < 1e-6
     finally:
         ctrl.store.close()
+
+
+def test_reported_progress_from_a_progress_file_in_a_local_checkpoint_dir(
+        launcher_home: Path, tmp_path: Path) -> None:
+    store = JobStore()
+    job = _job(store, overhead=10.0, progress="reported")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "progress").write_text("0.6\n")
+    store.add_attempt(job.id, 1, "mj-y-1", "initial", market="spot")
+    store.update_attempt(job.id, 1, cloud="local", checkpoint_dir=str(ckpt))
+    elsewhere = tmp_path / "node-path"  # another cloud's node path that happens to exist here
+    elsewhere.mkdir()
+    (elsewhere / "progress").write_text("0.9\n")
+    store.add_attempt(job.id, 2, "mj-y-2", "preemption", market="spot")
+    store.update_attempt(job.id, 2, cloud="aws", checkpoint_dir=str(elsewhere))
+    dirs = dl.local_checkpoint_dirs(store.attempts(job.id))
+    assert dirs == [str(ckpt)]
+    assert dl.progress_s(job, [], 0.0, dirs) == 0.6 * 500.0
+    (ckpt / "progress").write_text("garbage")
+    assert dl.reported_fraction(job.id, dirs) == 0.0
