@@ -1,6 +1,6 @@
 """SkyPilot task-YAML compatibility: how many SkyPilot task files dry-run here.
 
-    python benchmarks/skypilot_compat.py DIR [--launcher PATH] [--jobs N] [--verbose]
+    python benchmarks/skypilot_compat.py DIR [--launcher PATH] [--jobs N] [--timeout S] [--verbose]
 
 Runs `launcher launch FILE --dryrun --json` (or `launcher jobs launch FILE --dryrun
 --json` for a multi-document pipeline) on every `*.yaml` under DIR (recursively) and
@@ -84,17 +84,21 @@ def classify(text: str) -> tuple[str, int]:
     return ("pipeline" if len(docs) > 1 else "task"), len(docs)
 
 
-def run_one(path: Path, launcher: list[str], env: dict[str, str]) -> Result:
+def run_one(path: Path, launcher: list[str], env: dict[str, str], timeout: float = 120.0) -> Result:
     text = path.read_text(encoding="utf-8", errors="replace")
     kind, _ = classify(text)
     result = Result(str(path), kind)
     if kind not in ("task", "pipeline"):
         return result
     verb = ["jobs", "launch"] if kind == "pipeline" else ["launch"]
-    proc = subprocess.run(
-        [*launcher, *verb, path.name, "--dryrun", "--json"],
-        capture_output=True, text=True, env=env, cwd=path.parent, timeout=120,
-    )
+    try:
+        proc = subprocess.run(
+            [*launcher, *verb, path.name, "--dryrun", "--json"],
+            capture_output=True, text=True, env=env, cwd=path.parent, timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        result.cause = f"no answer within {timeout:g} s (raise --timeout on a loaded machine)"
+        return result
     result.traceback = "Traceback (most recent call last)" in proc.stderr
     if proc.returncode == 0:
         try:
@@ -126,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dir", type=Path)
     parser.add_argument("--launcher", default=None, help="the launcher command (default: on PATH)")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds one dry run may take before it counts as refused")
     parser.add_argument("--verbose", "-v", action="store_true", help="list every refused file")
     args = parser.parse_args(argv)
     launcher = [args.launcher] if args.launcher else (
@@ -137,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         # one warm-up so the per-user catalog cache is built once, not in parallel
         subprocess.run([*launcher, "gpus", "H100"], capture_output=True, env=env)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            results = list(pool.map(lambda p: run_one(p, launcher, env), files))
+            results = list(pool.map(lambda p: run_one(p, launcher, env, args.timeout), files))
     tasks = [r for r in results if r.kind in ("task", "pipeline")]
     skipped = Counter(r.kind for r in results if r.kind not in ("task", "pipeline"))
     accepted = [r for r in tasks if r.accepted]

@@ -105,6 +105,10 @@ CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {
             "the cluster; it does not launch into an existing group"),
         "storage_account": KeyRule(
             "refused", "Azure Blob storage is not supported yet (docs/azure.md)"),
+        "remote_identity": KeyRule(
+            "refused", "launcher does not manage identities per task: nodes get no managed "
+            "identity and no copy of your local Azure credentials (only the keys a bucket "
+            "mount needs)"),
     },
     "serve": KeyRule("no-effect", "`launch` does not run SkyServe services"),
     "kubernetes": KeyRule("no-effect", _NO_K8S),
@@ -129,7 +133,15 @@ CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {
         "placement_policy": KeyRule(
             "no-effect", "launcher makes a compact placement policy for multi-node GPU "
             "gangs itself"),
+        "enable_gvnic": KeyRule(
+            "no-effect", "launcher's GCP instances keep the image's default network "
+            "interface; gVNIC is not requested"),
     },
+    "ssh": KeyRule(
+        "no-effect", "SkyPilot's SSH node pools run pods (pod_config, custom_metadata); "
+        "launcher's ssh cloud runs tasks on the hosts directly"),
+    "vast": KeyRule("no-effect", "there is no Vast provisioner in this version (planned only)"),
+    "active_workspace": KeyRule("no-effect", "launcher has no workspaces"),
     "nvidia_gpus": KeyRule("no-effect", "launcher leaves the GPU driver settings of the image as they are"),
 }
 

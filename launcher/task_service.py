@@ -25,20 +25,32 @@ from launcher.task_fields import (
     expect_str,
 )
 
+# SkyServe's fields (sky/utils/schemas.py get_service_schema), plus the ones SkyPilot's
+# own examples use from its experimental serving branches: `https` (the older form of
+# `tls`), `route53_hosted_zone` and `external_load_balancers` (examples/serve/external-lb),
+# and the SpotHedge policy fields of examples/serve/policy. All are set aside with the
+# section; only their shape is checked.
 SERVICE_FIELDS = (
     "readiness_probe", "replica_policy", "replicas", "ports", "load_balancing_policy",
-    "tls", "controller_resources", "pool", "workers", "spot_placer",
+    "tls", "controller_resources", "pool", "workers", "spot_placer", "load_balancer",
+    "https", "route53_hosted_zone", "external_load_balancers",
 )  # fmt: skip
-PROBE_FIELDS = ("path", "post_data", "initial_delay_seconds", "timeout_seconds", "headers")
+PROBE_FIELDS = (
+    "path", "post_data", "initial_delay_seconds", "timeout_seconds", "headers",
+    "endpoint_probe_interval_seconds", "consecutive_failure_threshold_timeout",
+)  # fmt: skip
 REPLICA_POLICY_FIELDS = (
     "min_replicas", "max_replicas", "target_qps_per_replica", "autoscaling_decision_interval",
     "upscale_delay_seconds", "downscale_delay_seconds", "base_ondemand_fallback_replicas",
     "dynamic_ondemand_fallback", "num_overprovision", "spot_placer",
+    "init_replicas", "spot_policy", "min_on_demand_replicas",
 )  # fmt: skip
 _COUNT_FIELDS = (
     "min_replicas", "max_replicas", "autoscaling_decision_interval", "upscale_delay_seconds",
     "downscale_delay_seconds", "base_ondemand_fallback_replicas", "num_overprovision",
+    "init_replicas", "min_on_demand_replicas",
 )  # fmt: skip
+_PAIR_FIELDS = {"https": ("key", "cert"), "tls": ("keyfile", "certfile")}
 
 IGNORED_NOTE = (
     "The 'service' section is ignored by launch: it runs the task once, as `sky launch` "
@@ -70,6 +82,21 @@ def check_service(value: object, origin: Origin) -> str:
         expect_int(section["ports"], path + ("ports",), origin, minimum=1, maximum=65535)
     if section.get("load_balancing_policy") is not None:
         expect_str(section["load_balancing_policy"], path + ("load_balancing_policy",), origin)
+    for key, fields in _PAIR_FIELDS.items():
+        if section.get(key) is not None:
+            pair = expect_mapping(section[key], path + (key,), origin, f"a mapping {{{', '.join(fields)}}}")
+            check_keys(pair, path + (key,), origin, fields)
+    if section.get("route53_hosted_zone") is not None:
+        expect_str(section["route53_hosted_zone"], path + ("route53_hosted_zone",), origin)
+    balancers = section.get("external_load_balancers")
+    if balancers is not None and not (
+        isinstance(balancers, list) and all(isinstance(b, Mapping) for b in balancers)
+    ):
+        raise origin.error(
+            path + ("external_load_balancers",),
+            f"expected a list of mappings ({{resources, load_balancing_policy}}), "
+            f"got {describe(balancers)}.",
+        )
     return IGNORED_NOTE
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from launcher.api.planning import plan
+from launcher.errors import TaskValidationError
 from launcher.resources import NetworkRequest
 from launcher.task import Task
 from launcher.task_service import IGNORED_NOTE
@@ -181,3 +184,83 @@ def test_gpus_listing_takes_the_same_names() -> None:
 
     listing = gpus("A100-40GB", 8)
     assert listing.rows and {r.offer.accelerator for r in listing.rows} == {"A100"}
+
+
+def test_skyserve_experimental_and_newer_service_fields_are_set_aside() -> None:
+    # SkyServe fields beyond the basics: a probe cadence, the load balancer's stream
+    # timeout, the older `https` form of `tls`, external load balancers with a Route 53
+    # zone, and the SpotHedge policy knobs; all validated for shape, then ignored.
+    task = load(
+        """\
+        service:
+          readiness_probe:
+            path: /ping
+            endpoint_probe_interval_seconds: 5
+            consecutive_failure_threshold_timeout: 60
+          load_balancer: {stream_timeout_seconds: 600}
+          https: {key: k.pem, cert: c.pem}
+          route53_hosted_zone: example.org
+          external_load_balancers:
+            - resources: {cloud: aws, region: us-east-2}
+              load_balancing_policy: least_load
+          replica_policy:
+            min_replicas: 1
+            max_replicas: 3
+            init_replicas: 2
+            min_on_demand_replicas: 1
+            spot_policy: SpotHedge
+        resources:
+          cloud: aws
+          accelerators: L4:1
+        run: python3 serve.py
+        """
+    )
+    assert task.notes == (IGNORED_NOTE,)
+    result = plan(task)
+    assert IGNORED_NOTE in result.notes
+    assert result.placements
+    assert all(p.cloud == "aws" and p.accelerator == "L4" for p in result.placements)
+
+
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [
+        ("https: {key: k.pem, certificate: c.pem}", "service.https.certificate"),
+        ("external_load_balancers: {resources: {cloud: aws}}", "service.external_load_balancers"),
+        ("replica_policy: {min_replicas: 1, init_replicas: -1}", "service.replica_policy.init_replicas"),
+        ("route53_hosted_zone: [a, b]", "service.route53_hosted_zone"),
+    ],
+)
+def test_bad_service_fields_are_named(section: str, field: str) -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load(f"service:\n  readiness_probe: /\n  {section}\nrun: x\n")
+    assert err.value.field == field
+
+
+def test_config_sections_for_other_backends_have_no_effect_with_a_note() -> None:
+    task = load(
+        """\
+        resources:
+          accelerators: A100:1
+        config:
+          gcp:
+            enable_gvnic: true
+          ssh:
+            pod_config: {spec: {}}
+          vast:
+            datacenter_only: true
+          active_workspace: team-a
+        run: nvidia-smi
+        """
+    )
+    assert task.config is not None and task.config.provider_overrides() == {}
+    notes = plan(task).notes
+    for key in ("gcp.enable_gvnic", "ssh", "vast", "active_workspace"):
+        assert any(n.startswith(f"config.{key} has no effect here") for n in notes), key
+
+
+def test_azure_remote_identity_is_refused_by_name() -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load("config:\n  azure:\n    remote_identity: SERVICE_ACCOUNT\nrun: x\n")
+    assert err.value.field == "config.azure.remote_identity"
+    assert "does not manage identities" in str(err.value)
