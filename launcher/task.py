@@ -57,6 +57,8 @@ from launcher.task_policies import (
 from launcher.task_pool import POOL_NOT_LAUNCHABLE, check_pool
 from launcher.task_storage import (
     StorageMount,
+    list_source_notes,
+    list_source_refusal,
     parse_storage_mount,
     placeholder_notes,
     placeholder_refusal,
@@ -293,6 +295,10 @@ class Task:
             if mount.source_is_local and not os.path.isdir(mount.source or ""):
                 raise self.error(f"file_mounts.{remote}.source",
                                  f"local directory '{mount.source}' does not exist.")
+            for i, item in enumerate(mount.source_list):
+                if not os.path.exists(item):
+                    raise self.error(f"file_mounts.{remote}.source[{i}]",
+                                     f"local path '{item}' does not exist.")
 
     def check_values(self) -> None:
         """Raise TaskValidationError if an env or secret still has no value (see
@@ -304,7 +310,8 @@ class Task:
             raise self.error("volumes", VOLUMES_NOT_LAUNCHABLE)
         if "pool" in self.plan_only_fields:
             raise self.error("pool", POOL_NOT_LAUNCHABLE)
-        refusal = placeholder_refusal(self.storage_mounts)
+        refusal = placeholder_refusal(self.storage_mounts) or list_source_refusal(
+            self.storage_mounts)
         if refusal is not None:
             raise self.origin.error(*refusal)
 
@@ -566,7 +573,8 @@ def _build_task(
         unset_secrets=unset_secrets,
         notes=resources.dropped + _set_aside_notes(top, origin)
         + (config.notes if config else ())
-        + ((VOLUMES_NOT_LAUNCHABLE,) if volumes else ()) + placeholder_notes(storage_mounts),
+        + ((VOLUMES_NOT_LAUNCHABLE,) if volumes else ()) + placeholder_notes(storage_mounts)
+        + list_source_notes(storage_mounts),
         config=config,
         git_workdir=git_workdir,
         volumes=volumes,

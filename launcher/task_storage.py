@@ -67,6 +67,9 @@ class StorageMount:
     # Why `name` is a placeholder the user still has to fill in (empty, an unset
     # `$VAR`, `YOUR_OWN_BUCKET_NAME`, missing): planned, refused at launch. None = real.
     placeholder: str | None = None
+    # `source` given as a list of local paths (absolute): SkyPilot uploads each into the
+    # bucket (a directory as a folder of its name). Planned only: refused at launch.
+    source_list: tuple[str, ...] = ()
 
     @property
     def source_is_local(self) -> bool:
@@ -86,6 +89,8 @@ class StorageMount:
             out["name"] = self.name
         if self.source is not None:
             out["source"] = self.source
+        elif self.source_list:
+            out["source"] = list(self.source_list)
         out["store"] = self.store
         out["mode"] = self.mode
         out["persistent"] = self.persistent
@@ -137,11 +142,13 @@ def parse_storage_mount(
         placeholder = _placeholder_problem(name)
     source = None
     source_store = None
-    if mapping.get("source") is not None:
+    source_list: tuple[str, ...] = ()
+    if isinstance(mapping.get("source"), list):
+        source_list = _local_source_list(mapping["source"], path + ("source",), origin, base, sub)
+        if name is None:
+            placeholder = "no 'name' given (local sources are uploaded to a bucket)"
+    elif mapping.get("source") is not None:
         where = path + ("source",)
-        if isinstance(mapping["source"], list):
-            raise origin.error(where, "a list of local sources is a SkyPilot feature launcher "
-                               "doesn't support yet; give one directory.")
         text = sub(expect_str(mapping["source"], where, origin).strip())
         if "://" in text:
             source_store = store_of_uri(text)
@@ -162,7 +169,7 @@ def parse_storage_mount(
             source = os.path.normpath(os.path.join(base, os.path.expanduser(text)))
             if name is None:
                 placeholder = "no 'name' given (a local 'source' is uploaded to a bucket)"
-    if name is None and source is None:
+    if name is None and source is None and not source_list:
         placeholder = "no 'name' given (a bucket to create or reuse) and no bucket URI 'source'"
 
     store = source_store or "s3"
@@ -189,7 +196,48 @@ def parse_storage_mount(
     if mapping.get("persistent") is not None:
         persistent = expect_bool(mapping["persistent"], path + ("persistent",), origin)
     return StorageMount(name=name, source=source, store=store, mode=mode, persistent=persistent,
-                        placeholder=placeholder)
+                        placeholder=placeholder, source_list=source_list)
+
+
+def _local_source_list(
+    value: list[object], where: Path, origin: Origin, base: str, sub: Callable[[str], str],
+) -> tuple[str, ...]:
+    """SkyPilot's `source: [path, ...]`: local files or directories only (absolute here)."""
+    if not value:
+        raise origin.error(where, "the list of local sources is empty; give one or more "
+                           "local paths, or leave 'source' out.")
+    out = []
+    for i, item in enumerate(value):
+        text = sub(expect_str(item, where + (i,), origin).strip())
+        if "://" in text:
+            raise origin.error(where + (i,), f"'{text}' is a bucket URI; a list 'source' holds "
+                               "local paths only (give a bucket URI alone, not in a list).")
+        out.append(os.path.normpath(os.path.join(base, os.path.expanduser(text))))
+    return tuple(out)
+
+
+LIST_SOURCE_NOT_LAUNCHABLE = (
+    "a list of local sources is planned by `launcher cost` and `--dryrun`, but a launch "
+    "cannot upload several paths into one bucket yet: give one local directory as 'source'."
+)
+
+
+def list_source_notes(mounts: Mapping[str, StorageMount]) -> tuple[str, ...]:
+    """A note per storage mount whose `source` is a list of local paths (dry runs, `cost`)."""
+    return tuple(
+        f"file_mounts.{target}.source: {LIST_SOURCE_NOT_LAUNCHABLE}"
+        for target, m in mounts.items()
+        if m.source_list
+    )
+
+
+def list_source_refusal(mounts: Mapping[str, StorageMount]) -> tuple[Path, str] | None:
+    """(field path, message) for the first storage mount whose `source` is a list; a
+    launch refuses it. None when there is none."""
+    for target, m in mounts.items():
+        if m.source_list:
+            return (("file_mounts", target, "source"), LIST_SOURCE_NOT_LAUNCHABLE)
+    return None
 
 
 # An unexpanded `$VAR` / `${VAR}` left in a name (the env has no value for it).

@@ -264,3 +264,50 @@ def test_azure_remote_identity_is_refused_by_name() -> None:
         load("config:\n  azure:\n    remote_identity: SERVICE_ACCOUNT\nrun: x\n")
     assert err.value.field == "config.azure.remote_identity"
     assert "does not manage identities" in str(err.value)
+
+
+def test_list_of_local_sources_is_planned_and_refused_at_launch(tmp_path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    text = textwrap.dedent(
+        """\
+        resources:
+          cloud: gcp
+          cpus: 4+
+        file_mounts:
+          /inputs:
+            name: team-inputs-bucket
+            source: [./data, ./notes.txt]
+            store: gcs
+            mode: COPY
+        run: ls /inputs
+        """
+    )
+    (tmp_path / "t.yaml").write_text(text)
+    task = Task.from_yaml(str(tmp_path / "t.yaml"), require_values=False)
+    mount = task.storage_mounts["/inputs"]
+    assert mount.source is None and mount.name == "team-inputs-bucket"
+    assert mount.source_list == (str(tmp_path / "data"), str(tmp_path / "notes.txt"))
+    assert mount.to_yaml_value()["source"] == list(mount.source_list)
+    result = plan(task)
+    assert result.placements and all(p.cloud == "gcp" for p in result.placements)
+    assert any(n.startswith("file_mounts./inputs.source: a list of local sources is planned")
+               for n in result.notes)
+    task.check_local_paths()  # both paths exist
+    with pytest.raises(TaskValidationError) as err:
+        task.check_values()
+    assert err.value.field == "file_mounts./inputs.source"
+    assert "cannot upload several paths" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "field", "words"),
+    [
+        ("[]", "file_mounts./inputs.source", "empty"),
+        ("[./a, 's3://b/c']", "file_mounts./inputs.source[1]", "local paths only"),
+    ],
+)
+def test_bad_lists_of_sources_are_named(source: str, field: str, words: str) -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load(f"file_mounts:\n  /inputs:\n    name: b-bucket\n    source: {source}\nrun: x\n")
+    assert err.value.field == field and words in str(err.value)

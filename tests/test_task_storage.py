@@ -77,7 +77,7 @@ def test_missing_local_source_is_reported_by_check_local_paths(tmp_path: Path) -
     ("  /d:\n    name: s3://b\n", "file_mounts./d.name", 4, "'name' is a bare bucket name"),
     ("  /d:\n    name: b-bkt\n    source: s3://other\n", "file_mounts./d.name", 4,
      "not both"),
-    ("  /d:\n    source: [a, b]\n", "file_mounts./d.source", 4, "list of local sources"),
+    ("  /d:\n    source: []\n", "file_mounts./d.source", 4, "list of local sources"),
     ("  /d:\n    source: ftp://b/x\n", "file_mounts./d.source", 4, "not a bucket URI"),
     ("  /d:\n    source: s3://b\n    persistent: 'yes'\n", "file_mounts./d.persistent", 5,
      "true or false"),

@@ -136,7 +136,7 @@ def plan_bucket_copies(task: Task) -> list[BucketCopy]:
     """The S3 copies of `task`'s file mounts, in task order. Pure (no I/O).
 
     Raises FileMountError naming the field for a mount a launch cannot do yet."""
-    from launcher.task_storage import store_of_uri
+    from launcher.task_storage import LIST_SOURCE_NOT_LAUNCHABLE, store_of_uri
 
     out: list[BucketCopy] = []
     for remote, source in task.file_mounts.items():
@@ -157,6 +157,8 @@ def plan_bucket_copies(task: Task) -> list[BucketCopy]:
         if mount.placeholder is not None:  # `exec` has no check_values(): refuse here too
             raise _refuse(task, f"{where}.name", f"{mount.placeholder}: give the storage "
                           "mount a real bucket name before launching.")
+        if mount.source_list:  # `exec` has no check_values(): refuse here too
+            raise _refuse(task, f"{where}.source", LIST_SOURCE_NOT_LAUNCHABLE)
         if mount.store not in SCHEMES:
             raise _refuse(task, f"{where}.store", f"store '{mount.store}' is planned by "
                           "`launcher cost` and `launch --dryrun`, but launching with it is not "
