@@ -9,12 +9,18 @@ Crash-safety rules (a `kill -9` may hit between any two lines):
    applied is applied again; side effects are idempotent.
 3. A new attempt is created only once the previous one has an outcome, so there
    is never more than one live cluster per job except while a preempted one drains
-   after an interruption notice; every attempt not yet torn down is torn down by
-   the driver or by the startup sweep. A new attempt is provisioned only once the
+   after an interruption notice, and while a DEADLINE job's spot gang is set up to
+   take over from its on-demand one (its name is written on the on-demand attempt,
+   `switch_cluster`, before the cloud is asked: see controller_deadline.py); every
+   attempt not yet torn down is torn down by the driver or by the startup sweep (an
+   abandoned switch's spot cluster by the driver). A new attempt is provisioned only once the
    earlier attempts' clusters are torn down (`_old_clusters_gone`) - except a
    preempted attempt's: its teardown runs in the background meanwhile, tracked by its
    row (outcome applied, `torn_down_at` NULL), which the startup sweep finishes.
-4. An in-place node replacement writes its intent (lost nodes, time, reason) before
+4. A DEADLINE job's decisions are logged (deadline_store.py) before they are acted
+   on, and its policy's observation is rebuilt from the DB only, so a restarted
+   controller decides as before and acts on a decision it logged but had not acted on.
+5. An in-place node replacement writes its intent (lost nodes, time, reason) before
    the cloud is asked and clears it with the new gang's job id; a restart that finds
    the intent recovers with a full relaunch (`_abandon_replace`).
 
