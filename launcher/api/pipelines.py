@@ -18,6 +18,7 @@ they write to buckets). Nothing here prints.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +79,13 @@ def jobs_launch_pipeline(
     order (the first one's id is the pipeline's). Every stage is validated first (a
     value for each env/secret, a `run`) and, unless `check=False`, must be feasible
     now on an enabled cloud: nothing is submitted otherwise."""
-    from launcher.api.jobs import ManagedJob, _validate, jobs_check_feasible, jobs_controller_start
+    from launcher.api.jobs import (
+        ManagedJob,
+        _validate,
+        deadline_spec,
+        jobs_check_feasible,
+        jobs_controller_start,
+    )
     from launcher.jobs.recovery import normalize_strategy
     from launcher.jobs.store import JobStore, StageSpec
 
@@ -97,13 +104,18 @@ def jobs_launch_pipeline(
         rec = task.job_recovery
         try:
             strategy = normalize_strategy(rec.strategy if rec else None)
+            deadline = deadline_spec(task, time.time())  # counted from the submission
         except ValueError as exc:
             raise TaskValidationError(str(exc), field="resources.job_recovery.strategy",
                                       source=task.source_path) from None
+        except TaskValidationError as exc:
+            raise TaskValidationError(f"stage {index + 1} ({stage}): {exc.reason}",
+                                      field=exc.field, line=exc.line, source=exc.source) from None
         specs.append(StageSpec(
             name=stage, task_yaml=json.dumps(task.to_dict()), task_source=task.source_path,
             strategy=strategy, max_restarts_on_errors=rec.max_restarts_on_errors if rec else 0,
             recover_on_exit_codes=rec.recover_on_exit_codes if rec else (), secrets=task.secrets,
+            deadline=deadline,
         ))  # fmt: skip
     pipeline_name = name or pipeline.name or "pipeline"
     store = JobStore()

@@ -159,3 +159,22 @@ def test_a_header_and_one_task_is_a_plain_task_for_launch(tmp_path: Path) -> Non
     task = Task.from_yaml(_write(tmp_path, "name: p\n---\nname: only\nrun: echo hi\n"))
     assert task.name == "only" and task.run == "echo hi"
     assert task.line_of("run") == 4  # lines count from the top of the file
+
+
+def test_a_deadline_stage_keeps_its_deadline_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    text = PIPELINE.replace(
+        "      use_spot: true\n",
+        "      use_spot: true\n      job_recovery: {strategy: deadline, deadline: 36h, "
+        "duration: 24h}\n")
+    jobs = jobs_launch_pipeline(load_pipeline(_write(tmp_path, text)), start_controller=False,
+                                check=False)
+    store = JobStore()
+    rows = [store.job(j.id) for j in jobs]
+    assert rows[0].deadline is None
+    assert rows[1].strategy == "DEADLINE" and rows[1].deadline is not None
+    assert rows[1].deadline.work_s == 24 * 3600.0
+    bad = text.replace("      use_spot: true\n", "")  # a deadline stage with no spot
+    with pytest.raises(TaskValidationError) as err:
+        jobs_launch_pipeline(load_pipeline(_write(tmp_path, bad, "bad.yaml")),
+                             start_controller=False, check=False)
+    assert "stage 2 (train)" in str(err.value) and err.value.field == "resources.use_spot"
