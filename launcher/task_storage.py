@@ -7,9 +7,10 @@
 
 Semantics follow SkyPilot's "Cloud Buckets" page: `source` is an existing bucket URI
 or a local directory (uploaded to the bucket `name`); `name` alone is a bucket
-created empty when missing; `store` (s3, gcs, azure, r2, ibm, oci) is inferred from
-a URI source and defaults to s3; `mode` is MOUNT (the default), COPY or
-MOUNT_CACHED; `persistent` (default true) keeps the bucket after the task.
+created empty when missing; `store` (s3, gcs, azure, r2, ibm, oci, nebius, coreweave)
+is inferred from a URI source (`nebius://`, `cw://` for the last two) and defaults to
+s3; `mode` is MOUNT (the default), COPY or MOUNT_CACHED; `persistent` (default true)
+keeps the bucket after the task.
 
 A `name` that is a placeholder the user fills in (empty, missing, an unset `$VAR`,
 `YOUR_OWN_BUCKET_NAME`) is accepted with a note for planning (`placeholder_notes`);
@@ -37,13 +38,16 @@ from launcher.task_fields import (
     expect_str,
 )
 
-STORE_TYPES = ("s3", "gcs", "azure", "r2", "ibm", "oci")
+STORE_TYPES = ("s3", "gcs", "azure", "r2", "ibm", "oci", "nebius", "coreweave")
 MODES = ("MOUNT", "COPY", "MOUNT_CACHED")
 DEFAULT_MODE = "MOUNT"  # SkyPilot's default
 STORAGE_KEYS = ("name", "source", "store", "mode", "persistent")
 
 # URI scheme -> store type (Azure is https://<account>.blob.core.windows.net/<container>)
-_SCHEME_STORE = {"s3": "s3", "gs": "gcs", "r2": "r2", "cos": "ibm", "oci": "oci"}
+_SCHEME_STORE = {
+    "s3": "s3", "gs": "gcs", "r2": "r2", "cos": "ibm", "oci": "oci", "nebius": "nebius",
+    "cw": "coreweave",
+}
 _URI_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://([^/]*)(/.*)?\Z", re.DOTALL)
 # S3's bucket naming rules (the strictest of the stores; GCS/R2 names fit them too)
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]\Z")
@@ -80,7 +84,7 @@ class StorageMount:
         """The URI the nodes read: `source` when it is a URI, else `<store>://<name>`."""
         if self.source is not None and not self.source_is_local:
             return self.source
-        scheme = {"gcs": "gs", "ibm": "cos"}.get(self.store, self.store)
+        scheme = {"gcs": "gs", "ibm": "cos", "coreweave": "cw"}.get(self.store, self.store)
         return f"{scheme}://{self.name}"
 
     def to_yaml_value(self) -> dict[str, object]:
@@ -154,8 +158,8 @@ def parse_storage_mount(
             source_store = store_of_uri(text)
             if source_store is None:
                 raise origin.error(where, f"'{text}' is not a bucket URI launcher knows (s3://, "
-                                   "gs://, r2://, cos://, oci://, https://<account>.blob.core."
-                                   "windows.net/<container>).")
+                                   "gs://, r2://, cos://, oci://, nebius://, cw://, https://"
+                                   "<account>.blob.core.windows.net/<container>).")
             bucket = _URI_RE.match(text)
             if bucket is None or not bucket.group(2):
                 raise origin.error(where, f"'{text}' names no bucket.")

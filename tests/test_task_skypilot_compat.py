@@ -311,3 +311,39 @@ def test_bad_lists_of_sources_are_named(source: str, field: str, words: str) -> 
     with pytest.raises(TaskValidationError) as err:
         load(f"file_mounts:\n  /inputs:\n    name: b-bucket\n    source: {source}\nrun: x\n")
     assert err.value.field == field and words in str(err.value)
+
+
+def test_nebius_and_coreweave_buckets_are_planned_and_refused_at_launch() -> None:
+    task = load(
+        """\
+        resources:
+          accelerators: H100:1
+        file_mounts:
+          /ckpt:
+            source: nebius://team-checkpoints
+            mode: MOUNT_CACHED
+          /out:
+            name: team-outputs
+            store: coreweave
+            mode: COPY
+        run: ls /ckpt /out
+        """
+    )
+    ckpt, out = task.storage_mounts["/ckpt"], task.storage_mounts["/out"]
+    assert (ckpt.store, ckpt.bucket_uri, ckpt.name) == ("nebius", "nebius://team-checkpoints", None)
+    assert (out.store, out.bucket_uri) == ("coreweave", "cw://team-outputs")
+    result = plan(task)
+    assert result.placements and all(p.accelerator == "H100" for p in result.placements)
+    from launcher.runtime.execution import FileMountError
+    from launcher.runtime.storage_nodes import plan_bucket_copies
+
+    with pytest.raises(FileMountError) as err:
+        plan_bucket_copies(task)
+    assert "file_mounts./ckpt.store" in str(err.value) and "not supported yet" in str(err.value)
+
+
+def test_coreweave_gpu_label_resolves_to_the_h100() -> None:
+    task = load("resources:\n  infra: k8s\n  accelerators: H100_NVLINK_80GB:8\nrun: x\n")
+    result = plan(task)
+    assert result.placements
+    assert all(p.accelerator == "H100" and p.accelerator_count == 8 for p in result.placements)
