@@ -249,6 +249,7 @@ class Controller(DeadlineMixin):
                 market = await self._deadline_market(job, attempts)
                 if market is None:
                     return  # waited for the next tick: decide again
+                self._mark(job.id, "decided")  # (a recovery's breakdown: waiting is deciding)
             await self._old_clusters_gone(attempts)
             self._mark(job.id, "old_gone")
             n = last.attempt + 1 if last else 1
