@@ -338,6 +338,10 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
                     continue
                 saved = paths.attempt_log_path(job_id, a.attempt)
                 finished = a.torn_down_at is not None or a.phase == "ENDED"
+                if (finished and a.cloud is None and a.market == "spot"
+                        and a.outcome == "NO_RESOURCE_RETRY"):
+                    done.add(a.attempt)  # a deadline job's refused spot launch: not output
+                    continue  # (`jobs logs --controller` shows the decisions)
                 if a.cloud is None and not finished:
                     break  # still provisioning: nothing to show yet
                 if a.attempt not in headed:

@@ -120,3 +120,25 @@ def test_deadline_tick_from_config_then_environment(launcher_home: Path,
     with pytest.raises(ConfigError) as err:
         load_config()
     assert "jobs.deadline_tick" in str(err.value)
+
+
+def test_logs_leave_out_refused_spot_launches(launcher_home: Path) -> None:
+    from launcher.jobs import paths
+
+    job = api.jobs_launch(_task("strategy: deadline\ndeadline: 10h\nduration: 4h"),
+                          start_controller=False, check=False)
+    store = JobStore()
+    store.add_attempt(job.id, 1, "mj-z-1", "initial", market="spot")
+    store.update_attempt(job.id, 1, outcome="NO_RESOURCE_RETRY", outcome_applied=1,
+                         phase="ENDED", torn_down_at=time.time())
+    store.add_attempt(job.id, 2, "mj-z-2", "initial", market="on_demand")
+    store.update_attempt(job.id, 2, cloud="local", region="local", outcome="FAILED",
+                         outcome_applied=1, phase="ENDED", torn_down_at=time.time(),
+                         cluster_job_id=1)
+    log = paths.attempt_log_path(job.id, 2)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("(rank 0) hello\n")
+    lines: list[str] = []
+    api.jobs_logs(job.id, lines.append, follow=False)
+    assert not any("attempt 1" in ln for ln in lines)
+    assert any("attempt 2" in ln for ln in lines) and "(rank 0) hello" in lines
