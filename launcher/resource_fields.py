@@ -489,6 +489,42 @@ def parse_resources_spec(value: object, path: Path, origin: Origin) -> Resources
     return spec
 
 
+def legacy_autostop_hook(
+    value: object, path: Path, origin: Origin,
+) -> tuple[object, tuple[str, ...]]:
+    """SkyPilot's deprecated `autostop: {hook, hook_timeout}` on a Kubernetes task, read
+    as `termination_hook: {command, timeout}` (SkyPilot routes it there with a warning).
+
+    Returns the resources value to parse (a new mapping when rewritten, else `value`)
+    and the note saying so. Giving both `autostop.hook` and `termination_hook` is an
+    error naming `autostop.hook`, as in SkyPilot. Outside Kubernetes nothing is
+    rewritten (the autostop parser then refuses `hook` by name). Pure."""
+    if not isinstance(value, Mapping) or not _names_kubernetes(value):
+        return value, ()
+    stop = value.get("autostop")
+    if not isinstance(stop, Mapping) or stop.get("hook") is None:
+        return value, ()
+    where = path + ("autostop", "hook")
+    if value.get("termination_hook") is not None:
+        raise origin.error(
+            where, "give the pod hook either as autostop.hook (SkyPilot's deprecated "
+            "spelling) or as termination_hook, not both.",
+        )
+    hook: dict[str, object] = {"command": stop["hook"]}
+    if stop.get("hook_timeout") is not None:
+        hook["timeout"] = stop["hook_timeout"]
+    rest = {k: v for k, v in stop.items() if k not in ("hook", "hook_timeout")}
+    rewritten = {k: v for k, v in value.items() if k != "autostop"}
+    if rest:
+        rewritten["autostop"] = rest
+    rewritten["termination_hook"] = hook
+    note = (
+        f"{format_path(where)} is SkyPilot's deprecated spelling of termination_hook; "
+        "it is read as resources.termination_hook."
+    )
+    return rewritten, (note,)
+
+
 def _names_kubernetes(entry: Mapping[str, object]) -> bool:
     """Whether a resources mapping names kubernetes (`cloud: kubernetes|k8s`, `infra: k8s/...`)."""
     cloud = entry.get("cloud")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from launcher.errors import TaskValidationError
-from launcher.resource_fields import ENTRY_FIELDS, parse_resources_spec
+from launcher.resource_fields import ENTRY_FIELDS, legacy_autostop_hook, parse_resources_spec
 from launcher.resources import (
     AcceleratorChoice,
     AcceleratorRequest,
@@ -536,7 +536,8 @@ def _build_task(
             "line, one argument of at most 128 KiB). Ship bulk data as a file (file_mounts).",
         )
 
-    resources_value = top.get("resources")
+    resources_value, legacy_notes = legacy_autostop_hook(
+        top.get("resources"), ("resources",), origin)
     resources = parse_resources_spec(resources_value, ("resources",), origin)
     job_recovery, autostop = _parse_policies(resources_value, origin)
 
@@ -571,7 +572,7 @@ def _build_task(
         origin=origin,
         unset_envs=unset_envs,
         unset_secrets=unset_secrets,
-        notes=resources.dropped + _set_aside_notes(top, origin)
+        notes=legacy_notes + resources.dropped + _set_aside_notes(top, origin)
         + (config.notes if config else ())
         + ((VOLUMES_NOT_LAUNCHABLE,) if volumes else ()) + placeholder_notes(storage_mounts)
         + list_source_notes(storage_mounts),

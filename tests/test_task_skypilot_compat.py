@@ -347,3 +347,35 @@ def test_coreweave_gpu_label_resolves_to_the_h100() -> None:
     result = plan(task)
     assert result.placements
     assert all(p.accelerator == "H100" and p.accelerator_count == 8 for p in result.placements)
+
+
+def test_deprecated_autostop_hook_is_read_as_termination_hook_on_kubernetes() -> None:
+    task = load(
+        """\
+        resources:
+          cloud: kubernetes
+          cpus: 2
+          autostop:
+            idle_minutes: 30
+            hook: echo saving state
+            hook_timeout: 90
+        run: sleep 60
+        """
+    )
+    assert task.notes[0] == ("resources.autostop.hook is SkyPilot's deprecated spelling of "
+                             "termination_hook; it is read as resources.termination_hook.")
+    assert any(n.startswith("resources.termination_hook configures the Kubernetes pod")
+               for n in task.notes)
+    assert task.autostop is not None and task.autostop.idle_minutes == 30
+    result = plan(task)
+    assert result.placements and all(p.cloud == "kubernetes" for p in result.placements)
+
+
+def test_autostop_hook_beside_termination_hook_or_off_kubernetes_is_refused() -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load("resources:\n  cloud: kubernetes\n  autostop: {hook: a}\n"
+             "  termination_hook: {command: b}\nrun: x\n")
+    assert err.value.field == "resources.autostop.hook" and "not both" in str(err.value)
+    with pytest.raises(TaskValidationError) as err:
+        load("resources:\n  cloud: aws\n  autostop: {hook: a}\nrun: x\n")
+    assert err.value.field == "resources.autostop.hook"
