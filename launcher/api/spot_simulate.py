@@ -17,6 +17,7 @@ traces with different tick lengths, a deadline shorter than the work plus one re
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -142,6 +143,9 @@ def simulate_task(
         raise UsageError(f"--hours must be a positive number of hours (the work the job needs), got {hours}.")
     if deadline_h is None:
         deadline_h = getattr(recovery, "deadline_hours", None)
+        deadline_at = getattr(recovery, "deadline_at", None)
+        if deadline_h is None and deadline_at is not None:  # an absolute time: from now
+            deadline_h = max(0.0, (deadline_at - time.time()) / 3600.0)
     if policy is None:
         policy = getattr(recovery, "policy", None) or DEFAULT_POLICY
     try:

@@ -62,7 +62,7 @@ class RecoveryMixin(FinishMixin):
             last_where = Where(p.cloud or "", p.region, p.zone)
         now = time.time()
         tiers = placement_tiers(_placement_strategy(job.strategy), self.store.blocks(job.id, now),
-                                last_where, now)
+                                last_where, now, self.cfg.cooldown_s)
         draining = [a for a in attempts if a.attempt < att.attempt and a.torn_down_at is None
                     and a.phase == AttemptPhase.RUNNING] if drains else []
         gate = threading.Event()

@@ -64,3 +64,20 @@ def test_hours_required_without_a_task_duration(tmp_path: Path) -> None:
     task, trace = setup(tmp_path, {"metadata": {"gap_seconds": 60}, "data": [1]})
     with pytest.raises(UsageError, match="--hours is required"):
         simulate_task(task, hours=None, traces=[trace])
+
+
+def test_an_absolute_deadline_counts_from_now(tmp_path: Path) -> None:
+    import datetime as dt
+
+    at = dt.datetime.now(dt.UTC) + dt.timedelta(hours=20)
+    task = tmp_path / "a.yaml"
+    task.write_text(
+        "name: a\nresources:\n  accelerators: V100:1\n  use_spot: true\n  job_recovery:\n"
+        f"    strategy: deadline\n    deadline: '{at.strftime('%Y-%m-%dT%H:%M:%SZ')}'\n"
+        "    duration: 10h\n"
+    )
+    trace = tmp_path / "z_v100_1.json"
+    trace.write_text(json.dumps({"metadata": {"gap_seconds": 1800}, "data": [1, 0] * 40}))
+    sim = simulate_task(str(task), hours=None, traces=[str(trace)])
+    assert sim.result.deadline_h == pytest.approx(20, abs=0.01)
+    assert sim.result.deadline_met
