@@ -17,7 +17,12 @@ YAML (SkyPilot cannot load them either).
 
 "Accepted" means exit 0 with at least one ranked placement in the JSON (for a
 pipeline: every stage has one). Nothing here touches the network; the dry run ranks
-over the bundled catalog.
+over the bundled catalog. `--timeout` (default 120 s) bounds one dry run; raise it on a
+loaded machine (a run that times out counts as refused, with that cause).
+
+SkyPilot's files are not in this repository: fetch its `examples/`, `llm/` and
+`tests/test_yamls/` and pass their directory. The last figures are in
+docs/task-format.md ("Measured on SkyPilot's own task files").
 """
 
 from __future__ import annotations
