@@ -28,12 +28,13 @@ from launcher.task_fields import (
 # SkyServe's fields (sky/utils/schemas.py get_service_schema), plus the ones SkyPilot's
 # own examples use from its experimental serving branches: `https` (the older form of
 # `tls`), `route53_hosted_zone` and `external_load_balancers` (examples/serve/external-lb),
-# and the SpotHedge policy fields of examples/serve/policy. All are set aside with the
-# section; only their shape is checked.
+# the SpotHedge policy fields of examples/serve/policy, and early SkyServe's `port` (now
+# `resources.ports`) and `auth_key`. All are set aside with the section; only their shape
+# is checked.
 SERVICE_FIELDS = (
     "readiness_probe", "replica_policy", "replicas", "ports", "load_balancing_policy",
     "tls", "controller_resources", "pool", "workers", "spot_placer", "load_balancer",
-    "https", "route53_hosted_zone", "external_load_balancers",
+    "https", "route53_hosted_zone", "external_load_balancers", "port", "auth_key",
 )  # fmt: skip
 PROBE_FIELDS = (
     "path", "post_data", "initial_delay_seconds", "timeout_seconds", "headers",
@@ -78,8 +79,11 @@ def check_service(value: object, origin: Origin) -> str:
     policy = section.get("replica_policy")
     if policy is not None:
         _check_policy(policy, path + ("replica_policy",), origin)
-    if section.get("ports") is not None:
-        expect_int(section["ports"], path + ("ports",), origin, minimum=1, maximum=65535)
+    for key in ("ports", "port"):
+        if section.get(key) is not None:
+            expect_int(section[key], path + (key,), origin, minimum=1, maximum=65535)
+    if section.get("auth_key") is not None:
+        expect_str(section["auth_key"], path + ("auth_key",), origin)
     if section.get("load_balancing_policy") is not None:
         expect_str(section["load_balancing_policy"], path + ("load_balancing_policy",), origin)
     for key, fields in _PAIR_FIELDS.items():

@@ -200,6 +200,8 @@ def test_skyserve_experimental_and_newer_service_fields_are_set_aside() -> None:
           load_balancer: {stream_timeout_seconds: 600}
           https: {key: k.pem, cert: c.pem}
           route53_hosted_zone: example.org
+          port: 8080
+          auth_key: not-a-real-key
           external_load_balancers:
             - resources: {cloud: aws, region: us-east-2}
               load_balancing_policy: least_load
@@ -229,6 +231,8 @@ def test_skyserve_experimental_and_newer_service_fields_are_set_aside() -> None:
         ("external_load_balancers: {resources: {cloud: aws}}", "service.external_load_balancers"),
         ("replica_policy: {min_replicas: 1, init_replicas: -1}", "service.replica_policy.init_replicas"),
         ("route53_hosted_zone: [a, b]", "service.route53_hosted_zone"),
+        ("port: 70000", "service.port"),
+        ("auth_key: {a: b}", "service.auth_key"),
     ],
 )
 def test_bad_service_fields_are_named(section: str, field: str) -> None:
