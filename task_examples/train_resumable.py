@@ -7,7 +7,8 @@ Resumable-job rules it follows (docs/resumable-jobs.md):
   it across clusters) - the step, the weights, the RNG state;
 - a checkpoint is written atomically: to a temp file in the same directory, fsync,
   then os.replace() over the old one - a preemption mid-write leaves the old one;
-- every CKPT_EVERY steps, and on SIGTERM (the interruption notice) before exiting;
+- every CKPT_EVERY steps, and on SIGTERM (the interruption notice) before exiting, at
+  the next step boundary (the handler only sets a flag);
 - on start it loads the checkpoint if there is one and continues from its step.
 
 With NumPy or PyTorch the state would be arrays; serialize them into memory first
@@ -93,15 +94,21 @@ def main() -> int:
     else:
         print("no checkpoint: starting at step 0", flush=True)
 
+    # The notice only sets a flag: the checkpoint is written between steps, never
+    # from the middle of one (half-updated weights, an advanced RNG, the old step).
+    stop: list[int] = []
+
     def on_sigterm(signum: int, frame: object) -> None:
-        s.save()
-        print(f"SIGTERM: checkpoint written at step {s.step}", flush=True)
-        sys.exit(128 + signum)
+        stop.append(signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
     print(f"training to step {STEPS}", flush=True)
     loss = float("nan")
     while s.step < STEPS:
+        if stop:
+            s.save()
+            print(f"SIGTERM: checkpoint written at step {s.step}", flush=True)
+            return 128 + stop[0]
         loss = sgd_step(s)
         s.step += 1
         if s.step % CKPT_EVERY == 0:

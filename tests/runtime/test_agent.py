@@ -366,7 +366,8 @@ def test_logs_offsets_sends_only_new_complete_lines(agent: Agent) -> None:
     """`logs JOB --offsets R=B,...`: the incremental sync the managed-jobs controller
     runs on its poll - only complete lines past each rank's offset, and the offsets to
     ask from next (a partial last line waits for its newline)."""
-    job = agent.submit('echo one; echo two; printf par; sleep 0.4; echo tial; echo three',
+    gate = agent.root / "gate"  # the partial line stays partial until the test says
+    job = agent.submit(f'echo one; echo two; printf par; {_gate(gate)}; echo tial; echo three',
                        num_nodes=2)
     agent.wait_status(job, ("RUNNING",))
     deadline = time.monotonic() + 10
@@ -380,6 +381,7 @@ def test_logs_offsets_sends_only_new_complete_lines(agent: Agent) -> None:
     assert [ln for ln in lines if ln.startswith("(rank 0)")] == ["(rank 0) one", "(rank 0) two"]
     off = rec["log_offsets"]
     assert off["0"] == len(b"one\ntwo\n")
+    gate.touch()
     agent.wait_status(job)
     spec = ",".join(f"{r}={b}" for r, b in off.items())
     more, rec2 = agent.logs(job, "--offsets", spec)
@@ -633,9 +635,12 @@ def test_rank_script_kills_stale_groups_and_its_own_leftovers(tmp_path: Path) ->
     (home / ".launcher-agent" / "ranks" / "job-1-rank-1.pgid").write_text(
         f"{other_boot.pid} not-this-boot\n")  # pid from before a reboot: never killed
     env = dict(os.environ, HOME=str(home))
+    # the subshell says when its trap is set (a loaded machine may not have run it yet
+    # when the run ends and the group gets SIGTERM)
     run = ("sleep 301 & echo $! > bg.pid; "
-           "(trap 'echo bye > term.txt; exit 0' TERM; while :; do sleep 0.05; done) & "
-           "echo started")
+           "(trap 'echo bye > term.txt; exit 0' TERM; : > trap.set; "
+           "while :; do sleep 0.05; done) & "
+           "while [ ! -e trap.set ]; do sleep 0.01; done; echo started")
     script = core.rank_script([], None, run, job_id=2, rank=0)
     try:
         res = subprocess.run(["bash", "-s"], input=script, capture_output=True, text=True,

@@ -11,7 +11,11 @@ environment): a clean first launch in an unprepared region makes N requests (cou
 run time; 18 today: STS, instance type, SSM image, key pair, VPC, subnets, security
 group and its rules, RunInstances, tags, DescribeInstances). Each of the N requests x
 {before, after}, then each of the 4 phases after the last request (SSH up and syncing,
-setup, job submitted, first output line) is a kill point: 2N + 4 runs (40 today, ~60 s).
+setup, job submitted, first output line) is a kill point: 2N + 4 runs (40 today, ~60 s)
+with LAUNCHER_FULL_SWEEPS=1; by default the first request of each distinct call (after
+it, and before it too for a call that changes EC2) and every phase: 27 today. The points
+are split round robin over `sweeps.PARTS` tests (each makes its own clean launch first),
+which pytest-xdist runs on different workers.
 After each kill: `launcher down NAME -y` (a subprocess) must leave moto with no
 pending/running instance, no Elastic IP, no per-cluster security group, no body, and
 `launcher status` must no longer list the cluster. Between runs the region is made unprepared again (no
@@ -27,7 +31,7 @@ sweep is the client's above, which runs the same provisioning code. The controll
 restarted; the job must succeed, no cluster may ever have had more than one gang live
 (instances sampled every 20 ms; a resumed controller may terminate a half-made gang and
 make a new one under a new ClientToken: the old one is gone first), and nothing may be
-left afterwards. Client: 40 kill points; controller: 10; all leak-free today.
+left afterwards. Client: 40 kill points (27 by default); controller: 10; all leak-free today.
 
 Not covered here: placement groups and Elastic IPs (an EFA gang's): moto 5.2 cannot
 create placement groups, so this m6i.large path makes neither; `leaks()` still checks
@@ -50,7 +54,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import netns
+from tests import netns, sweeps
 from tests.aws_moto import CLUSTER_TAG, AWSFake, MotoServer
 from tests.moto_meter import MotoMeter
 
@@ -184,48 +188,68 @@ def _clean_run(fake: AWSFake, meter: MotoMeter, task: Path, home: Path) -> list[
     return calls
 
 
+def _client_points(calls: list[tuple[str, str]]) -> list[tuple[str, int | str, str]]:
+    """The kill points: ("request", n, when) for the requests, ("phase", name, marker)
+    for the phases. By default (tests/sweeps.py) the first request of each distinct call,
+    after it, and before it too for a call that changes EC2 (not Describe*/Get*), and
+    before the very first request; every phase. LAUNCHER_FULL_SWEEPS=1: every request
+    x {before, after}."""
+    every = [(n, when) for n in range(1, len(calls) + 1) for when in ("before", "after")]
+    if sweeps.full_sweeps():
+        chosen = every
+    else:
+        firsts = sweeps.first_of_each(range(1, len(calls) + 1), lambda n: calls[n - 1])
+        chosen = [(1, "before")] + [
+            (n, when) for n in firsts for when in ("before", "after")
+            if when == "after" or (n > 1 and not calls[n - 1][1].startswith(("Describe", "Get")))
+        ]
+    return ([("request", n, when) for n, when in chosen]
+            + [("phase", phase, marker) for phase, marker in PHASES.items()])
+
+
+@pytest.mark.parametrize("part", range(sweeps.PARTS))
 def test_client_kill9_at_every_request_and_phase(
-    aws_cloud: AWSFake, meter: MotoMeter, tmp_path: Path, launcher_home: Path
+    aws_cloud: AWSFake, meter: MotoMeter, tmp_path: Path, launcher_home: Path, part: int
 ) -> None:
     task = _task(tmp_path)
     t0 = time.monotonic()
     calls = _clean_run(aws_cloud, meter, task, launcher_home)
     print(f"clean launch: {len(calls)} requests: {Counter(a for _, a in calls)}")
     problems: list[str] = []
-    runs = 0
-    points = [(n, when) for n in range(1, len(calls) + 1) for when in ("before", "after")]
-    for n, when in points:
-        name = f"k{n}{when[0]}"
-        meter.reset()
-        client = Client(task, name)
-        meter.kill_at(n, client.pid, when)
-        try:
-            rc = client.wait()
-        finally:
-            client.kill()
-        meter.disarm()
-        what = f"request {n} {calls[n - 1]} {when}"
-        if not meter.killed:
-            problems.append(f"{what}: never reached (rc={rc}, calls={meter.calls})")
-        elif meter.calls[n - 1] != calls[n - 1]:
-            problems.append(f"{what}: request {n} was {meter.calls[n - 1]} this time")
+    all_points = _client_points(calls)
+    points = sweeps.part_of(all_points, part)
+    for kind, at, arg in points:
+        if kind == "request":
+            assert isinstance(at, int)
+            n, when = at, arg
+            name = f"k{n}{when[0]}"
+            meter.reset()
+            client = Client(task, name)
+            meter.kill_at(n, client.pid, when)
+            try:
+                rc = client.wait()
+            finally:
+                client.kill()
+            meter.disarm()
+            what = f"request {n} {calls[n - 1]} {when}"
+            if not meter.killed:
+                problems.append(f"{what}: never reached (rc={rc}, calls={meter.calls})")
+            elif meter.calls[n - 1] != calls[n - 1]:
+                problems.append(f"{what}: request {n} was {meter.calls[n - 1]} this time")
+        else:
+            phase, marker = str(at), arg
+            name, what = f"p-{phase}", f"phase {phase}"
+            client = Client(task, name, kill_on=marker)
+            try:
+                client.wait()
+            finally:
+                client.kill()
+            if not client.killed_on_line:
+                problems.append(f"{what}: {marker!r} never printed: {client.lines[-5:]}")
         problems += _down_and_check(aws_cloud, name, what)
         _unprepare(aws_cloud, launcher_home)
-        runs += 1
-    for phase, marker in PHASES.items():
-        name = f"p-{phase}"
-        client = Client(task, name, kill_on=marker)
-        try:
-            client.wait()
-        finally:
-            client.kill()
-        if not client.killed_on_line:
-            problems.append(f"phase {phase}: {marker!r} never printed: {client.lines[-5:]}")
-        problems += _down_and_check(aws_cloud, name, f"phase {phase}")
-        _unprepare(aws_cloud, launcher_home)
-        runs += 1
-    print(f"{runs} kill points ({len(calls)} requests x 2 + {len(PHASES)} phases) "
-          f"in {time.monotonic() - t0:.1f}s")
+    print(f"part {part}: {len(points)} of {len(all_points)} kill points "
+          f"({len(calls)} requests, {len(PHASES)} phases) in {time.monotonic() - t0:.1f}s")
     assert not problems, "\n".join(problems)
 
 
