@@ -44,6 +44,8 @@ ListInstances = Callable[[], Iterable[tuple[Any, ...]]]
 POLL_INTERVAL = 0.05
 
 
+NODE_START_ATTEMPTS = 3  # a body start that times out is retried (a loaded CI machine)
+
 class CloudBodies:
     """Keeps one sshd node per live instance of a cloud fake, in a background thread."""
 
@@ -54,7 +56,7 @@ class CloudBodies:
         *,
         name: str = "cloud",
         interval: float = POLL_INTERVAL,
-        node_timeout: float = 10.0,
+        node_timeout: float = 20.0,
         env: dict[str, str] | None = None,
     ) -> None:
         if not lab.netns_mode:
@@ -214,12 +216,20 @@ class CloudBodies:
                                             port=ports[iid])))
             if not specs:
                 return
-            try:
-                started = self.lab.start_nodes_at([s for _, s in specs], timeout=self.node_timeout)
-            except Exception as e:  # noqa: BLE001 - recorded, raised in the test's thread
-                for iid, _ in specs:
-                    self._refuse(iid, f"starting a node for {iid} failed: {e}")
-                return
+            # A start can miss its time limit on a loaded machine (sshd slow to listen);
+            # the failed nodes are torn down by start_nodes_at, so try again: a refused
+            # instance would leave the product waiting on an address nothing serves.
+            for attempt in range(1, NODE_START_ATTEMPTS + 1):
+                try:
+                    started = self.lab.start_nodes_at([s for _, s in specs],
+                                                      timeout=self.node_timeout)
+                    break
+                except Exception as e:  # noqa: BLE001 - recorded, raised in the test's thread
+                    if attempt == NODE_START_ATTEMPTS:
+                        for iid, _ in specs:
+                            self._refuse(iid, f"starting a node for {iid} failed "
+                                              f"{attempt} times: {e}")
+                        return
             for (iid, _), node in zip(specs, started, strict=True):
                 self.nodes[iid] = node
             self.started_total += len(specs)

@@ -19,8 +19,10 @@ CHUNK = 4  # elements per rank's chunk
 
 def base_port() -> int:
     # Same on every rank of one job, different between jobs: derived from the task id.
+    # Kept below Linux's ephemeral range (32768+), where an outgoing connection could
+    # hold the port and make a rank's bind fail.
     key = os.environ.get("LAUNCHER_TASK_ID", "launcher")
-    return 20000 + int(hashlib.sha1(key.encode()).hexdigest(), 16) % 30000
+    return 20000 + int(hashlib.sha1(key.encode()).hexdigest(), 16) % 12000
 
 
 def send_floats(sock: socket.socket, values: list[float]) -> None:
@@ -65,7 +67,9 @@ def ring_allreduce(rank: int, ips: list[str], data: list[float]) -> list[float]:
     server.listen(1)
     deadline = time.monotonic() + 60
     right = connect(ips[(rank + 1) % n], port + (rank + 1) % n, deadline)
+    server.settimeout(max(1.0, deadline - time.monotonic()))  # a dead neighbour: fail, not hang
     left, _ = server.accept()
+    left.settimeout(None)
     left.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     chunks = [data[i * CHUNK : (i + 1) * CHUNK] for i in range(n)]
     # reduce-scatter: after n-1 steps rank r owns the full sum of chunk (r+1) % n

@@ -167,7 +167,7 @@ def test_spot_job_preempted_on_one_gpu_cloud_resumes_from_s3_on_the_other(
     job = api.jobs_launch(_task(tmp_path, choice))
     store = JobStore()
     try:
-        _wait(lambda: api.jobs_status(job.id).status == "RUNNING", 30, "RUNNING")
+        _wait(lambda: api.jobs_status(job.id).status == "RUNNING", 90, "RUNNING")
         (first,) = store.attempts(job.id)
         assert first.cloud == first_cloud and first.use_spot, first
         if first_cloud == "nebius":
@@ -188,7 +188,7 @@ def test_spot_job_preempted_on_one_gpu_cloud_resumes_from_s3_on_the_other(
             clouds.nebius.preempt(iid)
         else:
             clouds.runpod.interrupt(pod_id)
-        final = api.jobs_wait(job.id, timeout=60)
+        final = api.jobs_wait(job.id, timeout=150)
         reasons = [e.reason for e in api.jobs_detail(job.id).events]
         assert final.status == "SUCCEEDED", reasons
         assert final.recoveries == 1, reasons
