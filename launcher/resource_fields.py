@@ -60,11 +60,13 @@ NETWORK_TIERS = ("standard", "best")
 ENTRY_FIELDS = (
     "cloud", "region", "zone", "infra", "accelerators", "gpus", "cpus", "memory", "instance_type",
     "use_spot", "disk_size", "disk_tier", "image_id", "ports", "labels", "max_hourly_cost",
-    "network", "network_tier", "job_recovery", "spot_recovery", "autostop",
+    "network", "network_tier", "job_recovery", "spot_recovery", "autostop", "accelerator_args",
 )  # fmt: skip
+# SkyPilot's TPU options (`resources.accelerator_args`): key -> value type.
+ACCELERATOR_ARGS = {"runtime_version": "str", "tpu_vm": "bool", "tpu_name": "str"}
 SECTION_FIELDS = (*ENTRY_FIELDS, "any_of", "ordered")
 UNSUPPORTED_RESOURCE_FIELDS = (
-    "volumes", "ephemeral_storage", "local_disk", "accelerator_args", "priority",
+    "volumes", "ephemeral_storage", "local_disk", "priority",
     "priority_class", "preemption", "termination_hook",
 )  # fmt: skip
 TOP_LEVEL_ELSEWHERE = {
@@ -439,6 +441,7 @@ def parse_resources_spec(value: object, path: Path, origin: Origin) -> Resources
         unsupported=_unsupported_keys(section_k8s), elsewhere=TOP_LEVEL_ELSEWHERE,
     )  # fmt: skip
     notes.extend(_pod_notes(mapping, path))
+    notes.extend(_accelerator_args_notes(mapping, None, path, origin))
     base = parse_resources_entry(mapping, path, origin)
     if len(given) > 1:
         raise origin.error(
@@ -468,6 +471,7 @@ def parse_resources_spec(value: object, path: Path, origin: Origin) -> Resources
                 elsewhere={k: "resources (one level only)" for k in ("any_of", "ordered", "candidates")},
             )  # fmt: skip
             notes.extend(_pod_notes(entry_map, where))
+            notes.extend(_accelerator_args_notes(entry_map, mapping, where, origin))
             engine = _unsupported_engine(entry_map)
             if engine is not None:
                 # One alternative on an engine launcher lacks (Slurm) does not sink the
@@ -554,6 +558,43 @@ def _pod_notes(mapping: Mapping[str, object], path: Path) -> list[str]:
         for key in POD_ONLY_FIELDS
         if mapping.get(key) is not None
     ]
+
+
+def _accelerator_args_notes(
+    mapping: Mapping[str, object], base: Mapping[str, object] | None, path: Path, origin: Origin,
+) -> list[str]:
+    """SkyPilot's TPU options on a mapping whose accelerators (its own, else the base
+    section's) are a TPU: checked (keys and value types) and noted. They matter only when
+    a TPU is created, and TPUs are planned only (a launch is refused with the TPU reason,
+    launcher.provisioning.planning). On a mapping without a TPU: an error naming them."""
+    value = mapping.get("accelerator_args")
+    if value is None:
+        return []
+    where = path + ("accelerator_args",)
+    args = expect_mapping(value, where, origin, "a mapping of TPU options (runtime_version, ...)")
+    check_keys(args, where, origin, tuple(ACCELERATOR_ARGS))
+    for key, kind in ACCELERATOR_ARGS.items():
+        if args.get(key) is not None:
+            if kind == "bool":
+                expect_bool(args[key], where + (key,), origin)
+            else:
+                expect_str(args[key], where + (key,), origin)
+    names = _accelerator_names(mapping) or (_accelerator_names(base) if base else [])
+    if not any(n.lower().startswith("tpu-") for n in names):
+        raise origin.error(
+            where, "accelerator_args (runtime_version, tpu_vm, tpu_name) configures a TPU; "
+            "this resources mapping asks for no TPU (e.g. accelerators: tpu-v5p-8).")
+    given = ", ".join(f"{k}: {args[k]}" for k in ACCELERATOR_ARGS if args.get(k) is not None)
+    return [f"{format_path(where)} ({given or 'empty'}) is checked and planned with the TPU; "
+            "it would apply when a TPU is created, and TPUs are planned only in this version, "
+            "so a launch of the TPU is refused."]
+
+
+def _accelerator_names(mapping: Mapping[str, object]) -> list[str]:
+    """The accelerator names written in a resources mapping (any of its forms)."""
+    value = mapping.get("accelerators", mapping.get("gpus"))
+    items = list(value) if isinstance(value, Mapping | list) else [value]
+    return [str(item).split(":")[0].strip() for item in items if isinstance(item, str)]
 
 
 def _unsupported_engine(entry: Mapping[str, object]) -> str | None:

@@ -572,10 +572,10 @@ def _build_task(
         origin=origin,
         unset_envs=unset_envs,
         unset_secrets=unset_secrets,
-        notes=legacy_notes + resources.dropped + _set_aside_notes(top, origin)
+        notes=origin.warnings + legacy_notes + resources.dropped + _set_aside_notes(top, origin)
         + (config.notes if config else ())
         + ((VOLUMES_NOT_LAUNCHABLE,) if volumes else ()) + placeholder_notes(storage_mounts)
-        + list_source_notes(storage_mounts),
+        + list_source_notes(storage_mounts) + (job_recovery.notes if job_recovery else ()),
         config=config,
         git_workdir=git_workdir,
         volumes=volumes,

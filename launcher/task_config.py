@@ -3,6 +3,8 @@
 CONTRACT:
     parse_task_config(value, origin) -> TaskConfig   (value: the raw `config:` mapping)
     TaskConfig.notes            -- sentences for the dry run about keys with no effect here
+                                   and keys planned only on their cloud
+    TaskConfig.launch_refusal(cloud) -> why a launch on `cloud` is refused, or None
     TaskConfig.provider_overrides() -> {section: {key: value}} for the provisioner
     apply_overrides(settings, overrides) -> settings  (a frozen dataclass, replaced)
 
@@ -17,6 +19,12 @@ key is one of three kinds here, from the table `CONFIG_KEYS`:
 - no effect here: a real SkyPilot key for something launcher does differently or does
   not run (the managed-jobs controller is a local process; there is no Kubernetes or
   GCP provisioner). Accepted, and the dry run says it has no effect, and why.
+- planned only on its cloud: a key asking for something the cloud of its section
+  (`gcp.enable_gpu_direct`, `azure.remote_identity`, ...) cannot give in this version.
+  The task is planned (a note names the key); the plan marks that cloud's placements not
+  enabled with the key and why as the reason, so a launch fails over to another cloud or
+  is refused naming the key (`launch_refusal`). Values in `KeyRule.same_here` mean what
+  launcher does anyway: they have no effect instead.
 - refused: a SkyPilot key whose silent omission would change what the user gets
   (`aws.ssh_proxy_command`, `aws.remote_identity`, ...): an error naming the key and why.
 
@@ -42,7 +50,7 @@ from launcher.task_fields import (
     format_path,
 )
 
-Kind = Literal["applied", "no-effect", "refused"]
+Kind = Literal["applied", "no-effect", "refused", "plan-only"]
 ValueType = Literal["bool", "str", "str-list", "any"]
 
 
@@ -53,6 +61,8 @@ class KeyRule:
     kind: Kind
     reason: str = ""
     value: ValueType = "any"
+    # plan-only keys: values (upper case) that ask for what launcher does anyway.
+    same_here: tuple[str, ...] = ()
 
 
 _NO_K8S = ("launcher has no Kubernetes backend (Kubernetes placements are planned only, "
@@ -106,9 +116,9 @@ CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {
         "storage_account": KeyRule(
             "refused", "Azure Blob storage is not supported yet (docs/azure.md)"),
         "remote_identity": KeyRule(
-            "refused", "launcher does not manage identities per task: nodes get no managed "
+            "plan-only", "launcher does not manage identities per task: nodes get no managed "
             "identity and no copy of your local Azure credentials (only the keys a bucket "
-            "mount needs)"),
+            "mount needs)", same_here=("NO_UPLOAD",)),
     },
     "serve": KeyRule("no-effect", "`launch` does not run SkyServe services"),
     "kubernetes": KeyRule("no-effect", _NO_K8S),
@@ -126,10 +136,12 @@ CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {
         "prioritize_reservations": KeyRule("refused", "reservations are not used"),
         "specific_reservations": KeyRule("refused", "reservations are not used"),
         "managed_instance_group": KeyRule(
-            "refused", "launcher creates instances directly (one insert per node), not MIGs"),
+            "plan-only", "launcher creates GCP instances directly (one insert per node); it "
+            "does not provision managed instance groups (DWS) in this version"),
         "enable_gpu_direct": KeyRule(
-            "refused", "GPUDirect networking (a3/a4 gangs) is not built yet: such gangs are "
-            "refused at launch (docs/gcp.md)"),
+            "plan-only", "GPUDirect multi-node networking (TCPX/TCPXO or RDMA NICs on their "
+            "own VPCs) is not provisioned by this version (launcher/clouds/gcp/limits.py, "
+            "docs/gcp.md)"),
         "placement_policy": KeyRule(
             "no-effect", "launcher makes a compact placement policy for multi-node GPU "
             "gangs itself"),
@@ -154,11 +166,24 @@ class TaskConfig:
     applied: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     no_effect: tuple[tuple[str, str], ...] = ()  # (dotted key, why it has no effect)
     raw: Mapping[str, object] = field(default_factory=dict, compare=False)
+    # (dotted key, why): plan-only keys; the cloud is the key's section
+    plan_only: tuple[tuple[str, str], ...] = ()
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """One sentence per key accepted with no effect."""
-        return tuple(f"config.{key} has no effect here: {why}." for key, why in self.no_effect)
+        """One sentence per key accepted with no effect, and per plan-only key."""
+        return tuple(f"config.{key} has no effect here: {why}." for key, why in self.no_effect) + tuple(
+            f"config.{key} is planned only: {why}; {key.split('.')[0]} placements are shown "
+            "as not enabled, and a launch there is refused." for key, why in self.plan_only)
+
+    def launch_refusal(self, cloud: str) -> str | None:
+        """Why a launch on `cloud` is refused for this task's plan-only keys, or None."""
+        whys = [f"config.{key}: {why}" for key, why in self.plan_only
+                if key.split(".")[0] == cloud]
+        if not whys:
+            return None
+        return ("the task's " + "; ".join(whys)
+                + " (a SkyPilot setting this launcher cannot honour; remove it to launch here)")
 
     def provider_overrides(self) -> dict[str, dict[str, object]]:
         """The applied keys, section -> key -> value (copies), for a ProvisionRequest."""
@@ -177,6 +202,7 @@ def parse_task_config(value: object, origin: Origin, path: Path = ("config",)) -
     top = expect_mapping(value, path, origin, "a mapping of config sections (aws, docker, ...)")
     applied: dict[str, dict[str, object]] = {}
     no_effect: list[tuple[str, str]] = []
+    plan_only: list[tuple[str, str]] = []
     for section, body in top.items():
         where = path + (section,)
         rules = CONFIG_KEYS.get(section)
@@ -208,10 +234,17 @@ def parse_task_config(value: object, origin: Origin, path: Path = ("config",)) -
             if rule.kind == "no-effect":
                 no_effect.append((dotted, rule.reason))
                 continue
+            if rule.kind == "plan-only":
+                if isinstance(item, str) and item.strip().upper() in rule.same_here:
+                    no_effect.append((dotted, f"{item.strip()} is what launcher does anyway "
+                                      f"({rule.reason})"))
+                else:
+                    plan_only.append((dotted, rule.reason))
+                continue
             applied.setdefault(section, {})[key] = _typed(item, rule.value, where + (key,), origin)
     if "vpc_name" in applied.get("aws", {}) and "vpc_id" in applied.get("aws", {}):
         raise origin.error(path + ("aws", "vpc_id"), "set vpc_name or vpc_id, not both.")
-    return TaskConfig(applied, tuple(no_effect), top)
+    return TaskConfig(applied, tuple(no_effect), top, tuple(plan_only))
 
 
 def _typed(value: object, kind: ValueType, path: Path, origin: Origin) -> object:

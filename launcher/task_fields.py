@@ -51,6 +51,8 @@ class Origin:
     raw: Mapping[Path, str] = field(default_factory=dict)
     # field paths whose value was replaced later (e.g. by `--gpus`) -> where it came from
     overrides: Mapping[Path, str] = field(default_factory=dict)
+    # what the YAML loader let pass but the user should read (a duplicated key), as notes
+    warnings: tuple[str, ...] = ()
 
     def overridden_by(self, path: Path) -> str | None:
         """Where `path`'s value came from if it (or an ancestor) was overridden, else None."""

@@ -28,6 +28,9 @@ from launcher.task_fields import (
 )
 
 RECOVERY_STRATEGIES = ("FAILOVER", "EAGER_NEXT_REGION", "DEADLINE")
+# SkyPilot's elastic strategy (recover with at least `min_nodes` of the gang): read as
+# FAILOVER, which always recovers the whole gang (stricter, never looser), with a note.
+ELASTIC_STRATEGY = "DYNAMIC_NODE_SET"
 DEADLINE_STRATEGY = "DEADLINE"
 PROGRESS_MODES = ("wall", "reported")
 # The restart overhead assumed before the job has any history of its own (provisioning +
@@ -86,13 +89,30 @@ class JobRecovery:
     restart_overhead_minutes: float | None = None
     progress: str = "wall"
     policy: str | None = None
+    # SkyPilot's elastic recovery as written (DYNAMIC_NODE_SET / min_nodes): accepted, and
+    # the whole gang is recovered anyway (see `notes`).
+    elastic: bool = False
+    min_nodes: int | None = None
 
     @property
     def is_deadline(self) -> bool:
         return self.strategy == DEADLINE_STRATEGY
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """A sentence for the dry run when SkyPilot's elastic recovery was asked for."""
+        if not self.elastic and self.min_nodes is None:
+            return ()
+        asked = (f"job_recovery.min_nodes: {self.min_nodes}" if self.min_nodes is not None
+                 else f"job_recovery.strategy: {ELASTIC_STRATEGY}")
+        return (f"{asked} accepted: launcher always recovers the whole gang (every node of "
+                "num_nodes, with the FAILOVER strategy), so a recovery never continues on "
+                "fewer nodes; this is stricter than SkyPilot's elastic recovery, never looser.",)
+
     def to_yaml_value(self) -> dict[str, object]:
-        out: dict[str, object] = {"strategy": self.strategy}
+        out: dict[str, object] = {"strategy": ELASTIC_STRATEGY if self.elastic else self.strategy}
+        if self.min_nodes is not None:
+            out["min_nodes"] = self.min_nodes
         if self.max_restarts_on_errors:
             out["max_restarts_on_errors"] = self.max_restarts_on_errors
         if self.recover_on_exit_codes:
@@ -194,6 +214,8 @@ def parse_job_recovery(value: object, path: Path, origin: Origin) -> JobRecovery
         return None
     if isinstance(value, str):
         name = _parse_strategy(value, path, origin)
+        if name == ELASTIC_STRATEGY:
+            return JobRecovery(strategy="FAILOVER", elastic=True)
         if name == DEADLINE_STRATEGY:
             raise origin.error(path + ("deadline",), "the deadline strategy needs a mapping "
                                "{strategy: deadline, deadline: 36h, duration: 24h}.")
@@ -201,11 +223,21 @@ def parse_job_recovery(value: object, path: Path, origin: Origin) -> JobRecovery
     mapping = expect_mapping(value, path, origin, "a strategy name or a mapping")
     check_keys(
         mapping, path, origin,
-        ("strategy", "max_restarts_on_errors", "recover_on_exit_codes", *_DEADLINE_KEYS),
+        ("strategy", "max_restarts_on_errors", "recover_on_exit_codes", "min_nodes",
+         *_DEADLINE_KEYS),
     )  # fmt: skip
     strategy: str | None = None
+    elastic = False
     if mapping.get("strategy") is not None:
         strategy = _parse_strategy(mapping["strategy"], path + ("strategy",), origin)
+        if strategy == ELASTIC_STRATEGY:
+            strategy, elastic = "FAILOVER", True
+    min_nodes = None
+    if mapping.get("min_nodes") is not None:
+        if strategy == DEADLINE_STRATEGY:
+            raise origin.error(path + ("min_nodes",), "'min_nodes' (SkyPilot's elastic "
+                               "recovery) does not apply to the deadline strategy.")
+        min_nodes = expect_int(mapping["min_nodes"], path + ("min_nodes",), origin, minimum=1)
     restarts = 0
     if mapping.get("max_restarts_on_errors") is not None:
         restarts = expect_int(
@@ -220,7 +252,7 @@ def parse_job_recovery(value: object, path: Path, origin: Origin) -> JobRecovery
                 raise origin.error(
                     path + (key,), f"'{key}' applies only to the deadline strategy; add "
                     "'strategy: deadline' (and 'deadline' and 'duration'), or remove it.")
-        return JobRecovery(strategy, restarts, codes)
+        return JobRecovery(strategy, restarts, codes, elastic=elastic, min_nodes=min_nodes)
     return _parse_deadline(mapping, path, origin, restarts, codes)
 
 
@@ -305,6 +337,8 @@ def _parse_iso(text: str, path: Path, origin: Origin) -> float:
 
 def _parse_strategy(value: object, path: Path, origin: Origin) -> str:
     name = expect_str(value, path, origin).strip().upper().replace("-", "_")
+    if name == ELASTIC_STRATEGY:
+        return name
     if name not in RECOVERY_STRATEGIES:
         raise origin.error(
             path,

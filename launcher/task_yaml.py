@@ -3,8 +3,10 @@
 `load_yaml(text, source)` composes the document with PyYAML (libyaml when
 available), then builds plain Python values itself so that every mapping key and
 list item keeps the line it was written on. Syntax errors, several documents,
-empty input, duplicate keys, unknown tags and alias bombs all become one
-`TaskValidationError` naming the line. Nothing here knows task fields.
+empty input, unknown tags and alias bombs all become one `TaskValidationError`
+naming the line. A duplicated mapping key keeps its last value, as SkyPilot's loader
+(PyYAML) does, with a warning naming the key and both lines in `Origin.warnings`
+(tasks show them as notes). Nothing here knows task fields.
 """
 
 from __future__ import annotations
@@ -84,8 +86,8 @@ def load_yaml_documents(text: str, source: str | None) -> list[LoadedDocument]:
     for node in documents:
         builder = _Builder(source)
         data = builder.build(node, ())
-        out.append(LoadedDocument(data, Origin(source, builder.lines, builder.raw),
-                                  node.start_mark.line + 1))
+        origin = Origin(source, builder.lines, builder.raw, warnings=tuple(builder.warnings))
+        out.append(LoadedDocument(data, origin, node.start_mark.line + 1))
     return out
 
 
@@ -124,6 +126,7 @@ class _Builder:
         self.source = source
         self.lines: dict[Path, int] = {}
         self.raw: dict[Path, str] = {}
+        self.warnings: list[str] = []
         self.count = 0
         self._constructor = yaml.SafeLoader("")
 
@@ -192,11 +195,12 @@ class _Builder:
             key = key_node.value
             line = key_node.start_mark.line + 1
             if key in first_line:
-                raise self.fail(
-                    key_node,
-                    path + (key,),
-                    f"duplicate key '{key}' (first given at line {first_line[key]}).",
-                )
+                where = format_path(path + (key,))
+                self.warnings.append(
+                    f"Warning: duplicate key '{where}' at lines {first_line[key]} and {line}: "
+                    f"the value at line {line} is used and the one at line {first_line[key]} "
+                    "is ignored (SkyPilot's loader also keeps the last one); remove one of them.")
+                self._forget(path + (key,))
             first_line[key] = line
             self.lines[path + (key,)] = line
             out[key] = self.build(value_node, path + (key,))
@@ -208,6 +212,14 @@ class _Builder:
             self.lines[path + (key,)] = key_node.start_mark.line + 1
             out[key] = self.build(value_node, path + (key,))
         return out
+
+    def _forget(self, path: Path) -> None:
+        """Drop the lines and raw text recorded under `path` (a value replaced by a
+        duplicated key), so the later value's own are the ones kept."""
+        n = len(path)
+        for table in (self.lines, self.raw):
+            for stale in [p for p in table if p[:n] == path]:
+                del table[stale]
 
     def _merge_pairs(self, value: Node, path: Path, depth: int = 0) -> list[tuple[Node, Node]]:
         if depth > _MAX_DEPTH:

@@ -263,11 +263,6 @@ def test_config_sections_for_other_backends_have_no_effect_with_a_note() -> None
         assert any(n.startswith(f"config.{key} has no effect here") for n in notes), key
 
 
-def test_azure_remote_identity_is_refused_by_name() -> None:
-    with pytest.raises(TaskValidationError) as err:
-        load("config:\n  azure:\n    remote_identity: SERVICE_ACCOUNT\nrun: x\n")
-    assert err.value.field == "config.azure.remote_identity"
-    assert "does not manage identities" in str(err.value)
 
 
 def test_list_of_local_sources_is_planned_and_refused_at_launch(tmp_path) -> None:
@@ -383,3 +378,233 @@ def test_autostop_hook_beside_termination_hook_or_off_kubernetes_is_refused() ->
     with pytest.raises(TaskValidationError) as err:
         load("resources:\n  cloud: aws\n  autostop: {hook: a}\nrun: x\n")
     assert err.value.field == "resources.autostop.hook"
+
+
+# ------------------------------------------------- planned, refused only at launch (issue 12)
+
+
+@pytest.fixture
+def clouds_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cloud with a provisioner counts as enabled (as if credentials were set)."""
+    from launcher.clouds.base import CredentialStatus
+    from launcher.provisioning import planning
+
+    monkeypatch.setattr(planning, "_credential_status",
+                        lambda cloud: CredentialStatus(cloud in ("aws", "gcp", "azure"), "test"))
+
+
+def _launch_refusal(task: Task) -> str:
+    """The error a real launch of `task` stops with (no cloud may be called)."""
+    from launcher.errors import NoPlacementError
+    from launcher.provisioning.failover import provision_with_failover
+    from launcher.state import StateDB
+
+    def no_cloud(name: str) -> object:
+        raise AssertionError(f"the launch reached the {name} provisioner")
+
+    with StateDB() as db, pytest.raises(NoPlacementError) as err:
+        provision_with_failover(task, "c1", db, cloud_fn=no_cloud)  # type: ignore[arg-type]
+    return str(err.value)
+
+
+def test_job_recovery_min_nodes_is_accepted_and_the_whole_gang_recovers() -> None:
+    task = load(
+        """\
+        num_nodes: 4
+        resources:
+          accelerators: A100:8
+          job_recovery:
+            strategy: DYNAMIC_NODE_SET
+            min_nodes: 2
+            max_restarts_on_errors: 3
+        run: x
+        """
+    )
+    rec = task.job_recovery
+    assert rec is not None and rec.strategy == "FAILOVER" and rec.min_nodes == 2
+    assert rec.max_restarts_on_errors == 3
+    note = ("job_recovery.min_nodes: 2 accepted: launcher always recovers the whole gang")
+    assert any(n.startswith(note) for n in task.notes)
+    result = plan(task)
+    assert any(n.startswith(note) for n in result.notes)
+    assert result.placements and all(p.num_nodes == 4 for p in result.placements)
+    # the task round-trips with SkyPilot's spelling
+    again = Task.from_dict(task.to_dict(), require_values=False)
+    assert again.job_recovery == rec
+    # the strategy alone is read the same way, with its own note
+    alone = load("resources:\n  job_recovery: DYNAMIC_NODE_SET\nrun: x\n")
+    assert alone.job_recovery is not None and alone.job_recovery.strategy == "FAILOVER"
+    assert any("job_recovery.strategy: DYNAMIC_NODE_SET accepted" in n for n in alone.notes)
+
+
+@pytest.mark.parametrize(
+    ("recovery", "field", "words"),
+    [
+        ("{strategy: FAILOVER, min_nodes: 0}", "resources.job_recovery.min_nodes", "at least 1"),
+        ("{strategy: deadline, deadline: 10h, duration: 2h, min_nodes: 2}",
+         "resources.job_recovery.min_nodes", "deadline strategy"),
+    ],
+)
+def test_bad_min_nodes_is_named(recovery: str, field: str, words: str) -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load(f"resources:\n  job_recovery: {recovery}\nrun: x\n")
+    assert err.value.field == field and words in str(err.value), str(err.value)
+
+
+GCP_DIRECT = """\
+    num_nodes: 2
+    resources:
+      cloud: gcp
+      cpus: 8
+    config:
+      gcp:
+        enable_gpu_direct: true
+        managed_instance_group:
+          run_duration: 3600
+    run: x
+    """
+
+
+def test_gcp_gpu_direct_and_mig_are_planned_with_a_note_and_refused_at_launch(
+    clouds_enabled: None,
+) -> None:
+    task = load(GCP_DIRECT)
+    for key in ("gcp.enable_gpu_direct", "gcp.managed_instance_group"):
+        assert any(n.startswith(f"config.{key} is planned only") for n in task.notes), key
+    result = plan(task)
+    assert result.placements and all(p.cloud == "gcp" for p in result.placements)
+    assert not any(result.enabled) and result.chosen is None
+    assert "config.gcp.enable_gpu_direct" in result.disabled_reasons["gcp"]
+    assert "GPUDirect" in result.disabled_reasons["gcp"]
+    message = _launch_refusal(task)
+    assert "config.gcp.enable_gpu_direct" in message and "GPUDirect" in message
+    assert "config.gcp.managed_instance_group" in message and "managed instance groups" in message
+
+
+def test_a_gcp_only_key_leaves_the_other_clouds_launchable(clouds_enabled: None) -> None:
+    task = load("resources: {cpus: 8}\nconfig:\n  gcp:\n    enable_gpu_direct: true\nrun: x\n")
+    result = plan(task)
+    gcp = [i for i, p in enumerate(result.placements) if p.cloud == "gcp"]
+    others = [i for i, p in enumerate(result.placements) if p.cloud in ("aws", "azure")]
+    assert gcp and others
+    assert not any(result.enabled[i] for i in gcp)
+    assert all(result.enabled[i] for i in others)
+    assert result.chosen is not None and result.placements[result.chosen].cloud != "gcp"
+
+
+def test_azure_remote_identity_is_planned_and_refused_at_launch_on_azure(
+    clouds_enabled: None,
+) -> None:
+    task = load("resources: {cloud: azure, cpus: 4}\n"
+                "config:\n  azure:\n    remote_identity: SERVICE_ACCOUNT\nrun: x\n")
+    assert any(n.startswith("config.azure.remote_identity is planned only") for n in task.notes)
+    result = plan(task)
+    assert result.placements and not any(result.enabled)
+    message = _launch_refusal(task)
+    assert "config.azure.remote_identity" in message and "does not manage identities" in message
+    # NO_UPLOAD asks for what launcher does anyway: no effect, launchable
+    same = load("resources: {cloud: azure, cpus: 4}\n"
+                "config:\n  azure:\n    remote_identity: NO_UPLOAD\nrun: x\n")
+    assert any(n.startswith("config.azure.remote_identity has no effect here: NO_UPLOAD")
+               for n in same.notes)
+    assert all(plan(same).enabled)
+
+
+def test_accelerator_args_are_planned_with_the_tpu_and_refused_at_launch(
+    clouds_enabled: None,
+) -> None:
+    from launcher.provisioning.planning import TPU_NOT_LAUNCHABLE
+
+    task = load(
+        """\
+        resources:
+          accelerators: tpu-v5p-8
+          accelerator_args:
+            runtime_version: tpu-vm-base
+            tpu_vm: true
+            tpu_name: my-tpu
+        run: x
+        """
+    )
+    assert any(n.startswith("resources.accelerator_args (runtime_version: tpu-vm-base, "
+                            "tpu_vm: True, tpu_name: my-tpu) is checked and planned")
+               for n in task.notes)
+    result = plan(task)
+    assert result.placements and all(p.accelerator == "tpu-v5p-8" for p in result.placements)
+    assert not any(result.enabled) and TPU_NOT_LAUNCHABLE in result.notes
+    assert TPU_NOT_LAUNCHABLE in _launch_refusal(task)
+
+
+def test_accelerator_args_on_an_any_of_entry_inherit_the_base_tpu() -> None:
+    task = load("resources:\n  accelerators: tpu-v2-8\n  any_of:\n"
+                "    - {region: us-central1, accelerator_args: {runtime_version: v2-alpha}}\n")
+    assert any("resources.any_of[0].accelerator_args" in n for n in task.notes)
+
+
+@pytest.mark.parametrize(
+    ("resources", "field", "words"),
+    [
+        ("{accelerators: A100:1, accelerator_args: {runtime_version: x}}",
+         "resources.accelerator_args", "asks for no TPU"),
+        ("{accelerators: tpu-v2-8, accelerator_args: {tpu_topology: 2x2}}",
+         "resources.accelerator_args.tpu_topology", "unknown field"),
+        ("{accelerators: tpu-v2-8, accelerator_args: {tpu_vm: maybe}}",
+         "resources.accelerator_args.tpu_vm", "true or false"),
+    ],
+)
+def test_bad_accelerator_args_are_named(resources: str, field: str, words: str) -> None:
+    with pytest.raises(TaskValidationError) as err:
+        load(f"resources: {resources}\nrun: x\n")
+    assert err.value.field == field and words in str(err.value), str(err.value)
+
+
+DUPLICATED = """\
+    envs:
+      A: one
+    resources:
+      cpus: 4
+      cpus: 8
+    envs:
+      B: two
+    run: echo $B
+    """
+
+
+def test_a_duplicated_key_keeps_the_last_value_with_a_warning() -> None:
+    task = load(DUPLICATED)
+    assert task.envs == {"B": "two"}
+    assert task.resources.base.cpus == 8
+    warnings = [n for n in task.notes if n.startswith("Warning: duplicate key")]
+    assert warnings == [
+        "Warning: duplicate key 'resources.cpus' at lines 4 and 5: the value at line 5 is used "
+        "and the one at line 4 is ignored (SkyPilot's loader also keeps the last one); remove "
+        "one of them.",
+        "Warning: duplicate key 'envs' at lines 1 and 6: the value at line 6 is used and the one "
+        "at line 1 is ignored (SkyPilot's loader also keeps the last one); remove one of them.",
+    ]
+    assert task.line_of("envs.B") == 7 and task.line_of("envs.A") is not None  # ancestor's line
+    assert task.line_of("envs") == 6
+    result = plan(task)
+    assert all(w in result.notes for w in warnings)
+
+
+def test_a_duplicated_key_is_a_warning_in_the_dry_run_output(tmp_path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "dup.yaml"
+    path.write_text(textwrap.dedent(DUPLICATED))
+    cli = [sys.executable, "-c", "from launcher.cli import main; main()", "launch", str(path),
+           "--dryrun"]
+    env = {**os.environ, "COLUMNS": "400"}
+    human = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=300)
+    assert human.returncode == 0, human.stderr
+    shown = " ".join((human.stdout + human.stderr).split())
+    assert "Warning: duplicate key 'envs' at lines 1 and 6" in shown
+    machine = subprocess.run([*cli, "--json"], capture_output=True, text=True, env=env,
+                             timeout=300)
+    assert machine.returncode == 0, machine.stderr
+    notes = json.loads(machine.stdout)["notes"]
+    assert any(n.startswith("Warning: duplicate key 'envs' at lines 1 and 6") for n in notes)

@@ -386,8 +386,6 @@ def test_b100_resolves_and_is_dropped_from_a_set_with_a_note() -> None:
         ("inputs: {s3://b/in: 10}\nrun: x\n", "inputs"),
         ("outputs: {s3://b/out: 1}\nrun: x\n", "outputs"),
         ("api_server_access: true\nrun: x\n", "api_server_access"),
-        ("resources:\n  accelerator_args: {runtime_version: tpu-vm-base}\n",
-         "resources.accelerator_args"),
         ("resources:\n  cloud: aws\n  preemption: {hook: echo}\n", "resources.preemption"),
         ("resources:\n  cloud: slurm\n", "resources.cloud"),
     ],

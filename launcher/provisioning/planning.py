@@ -298,7 +298,14 @@ def plan(
     def status(cloud: str) -> CredentialStatus:
         st = status_cache.get(cloud)
         if st is None:
-            st = status_cache[cloud] = _credential_status(cloud)
+            # a `config:` key this cloud cannot honour (task_config.py) decides first
+            refused = task.config.launch_refusal(cloud) if task.config else None
+            if refused:
+                from launcher.clouds.base import CredentialStatus as Status
+
+                st = status_cache[cloud] = Status(False, refused)
+            else:
+                st = status_cache[cloud] = _credential_status(cloud)
         return st
 
     notes: list[str] = list(task.notes)
