@@ -11,6 +11,7 @@ task-wide; they are parsed by `launcher.task_policies`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping
@@ -442,7 +443,7 @@ def parse_resources_spec(value: object, path: Path, origin: Origin) -> Resources
     )  # fmt: skip
     notes.extend(_pod_notes(mapping, path))
     notes.extend(_accelerator_args_notes(mapping, None, path, origin))
-    base = parse_resources_entry(mapping, path, origin)
+    base = _tpu_node_host(parse_resources_entry(mapping, path, origin), mapping, path, notes)
     if len(given) > 1:
         raise origin.error(
             path + (given[1],), f"use either '{given[0]}' or '{given[1]}', not both.",
@@ -484,7 +485,8 @@ def parse_resources_spec(value: object, path: Path, origin: Origin) -> Resources
                     f"{format_path(where)} ({engine}) is skipped: {engine} {UNSUPPORTED_NOTE}."
                 )
                 continue
-            alternatives.append(parse_resources_entry(entry_map, where, origin))
+            alternatives.append(_tpu_node_host(
+                parse_resources_entry(entry_map, where, origin), entry_map, where, notes))
         if not alternatives and first_drop_error is not None:
             raise first_drop_error
     dropped.extend(notes)
@@ -588,6 +590,21 @@ def _accelerator_args_notes(
     return [f"{format_path(where)} ({given or 'empty'}) is checked and planned with the TPU; "
             "it would apply when a TPU is created, and TPUs are planned only in this version, "
             "so a launch of the TPU is refused."]
+
+
+def _tpu_node_host(res: Resources, mapping: Mapping[str, object], path: Path,
+                   notes: list[str]) -> Resources:
+    """A TPU Node (`accelerator_args.tpu_vm: false`) names its host VM as instance_type;
+    the catalog prices TPUs as TPU VMs, so the TPU is planned without the host (a note
+    says the host is not in the price). TPUs are planned only: nothing is launched."""
+    args = mapping.get("accelerator_args")
+    if (not isinstance(args, Mapping) or args.get("tpu_vm") is not False
+            or res.instance_type is None):
+        return res
+    notes.append(f"{format_path(path + ('instance_type',))} '{res.instance_type}' is the host "
+                 "VM of a TPU Node (accelerator_args.tpu_vm: false); the TPU is planned and "
+                 "priced as a TPU VM, without the host VM's price.")
+    return dataclasses.replace(res, instance_type=None)
 
 
 def _accelerator_names(mapping: Mapping[str, object]) -> list[str]:

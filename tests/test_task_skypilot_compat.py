@@ -541,6 +541,21 @@ def test_accelerator_args_on_an_any_of_entry_inherit_the_base_tpu() -> None:
     assert any("resources.any_of[0].accelerator_args" in n for n in task.notes)
 
 
+def test_tpu_node_host_vm_is_planned_as_the_tpu_with_a_note() -> None:
+    task = load("resources:\n  instance_type: n1-highmem-8\n  accelerators: tpu-v2-8\n"
+                "  accelerator_args: {runtime_version: 2.12.0, tpu_vm: false}\nrun: x\n")
+    assert task.resources.base.instance_type is None
+    assert any(n.startswith("resources.instance_type 'n1-highmem-8' is the host VM of a TPU "
+                            "Node") for n in task.notes)
+    result = plan(task)
+    assert result.placements and all(p.accelerator == "tpu-v2-8" for p in result.placements)
+    assert not any(result.enabled)
+    # a TPU VM keeps its instance_type as written (and no offer has n1 with a TPU)
+    vm = load("resources:\n  instance_type: n1-highmem-8\n  accelerators: tpu-v2-8\n"
+              "  accelerator_args: {tpu_vm: true}\nrun: x\n")
+    assert vm.resources.base.instance_type == "n1-highmem-8"
+
+
 @pytest.mark.parametrize(
     ("resources", "field", "words"),
     [
