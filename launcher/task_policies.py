@@ -132,6 +132,13 @@ class JobRecovery:
         return out
 
 
+def span_text(hours: float) -> str:
+    """A span for messages: '10 min', '1.5 h', '36 h' (minutes below an hour)."""
+    if hours < 1:
+        return f"{round(hours * 60, 1):g} min"
+    return f"{round(hours, 2):g} h"
+
+
 def format_deadline_at(epoch: float) -> str:
     """An absolute deadline as ISO 8601 UTC ('2026-11-27T18:00:00.5+00:00' keeps fractions)."""
     import datetime as dt
@@ -301,9 +308,9 @@ def _parse_deadline(mapping: dict[str, object], path: Path, origin: Origin, rest
         if duration + over_h > hours:
             raise origin.error(
                 path + ("deadline",),
-                f"a deadline of {format_number(hours)} h cannot be met even on on-demand: the "
-                f"job needs {format_number(duration)} h of work plus a restart overhead of "
-                f"{format_number(over_h * 60)} min"
+                f"a deadline of {span_text(hours)} cannot be met even on on-demand: the "
+                f"job needs {span_text(duration)} of work plus a restart overhead of "
+                f"{span_text(over_h)}"
                 + ("" if overhead is not None else " (the default; set 'restart_overhead')")
                 + ".")
     return JobRecovery(DEADLINE_STRATEGY, restarts, codes, hours, at, duration, overhead,

@@ -715,6 +715,9 @@ def test_errors_about_overridden_fields_cite_the_command_line_not_a_yaml_line() 
          "cannot be met even on on-demand"),
         ("{strategy: deadline, deadline: 24h, duration: 23h, restart_overhead: 2h}",
          "resources.job_recovery.deadline", "cannot be met even on on-demand"),
+        ("{strategy: deadline, deadline: 10m, duration: 1m}", "resources.job_recovery.deadline",
+         "a deadline of 10 min cannot be met even on on-demand: the job needs 1 min of work "
+         "plus a restart overhead of 10 min"),
         ("{strategy: deadline, deadline: '2026-11-27T18:00', duration: 1h}",
          "resources.job_recovery.deadline", "no timezone"),
         ("{strategy: deadline, deadline: 36h, duration: 1h, progress: steps}",

@@ -174,7 +174,7 @@ def deadline_spec(t: Task, now: float) -> DeadlineSpec | None:
     met even on on-demand from now (duration + restart overhead > time left)."""
     from launcher.jobs.deadline_store import DeadlineSpec
     from launcher.spot.policy import DEFAULT_POLICY
-    from launcher.task_policies import DEFAULT_RESTART_OVERHEAD_S, format_deadline_at
+    from launcher.task_policies import DEFAULT_RESTART_OVERHEAD_S, format_deadline_at, span_text
 
     rec = t.job_recovery
     if rec is None or not rec.is_deadline:
@@ -200,9 +200,9 @@ def deadline_spec(t: Task, now: float) -> DeadlineSpec | None:
     need = work_s + (DEFAULT_RESTART_OVERHEAD_S if overhead is None else overhead)
     if need > at - now:
         raise TaskValidationError(
-            f"the deadline cannot be met even on on-demand: {(at - now) / 3600:.2f} h are left, "
-            f"the job needs {work_s / 3600:.2f} h of work plus a restart overhead of "
-            f"{(need - work_s) / 60:.0f} min.", field=f"{field}.deadline", source=t.source_path)
+            f"the deadline cannot be met even on on-demand: {span_text((at - now) / 3600)} are "
+            f"left, the job needs {span_text(work_s / 3600)} of work plus a restart overhead of "
+            f"{span_text((need - work_s) / 3600)}.", field=f"{field}.deadline", source=t.source_path)
     return DeadlineSpec(at, work_s, overhead, rec.progress, rec.policy or DEFAULT_POLICY)
 
 
