@@ -190,7 +190,9 @@ class CloudBodies:
         with self._lock:
             live: dict[str, tuple[str, str]] = {}
             ports: dict[str, int] = {}
+            listed_ids = set()
             for iid, ip, key, *rest in listed:
+                listed_ids.add(iid)
                 if iid in self._killed or iid in self._refused:
                     continue
                 if ip is None or not self._inside_lab(iid, ip):
@@ -198,6 +200,8 @@ class CloudBodies:
                 live[iid] = (ip, key or "")
                 ports[iid] = int(rest[0]) if rest and rest[0] else 22
             for iid, node in list(self.nodes.items()):
+                if iid in listed_ids and iid not in live and iid not in self._killed:
+                    continue  # still listed, address not shown in this answer: keep the body
                 if iid not in live or live[iid][0] != node.host:
                     node.destroy()
                     del self.nodes[iid]

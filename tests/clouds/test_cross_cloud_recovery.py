@@ -119,6 +119,10 @@ def _diagnostics(job_id: int, clouds: Clouds) -> str:
     return "\n".join([
         f"events: {events}",
         f"nebius: {clouds.nebius.inventory()} runpod: {clouds.runpod.inventory()}",
+        f"body errors: nebius {clouds.nebius.bodies.errors} runpod {clouds.runpod.bodies.errors}",
+        f"bodies: nebius {sorted(clouds.nebius.bodies.nodes)} runpod "
+        f"{sorted(clouds.runpod.bodies.nodes)} (started {clouds.nebius.bodies.started_total}, "
+        f"{clouds.runpod.bodies.started_total})",
         "controller.log tail:", *tail,
     ])
 

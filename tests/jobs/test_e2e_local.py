@@ -260,6 +260,23 @@ def test_cancel_during_recovery(tmp_path: Path, launcher_home: Path) -> None:
     assert second.node_price is not None and second.node_hours > 0
 
 
+def _move_back(moved: Path, agent: Path) -> None:
+    """Put the agent's directory back. The still-running agent may have written into a
+    fresh `.launcher-agent` meanwhile: merge that into the moved one first."""
+    import shutil
+
+    for _ in range(20):
+        if agent.exists():
+            shutil.copytree(agent, moved, dirs_exist_ok=True)
+            shutil.rmtree(agent, ignore_errors=True)
+        try:
+            moved.rename(agent)
+            return
+        except OSError:  # written to again between the two steps: merge once more
+            continue
+    raise AssertionError(f"could not put {agent} back")
+
+
 def test_transient_query_failures_do_not_start_a_recovery(tmp_path: Path,
                                                           launcher_home: Path) -> None:
     job = api.jobs_launch(_task(tmp_path, count_to=30, step_s=0.1))
@@ -273,7 +290,7 @@ def test_transient_query_failures_do_not_start_a_recovery(tmp_path: Path,
     machines.write_text("{not json")
     agent.rename(moved)
     time.sleep(1.5)
-    moved.rename(agent)
+    _move_back(moved, agent)
     machines.write_text(good)
     final = api.jobs_wait(job.id, timeout=60)
     assert final.status == "SUCCEEDED"
