@@ -35,7 +35,6 @@ import ipaddress
 import json
 import re
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -418,10 +417,3 @@ def azure_cloud(request: pytest.FixtureRequest, azure_fake: AzureFake,
     assert not guard.violations, f"connected outside the lab: {sorted(set(guard.violations))}"
 
 
-def wait_until(cond: Any, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +42,7 @@ from tests import netns
 from tests.aws_moto import AWSFake, aws_moto, moto_server
 from tests.nebius_fake import NebiusFake, nebius_cloud, nebius_fake
 from tests.runpod_fake import RunPodFake, runpod_cloud, runpod_fake
+from tests.waiting import wait_until as _wait
 
 __all__ = ["aws_moto", "moto_server", "nebius_cloud", "nebius_fake", "runpod_cloud", "runpod_fake"]
 
@@ -92,13 +93,6 @@ def clouds(
                 clusters.down(row.name)
 
 
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _diagnostics(job_id: int, clouds: Clouds) -> str:

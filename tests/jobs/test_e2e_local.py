@@ -9,13 +9,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
+from tests.waiting import wait_until as _wait
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "task_examples"
 CLI = [sys.executable, "-c", "from launcher.cli import main; main()"]
@@ -63,13 +64,6 @@ def _task(tmp_path: Path, *, count_to: int = 30, step_s: float = 0.1, ckpt_every
     return str(path)
 
 
-def _wait(cond: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _status(job_id: int) -> str:

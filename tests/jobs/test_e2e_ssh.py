@@ -4,8 +4,8 @@ with a spare host of the pool, resume from a checkpoint on storage the nodes sha
 
 from __future__ import annotations
 
+import functools
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,6 +13,7 @@ import pytest
 
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.netns
 
@@ -53,13 +54,7 @@ def pool(request: pytest.FixtureRequest, ssh_nodes: Callable[[int], object],
         nodes.close()  # type: ignore[attr-defined]
 
 
-def _wait(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+_wait = functools.partial(wait_until, timeout=60.0, poll=0.1)
 
 
 def _gang_task(tmp_path: Path, count_to: int) -> str:

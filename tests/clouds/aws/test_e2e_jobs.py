@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from launcher.jobs import paths
 from launcher.jobs.store import JobStore
 from tests import netns
 from tests.aws_moto import CLUSTER_TAG, AWSFake
+from tests.waiting import wait_until as _wait
 
 pytestmark = [
     pytest.mark.netns,
@@ -62,13 +63,6 @@ def spot_env(
             clusters.down(row.name)
 
 
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _task(tmp_path: Path, strategy: str | None = None) -> str:

@@ -17,7 +17,8 @@ import pytest
 
 from launcher.clouds.azure import records
 from launcher.clouds.azure.cloud import AzureCloud
-from tests.azure_fake import AzureFake, wait_until
+from tests.azure_fake import AzureFake
+from tests.waiting import wait_until
 
 CHILD = textwrap.dedent("""
     import time

@@ -26,8 +26,9 @@ import pytest
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
 from tests import netns
-from tests.azure_fake import AzureFake, wait_until
+from tests.azure_fake import AzureFake
 from tests.blob_fake import BlobFake, blob_on_lab  # noqa: F401 - the fixture
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.netns,

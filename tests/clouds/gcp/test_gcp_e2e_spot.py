@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ from launcher.jobs.store import JobStore
 from tests import netns
 from tests.gcp_fake import GCPFake
 from tests.gcs_fake import GCSFake, gcs_on_lab  # noqa: F401 - the fixture
+from tests.waiting import wait_until as _wait
 
 pytestmark = [
     pytest.mark.netns,
@@ -58,13 +59,6 @@ def spot_env(gcp_cloud: GCPFake, gcs_on_lab: GCSFake, launcher_home: Path,  # no
             clusters.down(row.name)
 
 
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _saved_count(gcs: GCSFake) -> int:  # noqa: F811

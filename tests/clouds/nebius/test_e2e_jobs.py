@@ -20,8 +20,8 @@ import pytest
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
 from tests import netns
-from tests.azure_fake import wait_until
 from tests.nebius_fake import NebiusFake
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.netns,

@@ -30,6 +30,7 @@ from launcher.jobs.store import JobStore
 from launcher.task import Task
 from tests import netns
 from tests.runpod_fake import EMAIL, RunPodFake
+from tests.waiting import wait_until as _wait
 
 pytestmark = [
     pytest.mark.netns,
@@ -51,13 +52,6 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def _wait(cond: object, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_launch_exec_logs_down_on_runpod(runpod_cloud: RunPodFake, tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ import pytest
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
 from tests import netns
-from tests.azure_fake import wait_until
 from tests.vast_fake import VastFake
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.netns,
