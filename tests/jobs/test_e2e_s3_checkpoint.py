@@ -53,7 +53,8 @@ def test_spot_job_resumes_from_the_step_saved_in_s3(
     lines = _logs(job.id)
     resumed = [int(m.group(1)) for ln in lines if (m := re.search(r"resuming from (\d+)", ln))]
     assert resumed == [saved] and saved >= 5  # the step saved in S3, not 0
-    assert any("launcher: restored 1 file(s)" in ln for ln in lines)
+    # count.json, and maybe the job's own temp file if a periodic save caught one mid-write
+    assert any(re.search(r"launcher: restored [12] file\(s\)", ln) for ln in lines), lines[:20]
     counts = _counts(lines)
     assert counts[-1] == 30 and set(range(1, 31)) <= set(counts)
     assert _saved_count(s3, job.id) == 30  # the save at exit
