@@ -26,7 +26,7 @@ POINTS = (
     "nodes_replaced",  # lost nodes replaced and gang resubmitted, not yet recorded
     "drain_ended",  # a drained (noticed) attempt marked ENDED, its cluster not torn down
     "cancel_attempts_ended",  # cancel: attempts ended and torn down, CANCELLED not written
-    # the DEADLINE strategy (controller_deadline.py)
+    # the DEADLINE strategy (controller/deadline.py)
     "deadline_decided",  # a policy decision logged, not acted on yet
     "switch_intent_recorded",  # ON_DEMAND -> SPOT: the spot cluster's name written, nothing asked
     "switch_decided",  # the spot gang is set up; on-demand attempt SWITCHED, still up

@@ -5,7 +5,7 @@ node's agent (`ClusterOps.fetch_log_since`: byte offsets per rank, one short cal
 `ControllerConfig.log_sync_s`, in the background of its watch, and appends them to the
 attempt's log file. So a node lost without notice takes at most the last sync interval
 of output with it; when the head is still reachable at the end, the whole log is
-fetched and replaces the synced copy (`FinishMixin._save_logs`).
+fetched and replaces the synced copy (`controller.logs.AttemptLogs.save`).
 
 Files: `attempt-<n>.log` (the output) and its sidecar `attempt-<n>.log.sync` (JSON:
 the gang run's cluster job id and the offsets already appended), rewritten atomically

@@ -48,7 +48,7 @@ from launcher.optimizer import Place as RatePlace
 
 EAGER_NEXT_REGION = "EAGER_NEXT_REGION"
 FAILOVER = "FAILOVER"
-# DEADLINE (launcher.jobs.controller_deadline): spot or on-demand chosen by a launcher.spot
+# DEADLINE (launcher.jobs.controller.deadline): spot or on-demand chosen by a launcher.spot
 # policy; its spot placements are searched like EAGER_NEXT_REGION's.
 DEADLINE = "DEADLINE"
 STRATEGIES = (EAGER_NEXT_REGION, FAILOVER, DEADLINE)

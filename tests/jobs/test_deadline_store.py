@@ -8,12 +8,10 @@ from pathlib import Path
 
 from launcher.jobs import deadline_store as dl
 from launcher.jobs import paths
-from launcher.jobs.controller import Controller
+from launcher.jobs.controller.deadline import restart_overhead_s
 from launcher.jobs.deadline_store import DeadlineSpec
 from launcher.jobs.store import JobRow, JobStore
 from launcher.task_policies import DEFAULT_RESTART_OVERHEAD_S
-from tests.jobs.fake_ops import FakeOps, Place
-from tests.jobs.harness import fast_config, loader_for
 
 
 def _job(store: JobStore, *, overhead: float | None, progress: str = "wall") -> JobRow:
@@ -65,21 +63,17 @@ def test_reported_progress_is_the_largest_fraction_printed(launcher_home: Path) 
 def test_restart_overhead_is_given_or_estimated_from_the_jobs_history(launcher_home: Path
                                                                       ) -> None:
     store = JobStore()
-    ctrl = Controller(FakeOps([Place("c", "r", "z")]), loader_for(), config=fast_config())
-    try:
-        given = _job(store, overhead=42.0)
-        assert ctrl._overhead_s(given, []) == 42.0
-        job = _job(store, overhead=None)
-        assert ctrl._overhead_s(job, []) == DEFAULT_RESTART_OVERHEAD_S  # no history yet
-        a1 = store.add_attempt(job.id, 1, "mj-x-1", "initial", market="spot")
-        store.update_attempt(job.id, 1, running_at=a1.created_at + 20.0, work_lost_s=6.0)
-        a2 = store.add_attempt(job.id, 2, "mj-x-2", "preemption", market="on_demand")
-        store.update_attempt(job.id, 2, running_at=a2.created_at + 40.0)
-        store.add_attempt(job.id, 3, "mj-x-3", "preemption", market="spot")  # never ran
-        # mean provisioning + setup (30 s) + mean work lost since the last checkpoint (6 s)
-        assert abs(ctrl._overhead_s(job, store.attempts(job.id)) - 36.0) < 1e-6
-    finally:
-        ctrl.store.close()
+    given = _job(store, overhead=42.0)
+    assert restart_overhead_s(given, []) == 42.0
+    job = _job(store, overhead=None)
+    assert restart_overhead_s(job, []) == DEFAULT_RESTART_OVERHEAD_S  # no history yet
+    a1 = store.add_attempt(job.id, 1, "mj-x-1", "initial", market="spot")
+    store.update_attempt(job.id, 1, running_at=a1.created_at + 20.0, work_lost_s=6.0)
+    a2 = store.add_attempt(job.id, 2, "mj-x-2", "preemption", market="on_demand")
+    store.update_attempt(job.id, 2, running_at=a2.created_at + 40.0)
+    store.add_attempt(job.id, 3, "mj-x-3", "preemption", market="spot")  # never ran
+    # mean provisioning + setup (30 s) + mean work lost since the last checkpoint (6 s)
+    assert abs(restart_overhead_s(job, store.attempts(job.id)) - 36.0) < 1e-6
 
 
 def test_reported_progress_from_a_progress_file_in_a_local_checkpoint_dir(

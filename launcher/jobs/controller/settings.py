@@ -1,51 +1,11 @@
-"""Types the controller is configured and reasons with: its settings, attempt
-outcomes, and the deterministic per-attempt cluster names."""
+"""The controller's settings, and the deterministic per-attempt cluster names."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from launcher.jobs.controller.clock import DeadlineClock
 from launcher.jobs.recovery import DEFAULT_COOLDOWN_S
-from launcher.jobs.state_machine import ManagedJobStatus as S
-
-if TYPE_CHECKING:
-    from launcher.jobs.controller_deadline import DeadlineClock
-
-
-class Outcome:
-    """How an attempt ended (attempt.outcome)."""
-
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"  # user code failed, no restarts left
-    ERROR_RESTART = "ERROR_RESTART"  # user code failed, restarted
-    EXIT_CODE = "EXIT_CODE"  # exit code listed in recover_on_exit_codes
-    PREEMPTED = "PREEMPTED"
-    SETUP_FAILED = "SETUP_FAILED"
-    NO_RESOURCE = "NO_RESOURCE"  # final: FAILED_NO_RESOURCE
-    NO_RESOURCE_RETRY = "NO_RESOURCE_RETRY"  # during recovery: try again later
-    LAUNCH_ERROR = "LAUNCH_ERROR"  # transient launch failure, retried
-    LAUNCH_FAILED = "LAUNCH_FAILED"  # final
-    CANCELLED = "CANCELLED"
-    SWITCHED = "SWITCHED"  # DEADLINE: the policy moved the job off this gang (not an end)
-
-
-# Outcome -> the job status it leads to (None: the job goes on with a new attempt).
-FINAL_STATUS: dict[str, S] = {
-    Outcome.SUCCEEDED: S.SUCCEEDED,
-    Outcome.FAILED: S.FAILED,
-    Outcome.SETUP_FAILED: S.FAILED_SETUP,
-    Outcome.NO_RESOURCE: S.FAILED_NO_RESOURCE,
-    Outcome.LAUNCH_FAILED: S.FAILED,
-    Outcome.CANCELLED: S.CANCELLED,
-}
-# Outcome of the previous attempt -> cause of the next one.
-CAUSE_AFTER = {
-    Outcome.PREEMPTED: "preemption",
-    Outcome.ERROR_RESTART: "error-restart",
-    Outcome.EXIT_CODE: "exit-code",
-    Outcome.SWITCHED: "switch",
-}
 
 
 @dataclass
@@ -74,7 +34,7 @@ class ControllerConfig:
     # doubling, between tries) before its cluster is taken down without it.
     log_fetch_tries: int = 4
     # How long the last look at a lost attempt's job record may take (a vanished head
-    # does not answer; see Controller._ended_first).
+    # does not answer; see Watcher.ended_first).
     last_look_s: float = 5.0
     log_fetch_backoff_s: float = 1.0
     # The running attempt's new output is pulled into its log file this often (in the

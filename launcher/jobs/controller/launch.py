@@ -1,0 +1,185 @@
+"""Launching an attempt: adopting a cluster a dead controller left provisioning, backing
+off after a refused launch, choosing the market (DEADLINE jobs), waiting until the earlier
+attempts' clusters are gone, recording the new attempt (its cluster name first: crash-safety
+rules 1 and 3), provisioning it (a cancel aborts it), and deciding how a failed launch ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from launcher.jobs.cluster_ops import (
+    AttemptLaunch,
+    LaunchAbortedError,
+    LaunchRequest,
+    NoCapacityError,
+    PermanentLaunchError,
+    SetupFailedError,
+)
+from launcher.jobs.controller.context import Cancelled, Context, RecoverySteps
+from launcher.jobs.controller.deadline import DeadlineDriver
+from launcher.jobs.controller.deadline_events import SPOT, DeadlineEvents
+from launcher.jobs.controller.finish import Finisher
+from launcher.jobs.controller.loss import LossDetector
+from launcher.jobs.controller.outcomes import CAUSE_AFTER, Decisions, Outcome
+from launcher.jobs.controller.placement import LaunchRequests
+from launcher.jobs.controller.preemption import Recovery
+from launcher.jobs.controller.running import RunningRecorder
+from launcher.jobs.controller.settings import ControllerConfig, cluster_name_for
+from launcher.jobs.crash import SimulatedCrash
+from launcher.jobs.store import AttemptPhase, AttemptRow, JobRow
+
+log = logging.getLogger("launcher.jobs.controller")
+
+
+def tail_count(attempts: list[AttemptRow], outcome: str) -> int:
+    """How many of the last attempts in a row ended with `outcome`."""
+    n = 0
+    for a in reversed(attempts):
+        if a.outcome != outcome:
+            break
+        n += 1
+    return n
+
+
+def backoff_s(cfg: ControllerConfig, attempts: list[AttemptRow]) -> float:
+    """The wait before retrying a refused or failed launch: doubling with each retry in
+    a row, from `backoff_min_s` up to `backoff_max_s`."""
+    tail = tail_count(attempts, attempts[-1].outcome or "") if attempts else 0
+    return min(cfg.backoff_max_s, cfg.backoff_min_s * 2 ** max(0, tail - 1))
+
+
+def cause_after(attempts: list[AttemptRow]) -> str:
+    """The cause of the next attempt: what ended the last attempt that ended the job's
+    run ("preemption", "error-restart", ...); a retried launch keeps its own cause."""
+    for a in reversed(attempts):
+        cause = CAUSE_AFTER.get(a.outcome or "")
+        if cause:
+            return cause
+        if a.outcome in (Outcome.NO_RESOURCE_RETRY, Outcome.LAUNCH_ERROR):
+            return a.cause  # a retry of the same (re)launch
+    return "initial"
+
+
+class AttemptLauncher:
+    """Launches a job's next attempt (see the module docstring). Returns once the attempt
+    runs or has an outcome (which the loop applies)."""
+
+    def __init__(self, ctx: Context, requests: LaunchRequests, decisions: Decisions,
+                 recovery: Recovery, loss: LossDetector, finisher: Finisher,
+                 running: RunningRecorder, deadline: DeadlineDriver,
+                 deadline_events: DeadlineEvents, steps: RecoverySteps) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        self.requests = requests
+        self.decisions = decisions
+        self.recovery = recovery
+        self.loss = loss
+        self.finisher = finisher
+        self.running = running
+        self.deadline = deadline
+        self.deadline_events = deadline_events
+        self.steps = steps
+
+    async def launch(self, job: JobRow, attempts: list[AttemptRow]) -> None:
+        """One step of launching job `job` (STARTING or RECOVERING), whose attempts are
+        `attempts`: resume what a crash interrupted, or record and launch a new attempt."""
+        ctx, cfg, ops = self.ctx, self.ctx.cfg, self.ctx.ops
+        last = attempts[-1] if attempts else None
+        if last is not None and last.outcome is None and last.replacing:
+            self.recovery.abandon_replace(job, last)  # crashed while replacing nodes in place
+            return
+        if last is not None and last.outcome is None and last.phase == AttemptPhase.RUNNING:
+            # Crash window: attempt recorded RUNNING, job transition lost.
+            self.running.to_running(job, last)
+            return
+        if last is not None and last.outcome is None and last.phase == AttemptPhase.PROVISIONING:
+            adopted = await ctx.launch_call(ops.adopt, last.cluster_name)
+            if adopted is not None:
+                log.info("job %d: adopted cluster %s", job.id, last.cluster_name)
+                self.running.record(job, last, adopted)
+                return
+            await ctx.launch_call(ops.teardown, last.cluster_name)  # partial leftovers
+            att = last
+        else:
+            deadline = job.deadline is not None
+            if deadline and last is not None and await self.deadline.resume_switch(job, last):
+                return  # the next pass adopts the switch's spot cluster
+            if last is not None and last.outcome in (Outcome.NO_RESOURCE_RETRY,
+                                                     Outcome.LAUNCH_ERROR) and not (
+                    deadline and last.market == SPOT):  # a refused spot launch: by ticks
+                await ctx.cancels.sleep(job.id, backoff_s(cfg, attempts))
+            market = None
+            if deadline:
+                market = await self.deadline.market(job, attempts)
+                if market is None:
+                    return  # waited for the next tick: decide again
+                self.steps.mark(job.id, "decided")  # (a recovery's breakdown: waiting is deciding)
+            await self.finisher.old_clusters_gone(attempts)
+            self.steps.mark(job.id, "old_gone")
+            n = last.attempt + 1 if last else 1
+            att = self.store.add_attempt(
+                job.id, n, cluster_name_for(cfg.cluster_prefix, job.id, n),
+                cause_after(attempts), market=market,
+            )
+            ctx.hit("attempt_recorded")
+        self.steps.mark(job.id, "attempt")
+        req = self.requests.build(job, att, attempts, market=att.market)
+        try:
+            launch = await self._launch_cancellable(job.id, att, req)
+        except LaunchAbortedError:
+            raise Cancelled from None
+        except NoCapacityError as exc:
+            if job.deadline is not None and att.market == SPOT:  # spot is down: by ticks
+                self.deadline_events.refused(job, att, str(exc))
+                self.decisions.decide(job, att, Outcome.NO_RESOURCE_RETRY,
+                                      reason=f"no spot capacity: {exc}")
+                return
+            final = att.cause == "initial" or tail_count(
+                attempts, Outcome.NO_RESOURCE_RETRY) + 1 >= cfg.max_no_capacity_retries
+            self.decisions.decide(job, att, Outcome.NO_RESOURCE if final
+                                  else Outcome.NO_RESOURCE_RETRY, reason=str(exc))
+            return
+        except PermanentLaunchError as exc:
+            self.decisions.decide(job, att, Outcome.LAUNCH_FAILED, reason=str(exc))
+            return
+        except SetupFailedError as exc:
+            lost = await self.loss.confirm_lost(att.cluster_name, ())
+            if lost:
+                self.recovery.decide_preempted(
+                    job, att, f"node(s) {', '.join(lost)} preempted during setup", time.time(),
+                    draining=False)
+            else:
+                self.decisions.decide(job, att, Outcome.SETUP_FAILED, reason=str(exc))
+            return
+        except (Cancelled, SimulatedCrash):
+            raise
+        except Exception as exc:  # transient or unexpected: the cloud decides what it was
+            lost = await self.loss.confirm_lost(att.cluster_name, ())
+            if lost:
+                self.recovery.decide_preempted(
+                    job, att, f"node(s) {', '.join(lost)} preempted during launch",
+                    time.time(), draining=False)
+                return
+            errors = tail_count(attempts, Outcome.LAUNCH_ERROR) + 1
+            outcome = Outcome.LAUNCH_FAILED if errors >= cfg.max_launch_errors else (
+                Outcome.LAUNCH_ERROR)
+            log.warning("job %d: launch error %d: %r", job.id, errors, exc)
+            self.decisions.decide(job, att, outcome,
+                                  reason=f"launch error: {type(exc).__name__}: {exc}")
+            return
+        ctx.hit("provisioned")
+        self.steps.mark(job.id, "submitted")
+        if ctx.cancels.requested(job.id):
+            self.store.update_attempt(job.id, att.attempt, phase=AttemptPhase.RUNNING,
+                                      cluster_job_id=launch.cluster_job_id)
+            raise Cancelled
+        self.running.record(job, att, launch)
+
+    async def _launch_cancellable(self, job_id: int, att: AttemptRow, req: LaunchRequest
+                                  ) -> AttemptLaunch:
+        """provision_and_start in a worker thread; a cancel meanwhile aborts it at once
+        (its nodes are terminated under it) instead of waiting for setup to end."""
+        return await self.ctx.call_cancellable(job_id, att.cluster_name, "launch",
+                                               self.ctx.ops.provision_and_start, req)
