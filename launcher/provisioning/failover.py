@@ -41,6 +41,7 @@ from launcher.clouds.base import (
     QuotaError,
 )
 from launcher.errors import LauncherError, NoPlacementError
+from launcher.money import format_money
 from launcher.optimizer import Blocked, Placement
 from launcher.provisioning import attempts as attempt_log
 from launcher.provisioning.cloud_access import CloudFn, default_cloud
@@ -309,7 +310,7 @@ def _one_round(
         else:
             db.set_placement(cluster_name, record)
         emit(f"Provisioning {cluster_name}: {record.resources} on {_where(placement)}"
-             f" (${placement.hourly_cost:.2f}/h)")
+             f" ({format_money(placement.hourly_cost)}/h)")
         if placement.candidate.image_id and placement.cloud in _OWN_ACCESS_CLOUDS:
             # these nodes are existing machines: no image (or docker container) is applied
             emit(f"Note: resources.image_id {placement.candidate.image_id!r} is ignored on the"
