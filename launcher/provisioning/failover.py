@@ -174,18 +174,32 @@ def _first_enabled(plan: PlanLike, only_region: tuple[str, str] | None) -> Place
 
 
 def _nothing_enabled_message(plan: PlanLike) -> str:
-    clouds = sorted({p.cloud for p in plan.placements})
-    reasons: dict[str, str] = getattr(plan, "disabled_reasons", None) or {}
-    why = "; ".join(f"{c}: {reasons[c]}" for c in clouds if c in reasons)
-    tpu = [p for p in plan.placements if (p.accelerator or "").lower().startswith("tpu-")]
+    """Why no placement of `plan` can be launched here: per cloud, its placements' short
+    reasons (planning_rows), a cloud that is not enabled with its check's full reason."""
     from launcher.provisioning.planning import TPU_NOT_LAUNCHABLE
+    from launcher.provisioning.planning_rows import REASON_NOT_ENABLED
 
+    clouds = sorted({p.cloud for p in plan.placements})
+    disabled: dict[str, str] = getattr(plan, "disabled_reasons", None) or {}
+    placement_reasons: list[str | None] = getattr(plan, "reasons", None) or []
+    by_cloud: dict[str, list[str]] = {}
+    for p, reason in zip(plan.placements, placement_reasons, strict=False):
+        if reason is not None and reason not in by_cloud.setdefault(p.cloud, []):
+            by_cloud[p.cloud].append(reason)
+    parts = []
+    for c in clouds:
+        words = [f"{r} ({disabled[c]})" if r == REASON_NOT_ENABLED and c in disabled else r
+                 for r in by_cloud.get(c, [])] or ([disabled[c]] if c in disabled else [])
+        if words:
+            parts.append(f"{c}: {', '.join(words)}")
+    tpu = [p for p in plan.placements if (p.accelerator or "").lower().startswith("tpu-")]
     return (
-        "No enabled cloud can run this task. Placements exist on "
-        f"{', '.join(clouds)}, but none of those clouds is enabled on this machine "
-        + (f"({why}). " if why else "(no credentials, or no provisioner for it in this version). ")
+        "No placement of this task can be launched here. Placements exist on "
+        f"{', '.join(clouds)}, but none is launchable "
+        + (f"({'; '.join(parts)}). " if parts
+           else "(no credentials, or no provisioner for it in this version). ")
         + (TPU_NOT_LAUNCHABLE + " " if tpu else "")
-        + "`launcher launch TASK --dryrun` shows every placement and whether it is enabled."
+        + "`launcher launch TASK --dryrun` shows every placement and why it is not launchable."
     )
 
 
