@@ -177,7 +177,11 @@ def _nothing_enabled_message(plan: PlanLike) -> str:
     """Why no placement of `plan` can be launched here: per cloud, its placements' short
     reasons (planning_rows), a cloud that is not enabled with its check's full reason."""
     from launcher.provisioning.planning import TPU_NOT_LAUNCHABLE
-    from launcher.provisioning.planning_rows import REASON_NOT_ENABLED
+    from launcher.provisioning.planning_rows import (
+        REASON_CONFIG,
+        REASON_KUBERNETES,
+        REASON_NOT_ENABLED,
+    )
 
     clouds = sorted({p.cloud for p in plan.placements})
     disabled: dict[str, str] = getattr(plan, "disabled_reasons", None) or {}
@@ -186,9 +190,10 @@ def _nothing_enabled_message(plan: PlanLike) -> str:
     for p, reason in zip(plan.placements, placement_reasons, strict=False):
         if reason is not None and reason not in by_cloud.setdefault(p.cloud, []):
             by_cloud[p.cloud].append(reason)
+    detailed = (REASON_NOT_ENABLED, REASON_CONFIG, REASON_KUBERNETES)  # with the check's words
     parts = []
     for c in clouds:
-        words = [f"{r} ({disabled[c]})" if r == REASON_NOT_ENABLED and c in disabled else r
+        words = [f"{r} ({disabled[c]})" if r in detailed and c in disabled else r
                  for r in by_cloud.get(c, [])] or ([disabled[c]] if c in disabled else [])
         if words:
             parts.append(f"{c}: {', '.join(words)}")

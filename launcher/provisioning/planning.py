@@ -355,14 +355,18 @@ def plan(
     from launcher.clouds.gcp.limits import GPUDIRECT_NOT_LAUNCHABLE, needs_gpudirect
     from launcher.clouds.registry import IMPLEMENTED
 
+    by_cloud: dict[str, str | None] = {}
+
     def cloud_reason_of(cloud: str) -> str | None:
-        return cloud_reason(
-            cloud,
-            enabled=status(cloud).enabled,
-            refused=bool(task.config and task.config.launch_refusal(cloud)),
-            implemented=cloud in IMPLEMENTED,
-            kubernetes=cloud == KUBERNETES_CLOUD,
-        )
+        if cloud not in by_cloud:  # once per cloud: a CPU task has thousands of placements
+            by_cloud[cloud] = cloud_reason(
+                cloud,
+                enabled=status(cloud).enabled,
+                refused=bool(task.config and task.config.launch_refusal(cloud)),
+                implemented=cloud in IMPLEMENTED,
+                kubernetes=cloud == KUBERNETES_CLOUD,
+            )
+        return by_cloud[cloud]
 
     reasons = launch_reasons(
         ranking.placements,
