@@ -173,9 +173,10 @@ def _first_enabled(plan: PlanLike, only_region: tuple[str, str] | None) -> Place
     return None
 
 
-def _nothing_enabled_message(plan: PlanLike) -> str:
-    """Why no placement of `plan` can be launched here: per cloud, its placements' short
-    reasons (planning_rows), a cloud that is not enabled with its check's full reason."""
+def nothing_launchable_message(plan: PlanLike, what: str = "this task") -> str:
+    """Why no placement of `plan` (for `what`) can be launched here: per cloud, its
+    placements' short reasons (planning_rows), with the check's own words where they say
+    more (a cloud not enabled, a config refusal, Kubernetes)."""
     from launcher.provisioning.planning import TPU_NOT_LAUNCHABLE
     from launcher.provisioning.planning_rows import (
         REASON_CONFIG,
@@ -199,7 +200,7 @@ def _nothing_enabled_message(plan: PlanLike) -> str:
             parts.append(f"{c}: {', '.join(words)}")
     tpu = [p for p in plan.placements if (p.accelerator or "").lower().startswith("tpu-")]
     return (
-        "No placement of this task can be launched here. Placements exist on "
+        f"No placement of {what} can be launched here. Placements exist on "
         f"{', '.join(clouds)}, but none is launchable "
         + (f"({'; '.join(parts)}). " if parts
            else "(no credentials, or no provisioner for it in this version). ")
@@ -318,7 +319,7 @@ def _one_round(
                 raise NoPlacementError(
                     f"No enabled placement in {only_region[0]}/{only_region[1]} fits the task."
                 )
-            raise NoPlacementError(_nothing_enabled_message(plan))
+            raise NoPlacementError(nothing_launchable_message(plan))
         if placement.hourly_cost > confirmed[0] and confirm is not None:
             if not confirm(placement):
                 raise LaunchAbortedError("Launch aborted: the placement was not confirmed.")
