@@ -62,6 +62,7 @@ from launcher.expected_cost import Reorder as Reorder
 from launcher.expected_cost import SpotCostModel as SpotCostModel
 from launcher.expected_cost import expected_cost_factor as expected_cost_factor
 from launcher.expected_cost import reordered_by_expected_cost as reordered_by_expected_cost
+from launcher.money import format_money
 from launcher.resources import ResourceCandidate
 
 LOCAL_CLOUD = "local"
@@ -180,11 +181,6 @@ class Failure:
 def fmt_count(count: float) -> str:
     """8.0 -> "8", 0.5 -> "0.5"."""
     return str(int(count)) if float(count).is_integer() else f"{count:g}"
-
-
-def fmt_money(amount: float) -> str:
-    """50.0 -> "$50", 98.3219 -> "$98.32"."""
-    return f"${amount:.0f}" if float(amount).is_integer() else f"${amount:.2f}"
 
 
 def _nodes(n: int) -> str:
@@ -347,7 +343,7 @@ def candidate_failures(
     if price is not None and cand.max_hourly_cost is not None:
         hourly = price * num_nodes
         if hourly > cand.max_hourly_cost + _EPS and fail(
-            KIND_COST, f"{fmt_money(hourly)}/h > max_hourly_cost {fmt_money(cand.max_hourly_cost)}"
+            KIND_COST, f"{format_money(hourly)}/h > max_hourly_cost {format_money(cand.max_hourly_cost)}"
         ):
             return out
     # 8. blocked

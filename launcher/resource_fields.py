@@ -314,9 +314,11 @@ def parse_cloud(value: object, path: Path, origin: Origin) -> str | None:
     if name in UNSUPPORTED_CLOUDS:
         raise origin.error(path, f"the cloud '{value}': {_engine_refusal(name)}")
     if name not in KNOWN_CLOUDS:
+        from launcher.cloud_names import cloud_did_you_mean
+
         raise origin.error(
             path,
-            f"unknown cloud '{value}'{did_you_mean(name, KNOWN_CLOUDS)}"
+            f"unknown cloud '{value}'{cloud_did_you_mean(name, KNOWN_CLOUDS)}"
             f" (known: {', '.join(KNOWN_CLOUDS)}).",
         )
     return name

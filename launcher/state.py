@@ -45,6 +45,7 @@ from pathlib import Path
 from launcher import state_files
 from launcher.clouds.base import ClusterInfo, NodeInfo
 from launcher.errors import ClusterBusyError, ClusterNotFoundError, LauncherError
+from launcher.money import format_money
 from launcher.state_files import StateDamagedError, StateError
 
 __all__ = ["StateDamagedError", "StateError"]  # re-exported: callers import them from here
@@ -721,7 +722,7 @@ class StateDB:
 def _describe(p: PlacementRecord) -> str:
     where = "/".join(x for x in (p.cloud, p.region, p.zone) if x)
     spot = " spot" if p.use_spot else ""
-    return f"{p.num_nodes}x {p.instance_type}{spot} in {where} (${p.hourly_cost:.2f}/h)"
+    return f"{p.num_nodes}x {p.instance_type}{spot} in {where} ({format_money(p.hourly_cost)}/h)"
 
 
 # ------------------------------------------------------------------------- locks

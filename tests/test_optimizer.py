@@ -169,7 +169,7 @@ def test_spot_and_on_demand_markets() -> None:
 def test_max_hourly_cost_counts_all_nodes() -> None:
     o = mk_offer(price=49.16)
     assert fits(o, cand(max_hourly_cost=50), num_nodes=1)
-    assert reason_of(o, cand(max_hourly_cost=50), num_nodes=2) == "$98.32/h > max_hourly_cost $50"
+    assert reason_of(o, cand(max_hourly_cost=50), num_nodes=2) == "$98.32/h > max_hourly_cost $50.00"
 
 
 def test_fabric_rdma_is_any_rdma_fabric() -> None:

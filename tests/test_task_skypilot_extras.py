@@ -265,7 +265,8 @@ def test_oci_tasks_are_planned_with_oci_prices_and_not_launchable() -> None:
     best = p.placements[0]
     assert (best.cloud, best.instance_type, best.zone, best.hourly_cost) == (
         "oci", "VM.GPU.A10.1", "AP-SEOUL-1-AD-1", 2.0)
-    assert p.chosen is None and "oci: no provisioner" in " ".join(p.notes)
+    assert p.chosen is None and p.reasons == ["no provisioner"]
+    assert "no provisioner" in p.disabled_reasons["oci"]
 
 
 def test_fluidstack_is_refused_by_name_and_skipped_as_an_alternative() -> None:

@@ -107,6 +107,17 @@ def catalog_refresh(
     from launcher.errors import UsageError
 
     if cloud is not None and cloud.lower() not in FETCHERS:
+        from launcher.catalog.query_args import _catalog_clouds
+        from launcher.resource_fields import KNOWN_CLOUDS
+
+        known = sorted(set(_catalog_clouds(query)) | set(FETCHERS))
+        if cloud.lower() not in known and cloud.lower() not in KNOWN_CLOUDS:
+            from launcher.cloud_names import cloud_did_you_mean
+
+            raise UsageError(
+                f"--cloud {cloud}: unknown cloud{cloud_did_you_mean(cloud, known)} (known: "
+                f"{', '.join(known)}; refreshable: {', '.join(refreshable_clouds())})."
+            )
         raise UsageError(
             f"--cloud {cloud}: no price fetcher for this cloud yet (refreshable: "
             f"{', '.join(refreshable_clouds())}); its rows come from the bundled snapshot."

@@ -121,15 +121,28 @@ def fit_problem(rec: ClusterRecord, task: Task) -> str | None:
         elif c.instance_type and c.instance_type != rec.instance_type:
             reasons.append(f"instance type {c.instance_type}")
         elif c.accelerator and (
-            (rec.accelerator or "").lower() != c.accelerator.lower()
+            _catalog_spelling(rec.accelerator or "").lower()
+            != _catalog_spelling(c.accelerator).lower()
             or rec.accelerator_count < c.accelerator_count
         ):
-            reasons.append(f"{c.accelerator}:{c.accelerator_count:g}")
+            reasons.append(f"{_catalog_spelling(c.accelerator)}:{c.accelerator_count:g}")
         elif c.use_spot != rec.use_spot:
             reasons.append("spot" if c.use_spot else "on-demand")
         else:
             return None
     return "it asks for " + " or ".join(dict.fromkeys(reasons))
+
+
+def _catalog_spelling(name: str) -> str:
+    """An accelerator name as the catalog spells it (`h100` -> `H100`, SkyPilot's
+    aliases too), so messages echo the canonical name; unknown names as given."""
+    if not name:
+        return name
+    from launcher.catalog import query
+    from launcher.catalog.aliases import user_aliases
+    from launcher.task_fields import canonical_accelerator_name
+
+    return canonical_accelerator_name(name, query.accelerator_names(), user_aliases()) or name
 
 
 def job_exit_code(record: JobRecord) -> int:

@@ -26,7 +26,7 @@ from launcher.api.cluster_common import (
     terminate_everywhere,
 )
 from launcher.clouds.base import NodeState
-from launcher.errors import LauncherError
+from launcher.errors import ClusterNotFoundError, LauncherError
 from launcher.state import (
     ClusterRecord,
     ClusterStatus,
@@ -486,6 +486,19 @@ def down_many(
             out.append((name, None))
         except LauncherError as exc:
             out.append((name, exc))
+    return out
+
+
+def unknown_clusters(names: Sequence[str]) -> list[tuple[str, ClusterNotFoundError]]:
+    """(name, the error `down`/`stop`/... would raise) for each of `names` the state DB
+    does not know, in order: checked before asking to confirm anything about them."""
+    out: list[tuple[str, ClusterNotFoundError]] = []
+    with StateDB() as db:
+        for name in names:
+            try:
+                db.require_cluster(name)
+            except ClusterNotFoundError as exc:
+                out.append((name, exc))
     return out
 
 

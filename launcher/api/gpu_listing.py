@@ -68,11 +68,14 @@ class GpuRow:
 
 @dataclass(frozen=True)
 class GpuListing:
-    """`gpus(...)` result: rows sorted by price; `fetched_at` range of the rows shown."""
+    """`gpus(...)` result: rows sorted by price; `fetched_at` range of the rows shown;
+    `unpriced_hidden`: the clouds of the rows left out for having no price at all (one
+    entry per row; empty when `unpriced` was asked for)."""
 
     rows: list[GpuRow]
     oldest_fetched_at: str | None
     newest_fetched_at: str | None
+    unpriced_hidden: tuple[str, ...] = ()
 
     def to_json(self) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self.rows]
@@ -198,12 +201,16 @@ def gpus(
     fabric: str | None = None,
     min_gbps: float | None = None,
     all_regions: bool = False,
+    unpriced: bool = False,
 ) -> GpuListing:
     """GPU offers, one row per (cloud, instance type) in its cheapest region unless
     `all_regions`. `accelerator` is matched case-insensitively (None = every GPU model);
     `count` = GPUs per node (exact); `spot` keeps rows with a spot price and sorts by it;
     `fabric` / `min_gbps` as in `resources.network`. The `local` cloud is listed only
-    when asked for by `cloud`. Sorted by $/GPU-h, then $/h, then cloud/type/region.
+    when asked for by `cloud`. Rows with neither an on-demand nor a spot price (a
+    catalog that lists an instance but not what it costs) are left out unless
+    `unpriced` (then last); `unpriced_hidden` says which were. Sorted by $/GPU-h, then
+    $/h, then cloud/type/region.
     Raises InvalidQueryError / UnknownLocationError (exit code 2) for an unknown
     accelerator, cloud, region or fabric, or a bad number.
     """
@@ -234,7 +241,12 @@ def gpus(
             clouds or [c for c in known_clouds if c not in LIVE_CLOUDS or c == SSH_CLOUD],
             locations_of,
         )
+    def row_of(o: Offer) -> tuple[Any, ...]:
+        key: tuple[Any, ...] = (o.cloud, o.instance_type, o.accelerator, o.accelerator_count)
+        return key + (o.region,) if all_regions else key
+
     rows: list[Offer] = []
+    unpriced_rows: dict[tuple[Any, ...], str] = {}  # left out: row -> its cloud
     for o in catalog_offers(accs, clouds):
         if o.accelerator is None:
             continue
@@ -248,6 +260,9 @@ def gpus(
             continue
         if not _fabric_ok(o, fab, min_gbps):
             continue
+        if not unpriced and o.price is None and o.spot_price is None:
+            unpriced_rows[row_of(o)] = o.cloud
+            continue
         rows.append(o)
 
     def market_price(o: Offer) -> float:
@@ -260,10 +275,7 @@ def gpus(
 
     groups: dict[tuple[Any, ...], list[Offer]] = {}
     for o in rows:
-        key: tuple[Any, ...] = (o.cloud, o.instance_type, o.accelerator, o.accelerator_count)
-        if all_regions:
-            key += (o.region,)
-        groups.setdefault(key, []).append(o)
+        groups.setdefault(row_of(o), []).append(o)
     out: list[GpuRow] = []
     for members in groups.values():
         best = min(members, key=region_key)
@@ -286,7 +298,8 @@ def gpus(
 
     out.sort(key=row_key)
     stamps = sorted({r.offer.fetched_at for r in out if r.offer.fetched_at})
-    return GpuListing(out, stamps[0] if stamps else None, stamps[-1] if stamps else None)
+    hidden = tuple(sorted(c for key, c in unpriced_rows.items() if key not in groups))
+    return GpuListing(out, stamps[0] if stamps else None, stamps[-1] if stamps else None, hidden)
 
 
 # ---------------------------------------------------------------- gpu summary

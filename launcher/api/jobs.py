@@ -111,19 +111,15 @@ def _validate(task: Task) -> None:
 def jobs_check_feasible(task: Task) -> Any:
     """The task's Plan when some enabled cloud can run it now (placement index
     `chosen`). Raises NoPlacementError (explained per constraint) when no offer fits,
-    or when the offers that fit are all on clouds not enabled here."""
+    or when none of the offers that fit is launchable here (failover.nothing_launchable_message)."""
     from launcher.api.planning import plan
     from launcher.errors import NoPlacementError
 
     p = plan(task)
     if p.chosen is None:
-        clouds = sorted({pl.cloud for pl in p.placements})
-        why = "; ".join(f"{c}: {p.disabled_reasons[c]}" for c in clouds
-                        if c in p.disabled_reasons)
-        raise NoPlacementError(
-            f"No enabled cloud can run this managed job: the offers that fit are on "
-            f"{', '.join(clouds) or 'no cloud'}, which cannot be used here"
-            + (f" ({why})" if why else "") + ". Run `launcher check`.")
+        from launcher.provisioning.failover import nothing_launchable_message
+
+        raise NoPlacementError(nothing_launchable_message(p, "this managed job"))
     return p
 
 

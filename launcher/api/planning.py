@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from launcher.provisioning.planning import (
     JSON_PLACEMENT_LIMIT,
     NO_PROVISIONER,
+    NOTHING_LAUNCHABLE,
     InvalidQueryError,
     Plan,
     UnsatisfiableTaskError,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JSON_PLACEMENT_LIMIT",
+    "NOTHING_LAUNCHABLE",
     "NO_PROVISIONER",
     "GpuListing",
     "GpuRow",

@@ -109,9 +109,12 @@ def canonical_cloud(name: str, known: Collection[str]) -> str:
     lowered = {k.lower(): k for k in known}
     found = lowered.get(name.strip().lower())
     if found is None:
+        from launcher.cloud_names import cloud_suggestions
+
+        hits = cloud_suggestions(name, known)
+        suggest = f"; did you mean {' or '.join(hits)}?" if hits else ""
         raise UnknownLocationError(
-            f"Unknown cloud '{name}'{_suggest(name, known)} "
-            f"(the catalog has {', '.join(sorted(known))})."
+            f"Unknown cloud '{name}'{suggest} (the catalog has {', '.join(sorted(known))})."
         )
     return found
 

@@ -1,9 +1,13 @@
-"""Catalog and cost commands: `gpus`, `cost`, `catalog status`, and `render_plan`
-(the table `launch --dryrun` prints). A thin skin: the API computes, this renders.
+"""Catalog and cost commands: `gpus`, `cost`, `catalog status`, `check`. A thin skin:
+the API computes, this renders; the plan table of `cost` and `launch --dryrun` is
+launcher.cli.plan_render's (`plan_and_render` and `render_plan` are re-exported here).
 
 `launcher.api` is imported inside command bodies only, so `launcher --help` stays
-fast; tables are plain text (launcher.cli.table), not rich, on this hot path. `catalog_app` is the `launcher catalog ...` group; other command
-modules may add subcommands to it (e.g. `refresh`).
+fast; tables are plain text (launcher.cli.table), not rich, on this hot path, and fit
+the terminal's width: the `gpus` tables drop columns in a fixed order (VCPUS, MEM GiB,
+MAX NODES, FABRIC, GPUS, then the $/H of the market not sorted on) and then cut
+INSTANCE, region and CLOUD(S) cells. `catalog_app` is the `launcher catalog ...`
+group; other command modules may add subcommands to it (e.g. `refresh`).
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from launcher.cli.app import app, print_json
+from launcher.cli.plan_render import fabric_text as _fabric
+from launcher.cli.plan_render import num as _num
+from launcher.cli.plan_render import plan_and_render, rejection_line, render_plan
 from launcher.cli.table import Table, echo, print_table
+from launcher.money import format_money
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from launcher.api.planning import GpuListing, GpuSummaryRow, Plan
+    from launcher.api.planning import GpuListing, GpuSummaryRow
     from launcher.catalog.status import CatalogStatus
-    from launcher.optimizer import Placement
+
+__all__ = ["catalog_app", "plan_and_render", "rejection_line", "render_plan"]
 
 catalog_app = typer.Typer(
     rich_markup_mode=None,
@@ -29,17 +36,8 @@ catalog_app = typer.Typer(
 )
 app.add_typer(catalog_app, name="catalog")
 
-TOP_PLACEMENTS = 10  # rows of the plan table
-TOP_REASONS = 6  # rejection reasons spelled out in the summary line
-
 
 # ---------------------------------------------------------------- formatting helpers
-
-
-def _num(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def _add_column(table: Table, header: str, justify: str) -> None:
@@ -60,16 +58,6 @@ def _number(text: str | None, option: str) -> float | None:
 
         raise CliUsageError(f"{option} takes a number, got '{text}'.")
     return value
-
-
-def _money(x: float | None, digits: int = 2) -> str:
-    return "-" if x is None else f"${x:,.{digits}f}"
-
-
-def _fabric(fabric: str | None, gbps: float | None) -> str:
-    if fabric is None:
-        return "?"
-    return f"{fabric} {_num(gbps)}G" if gbps is not None else fabric
 
 
 def _age(days: float | None) -> str:
@@ -108,6 +96,10 @@ def gpus_cmd(
     summary: Annotated[
         bool, typer.Option("--summary", help="One row per GPU model (the default with no ACC).")
     ] = False,
+    unpriced: Annotated[
+        bool,
+        typer.Option("--unpriced", help="Also list offers whose catalog gives no price (last)."),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON (a list of offer rows).")
     ] = False,
@@ -119,7 +111,8 @@ def gpus_cmd(
     """
     from launcher.api import planning
 
-    filtered = any(v is not None for v in (cloud, region, fabric, min_gbps)) or spot or all_regions
+    filtered = (any(v is not None for v in (cloud, region, fabric, min_gbps))
+                or spot or all_regions or unpriced)
     if summary or (accelerator is None and not filtered and not as_json):
         if accelerator is not None or filtered:
             from launcher.cli.app import CliUsageError
@@ -146,6 +139,7 @@ def gpus_cmd(
         fabric=fabric,
         min_gbps=_number(min_gbps, "--min-gbps"),
         all_regions=all_regions,
+        unpriced=unpriced,
     )
     if as_json:
         print_json(listing.to_json())
@@ -154,25 +148,24 @@ def gpus_cmd(
 
 
 def _render_gpus(listing: GpuListing, *, spot: bool, all_regions: bool) -> None:
-
+    """The offer table. Every price column names its market: OD (on-demand) or SPOT;
+    $/GPU-H is in the market listed (SPOT with --spot)."""
     if not listing.rows:
         echo("No GPU offer matches these filters.")
+        _echo_unpriced(listing.unpriced_hidden)
         return
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for col, justify in (
-        ("CLOUD", "left"),
-        ("INSTANCE", "left"),
-        ("GPUS", "left"),
-        ("VCPUS", "right"),
-        ("MEM GiB", "right"),
-        ("FABRIC", "left"),
-        ("MAX NODES", "right"),
-        ("$/H", "right"),
-        ("SPOT $/H", "right"),
-        ("$/GPU-H", "right"),
-        ("REGION" if all_regions else "CHEAPEST REGION", "left"),
-    ):
-        _add_column(table, col, justify)
+    table.add_column("CLOUD", min_width=6)
+    table.add_column("INSTANCE", min_width=14)
+    table.add_column("GPUS", drop=5)
+    table.add_column("VCPUS", "right", drop=1)
+    table.add_column("MEM GiB", "right", drop=2)
+    table.add_column("FABRIC", drop=4)
+    table.add_column("MAX NODES", "right", drop=3)
+    table.add_column("OD $/H", "right", drop=6 if spot else None)
+    table.add_column("SPOT $/H", "right", drop=None if spot else 6)
+    table.add_column("SPOT $/GPU-H" if spot else "OD $/GPU-H", "right")
+    table.add_column("REGION" if all_regions else "CHEAPEST REGION", min_width=10)
     for r in listing.rows:
         o = r.offer
         per_gpu = r.spot_price_per_gpu if spot else r.price_per_gpu
@@ -185,13 +178,26 @@ def _render_gpus(listing: GpuListing, *, spot: bool, all_regions: bool) -> None:
             _num(o.memory_gib),
             _fabric(o.fabric, o.fabric_gbps),
             "-" if o.max_nodes is None else str(o.max_nodes),
-            _money(o.price),
-            _money(o.spot_price),
-            _money(per_gpu, 3),
+            format_money(o.price),
+            format_money(o.spot_price),
+            format_money(per_gpu),
             where,
         )
-    print_table(table)
-    echo(_catalog_footer([r.offer.fetched_at for r in listing.rows]), style="dim")
+    hidden = print_table(table)
+    if hidden:
+        echo(f"(not shown, to fit the terminal: {', '.join(hidden)})", style="dim", fit=True)
+    _echo_unpriced(listing.unpriced_hidden)
+    echo(_catalog_footer([r.offer.fetched_at for r in listing.rows]), style="dim", fit=True)
+
+
+def _echo_unpriced(clouds: tuple[str, ...]) -> None:
+    """Say which offers were left out for having no price (and how to see them)."""
+    if not clouds:
+        return
+    n = len(clouds)
+    echo(f"{n} offer{'s' if n != 1 else ''} without a price in the catalog not shown "
+         f"({', '.join(dict.fromkeys(clouds))}); --unpriced lists {'them' if n != 1 else 'it'}.",
+         style="dim", fit=True)
 
 
 def _catalog_footer(stamps: list[str] | None) -> str:
@@ -218,29 +224,28 @@ def _catalog_footer(stamps: list[str] | None) -> str:
 
 def _render_summary(rows: list[GpuSummaryRow]) -> None:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for col, justify in (
-        ("GPU", "left"),
-        ("MEM GiB", "right"),
-        ("PER NODE", "left"),
-        ("$/GPU-H", "right"),
-        ("SPOT $/GPU-H", "right"),
-        ("BEST FABRIC", "left"),
-        ("CLOUDS", "left"),
-    ):
-        _add_column(table, col, justify)
+    table.add_column("GPU", min_width=8)
+    table.add_column("MEM GiB", "right", drop=2)
+    table.add_column("PER NODE", drop=1, min_width=8)
+    table.add_column("OD $/GPU-H", "right")
+    table.add_column("SPOT $/GPU-H", "right")
+    table.add_column("BEST FABRIC", drop=3)
+    table.add_column("CLOUDS", min_width=10)
     for r in rows:
         table.add_row(
             r.accelerator,
             _num(r.accelerator_memory_gib),
             ",".join(_num(c) for c in r.counts),
-            _money(r.min_price_per_gpu, 3),
-            _money(r.min_spot_price_per_gpu, 3),
+            format_money(r.min_price_per_gpu),
+            format_money(r.min_spot_price_per_gpu),
             _fabric(r.best_fabric, r.best_fabric_gbps),
             ", ".join(r.clouds),
         )
-    print_table(table)
-    echo(_catalog_footer(None), style="dim")
-    echo("`launcher gpus H100:8` lists the offers of one model.", style="dim")
+    hidden = print_table(table)
+    if hidden:
+        echo(f"(not shown, to fit the terminal: {', '.join(hidden)})", style="dim", fit=True)
+    echo(_catalog_footer(None), style="dim", fit=True)
+    echo("`launcher gpus H100:8` lists the offers of one model.", style="dim", fit=True)
 
 
 # ---------------------------------------------------------------- launcher cost
@@ -374,178 +379,6 @@ def _render_status(status: CatalogStatus) -> None:
             " made, so prices may be older.",
             style="dim",
         )
-
-
-# ---------------------------------------------------------------- plan rendering
-
-
-def plan_and_render(
-    make_plan: Callable[[], Plan], as_json: bool, show_all: bool = False
-) -> None:
-    """Run `make_plan` and `render_plan` its result. For an unsatisfiable task with
-    `as_json`, stdout still gets the plan's JSON shape (empty placements, the
-    rejections, "error": the message) before the error propagates (message on
-    stderr, exit 3)."""
-    from launcher.api.planning import JSON_PLACEMENT_LIMIT, UnsatisfiableTaskError
-
-    limit = None if show_all else JSON_PLACEMENT_LIMIT
-    try:
-        plan = make_plan()
-    except UnsatisfiableTaskError as err:
-        if as_json:
-            print_json(err.to_json(limit))
-        raise
-    render_plan(plan, as_json, limit)
-
-
-def render_plan(plan: Plan, as_json: bool, limit: int | None = None) -> None:
-    """Print a plan: the pinned JSON object (its best `limit` rows; None = all), or a
-    table of the top placements (the chosen one marked) followed by a one-line summary
-    of rejected offers. Used by `launcher cost` and `launcher launch --dryrun`."""
-    if as_json:
-        print_json(plan.to_json(limit))
-        return
-    from launcher.api.planning import price_known
-
-    with_total = plan.hours is not None
-    # spot tasks: expected cost (list price x 1/(1 - rate x overhead)) and the rate used
-    with_expected = plan.work_hours is not None
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for col, justify in (
-        ("", "left"),
-        ("CLOUD", "left"),
-        ("REGION/ZONE", "left"),
-        ("INSTANCE", "left"),
-        ("GPUS", "left"),
-        ("NODES", "right"),
-        ("MARKET", "left"),
-        ("FABRIC", "left"),
-        ("$/NODE-H", "right"),
-        ("$/H", "right"),
-        *((("TOTAL", "right"),) if with_total else ()),
-        *((("EXPECTED", "right"), ("INTERRUPTS/NODE-H", "left")) if with_expected else ()),
-        ("ENABLED", "left"),
-    ):
-        _add_column(table, col, justify)
-    groups = _zone_groups(plan)
-    shown = groups[:TOP_PLACEMENTS]
-    if plan.chosen is not None and not any(g[0] <= plan.chosen < g[1] for g in shown):
-        shown += [g for g in groups if g[0] <= plan.chosen < g[1]]
-    for start, end in shown:
-        p = plan.placements[start]
-        chosen_here = plan.chosen is not None and start <= plan.chosen < end
-        mark = "->" if chosen_here else ""
-        style = "bold green" if chosen_here else ("dim" if not plan.enabled[start] else None)
-        gpus = f"{p.accelerator}:{_num(p.accelerator_count)}" if p.accelerator else "-"
-        total = (_money(p.total_cost),) if with_total else ()
-        where = p.region + (f"/{p.zone}" if p.zone else "")
-        if end - start > 1:
-            regions = len({q.region for q in plan.placements[start:end]})
-            if regions > 1:
-                where = f"{p.region} (+{regions - 1} region{'s' if regions > 2 else ''})"
-            else:
-                where += f" (+{end - start - 1} zone{'s' if end - start > 2 else ''})"
-        table.add_row(
-            mark,
-            p.cloud,
-            where,
-            p.instance_type,
-            gpus,
-            str(p.num_nodes),
-            "spot" if p.use_spot else "on-demand",
-            _fabric(p.fabric, p.fabric_gbps),
-            *((_money(None),) * (2 + with_total) if not price_known(p)
-              else (_money(p.node_price), _money(p.hourly_cost), *total)),
-            *(_expected_cells(p, price_known(p)) if with_expected else ()),
-            "yes" if plan.enabled[start] else "no",
-            style=style,
-        )
-    print_table(table)
-    more = len(plan.placements) - sum(end - start for start, end in shown)
-    if more > 0:
-        echo(f"... and {more} more placement{'s' if more != 1 else ''} (--json lists all)")
-    chosen = plan.chosen_placement
-    if chosen is not None:
-        where = "/".join(x for x in (chosen.cloud, chosen.region, chosen.zone) if x)
-        what = f"{chosen.num_nodes} x {chosen.instance_type}"
-        if chosen.accelerator:
-            what += f" ({chosen.accelerator}:{_num(chosen.accelerator_count)})"
-        cost = f"{_money(chosen.hourly_cost)}/h" + (
-            f", {_money(chosen.total_cost)} for {_num(plan.hours)} h" if with_total else ""
-        )
-        market = "spot" if chosen.use_spot else "on-demand"
-        if with_expected and chosen.use_spot and price_known(chosen):
-            cost += f", expected {_expected_total(chosen.expected_cost)}"
-            if not with_total:
-                cost += " per hour of work"
-            cost += f" ({_rate(chosen)})"
-        echo(f"chosen: {where}, {what} {market}, {cost}", style="bold")
-    if with_expected:
-        overhead = plan.restart_overhead_hours or 0.0
-        echo(f"EXPECTED: cost to finish {_num(plan.work_hours)} h of work, counting a "
-             f"{overhead * 60:.0f}-min restart per expected interruption (docs/spot.md).",
-             style="dim")
-    else:
-        echo("chosen: none (no placement is on an enabled cloud; `launcher check` shows why)")
-    for note in plan.notes:
-        echo(note, style="dim")
-    echo(rejection_line(plan))
-
-
-def _expected_total(x: float | None) -> str:
-    return "never" if x is not None and x == float("inf") else _money(x)
-
-
-def _rate(p: Placement) -> str:
-    """ "0.00044/h, aws spot advisor band >20%" (on-demand: "-")."""
-    if p.interruption_rate_per_hour is None:
-        return "-"
-    return f"{p.interruption_rate_per_hour:.2g}/h, {p.interruption_source}"
-
-
-def _expected_cells(p: Placement, priced: bool) -> tuple[str, str]:
-    if not priced:
-        return (_money(None), _rate(p))
-    return (_expected_total(p.expected_cost), _rate(p))
-
-
-def _zone_groups(plan: Plan) -> list[tuple[int, int]]:
-    """[start, end) runs of consecutive placements that differ only by region or zone
-    (same cloud, instance type, market, price, candidate): one table row each."""
-    groups: list[tuple[int, int]] = []
-    prev_key: tuple[object, ...] | None = None
-    for i, p in enumerate(plan.placements):
-        key = (
-            p.cloud,
-            p.instance_type,
-            p.use_spot,
-            p.node_price,
-            p.candidate.preference,
-            p.accelerator,
-            p.accelerator_count,
-            plan.enabled[i],
-            p.expected_hourly_cost,
-        )
-        if key == prev_key:
-            groups[-1] = (groups[-1][0], i + 1)
-        else:
-            groups.append((i, i + 1))
-        prev_key = key
-    return groups
-
-
-def rejection_line(plan: Plan) -> str:
-    """ "rejected: 14 offers (max 1 node < 2: 9; fabric unknown (no source): 5)"."""
-    n = len(plan.rejected)
-    if n == 0:
-        return "rejected: 0 offers"
-    summary = plan.rejection_summary()
-    parts = [f"{reason}: {count}" for reason, count in summary[:TOP_REASONS]]
-    rest = sum(count for _, count in summary[TOP_REASONS:])
-    if rest:
-        parts.append(f"other reasons: {rest}")
-    # "; " between entries: reasons themselves may contain commas
-    return f"rejected: {n} offer{'s' if n != 1 else ''} ({'; '.join(parts)})"
 
 
 # ---------------------------------------------------------------- check

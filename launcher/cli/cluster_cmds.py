@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from launcher.cli.app import ENV_HELP, SECRET_HELP, app, print_json
+from launcher.money import format_money
 
 if TYPE_CHECKING:
     from launcher.optimizer import Placement
@@ -85,7 +86,7 @@ def _confirm(placement: Placement) -> bool:
     acc = f"{placement.accelerator}:{placement.accelerator_count:g}" if placement.accelerator else "no GPU"
     spot = " spot" if placement.use_spot else ""
     desc = (f"{placement.num_nodes}x {placement.instance_type}{spot} ({acc}) in {where} "
-            f"at ${placement.hourly_cost:.2f}/h")
+            f"at {format_money(placement.hourly_cost)}/h")
     if not sys.stdin.isatty():
         raise LaunchAbortedError(
             f"Launching {desc} costs money and needs confirmation, but stdin is not a "
@@ -443,7 +444,7 @@ def status_cmd(
         auto = "-" if r.autostop_minutes is None else f"{r.autostop_minutes:g}m" + (" (down)" if r.autostop_down else "")
         table.add_row(
             r.name, _fmt_time(r.launched_at), r.resources, where, r.status,
-            f"{r.hourly_cost:.2f}", auto, style=colors.get(r.status),
+            format_money(r.hourly_cost), auto, style=colors.get(r.status),
         )
     print_table(table)
     if not refresh:  # a refresh printed its findings above
@@ -520,6 +521,16 @@ def down_cmd(
     if not targets:
         _say("No clusters.")
         return 0
+    from launcher.api.clusters import unknown_clusters
+
+    exit_code = 0
+    missing = unknown_clusters(targets)
+    for _, not_found in missing:  # said before any question: there is nothing to confirm
+        exit_code = exit_code or not_found.exit_code
+        sys.stderr.write(f"Error: {not_found}\n")
+    targets = [t for t in targets if t not in {name for name, _ in missing}]
+    if not targets:
+        return exit_code
     if not yes:
         if not sys.stdin.isatty():
             raise LauncherError(
@@ -528,7 +539,6 @@ def down_cmd(
             )
         if not typer.confirm(f"Terminate {', '.join(targets)}?", default=False, err=True):
             raise typer.Abort()
-    exit_code = 0
     for name, error in down_many(targets):
         if error is None:
             _say(f"Terminated {name}.")

@@ -10,6 +10,7 @@ import typer
 
 from launcher.cli.app import app, print_json
 from launcher.cli.table import Table, echo, print_table
+from launcher.money import format_money
 
 if TYPE_CHECKING:
     from launcher.api.cost_report import CostReport
@@ -63,15 +64,15 @@ def render(report: CostReport) -> None:
         where = "/".join(x for x in (ln.cloud, ln.region, ln.zone) if x)
         table.add_row(
             ln.cluster, owner, where, ln.instance_type, str(ln.num_nodes),
-            "spot" if ln.use_spot else "on-demand", f"${ln.hourly_cost:,.2f}",
+            "spot" if ln.use_spot else "on-demand", format_money(ln.hourly_cost),
             _when(ln.first_start), _when(ln.last_end), f"{ln.hours:.2f}",
-            f"{ln.node_hours:.2f}", f"${ln.cost:,.2f}",
+            f"{ln.node_hours:.2f}", format_money(ln.cost),
         )  # fmt: skip
     print_table(table)
-    clouds = ", ".join(f"{c} ${v:,.2f}" for c, v in report.by_cloud.items())
+    clouds = ", ".join(f"{c} {format_money(v)}" for c, v in report.by_cloud.items())
     echo(
-        f"total ${report.total_cost:,.2f} over {report.total_node_hours:.2f} node-hours in the "
-        f"last {report.days:g} days (clusters ${report.clusters_cost:,.2f}, managed jobs "
-        f"${report.managed_jobs_cost:,.2f}; {clouds})"
+        f"total {format_money(report.total_cost)} over {report.total_node_hours:.2f} node-hours in the "
+        f"last {report.days:g} days (clusters {format_money(report.clusters_cost)}, managed jobs "
+        f"{format_money(report.managed_jobs_cost)}; {clouds})"
     )
     echo("Prices are those each cluster was launched at (from the cost ledger).", style="dim")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from launcher.cli.app import ENV_HELP, SECRET_HELP, app, console, err_console, print_json
+from launcher.money import format_money
 
 if TYPE_CHECKING:
     from launcher.jobs.accounting import JobSummary
@@ -98,7 +99,7 @@ def launch_cmd(
 
         where = "/".join(x for x in (best.cloud, best.region, best.zone) if x)
         desc = (f"managed job {name or t.name or task}: {best.num_nodes}x {best.instance_type} "
-                f"{'spot ' if best.use_spot else ''}on {where} (${best.hourly_cost:.2f}/h now; "
+                f"{'spot ' if best.use_spot else ''}on {where} ({format_money(best.hourly_cost)}/h now; "
                 "recoveries may move it)")
         if not sys.stdin.isatty():
             raise LaunchAbortedError(
@@ -172,7 +173,7 @@ def _launch_pipeline(pipeline: Pipeline, name: str | None, yes: bool, detach: bo
 
                 if not sys.stdin.isatty():
                     raise LaunchAbortedError(
-                        f"The pipeline's stages cost money (${cost:.2f}/h now for one) and need "
+                        f"The pipeline's stages cost money ({format_money(cost)}/h now for one) and need "
                         "confirmation, but stdin is not a terminal: pass -y to launch without "
                         "asking.")
                 err_console().print(f"Launch pipeline {name or pipeline.name or ''} "
@@ -268,7 +269,7 @@ def queue_cmd(
             str(r.id), r.display_name, r.status, _ts(r.submitted_at), _dur(r.duration_s), where,
             r.cluster or "-", str(r.recoveries), str(r.restarts_on_errors),
             "-" if r.last_recovery_s is None else f"{r.last_recovery_s:.1f}s",
-            _dur(r.work_lost_s) if r.work_lost_s else "-", f"${r.cost_so_far:.4f}",
+            _dur(r.work_lost_s) if r.work_lost_s else "-", format_money(r.cost_so_far),
         )
     print_table(table)
     deadlines = [r for r in rows if r.deadline_at is not None]
@@ -456,8 +457,8 @@ def simulate_cmd(
     table.add_column("", justify="right")
     rows = [
         ("policy", r.policy),
-        ("cost", f"${r.cost:,.2f}"),
-        ("on-demand only", f"${r.on_demand_cost:,.2f}"),
+        ("cost", format_money(r.cost)),
+        ("on-demand only", format_money(r.on_demand_cost)),
         ("savings", f"{r.savings:.1%}"),
         ("finished at", "not finished" if r.finish_h is None else f"{r.finish_h:.2f} h"),
         ("deadline", "none" if r.deadline_h is None else f"{r.deadline_h:g} h"
@@ -468,7 +469,7 @@ def simulate_cmd(
     for name, value in rows:
         table.add_row(name, value)
     print_table(table)
-    price_from = "spot prices from the trace" if sim.trace_prices else f"spot ${sim.placement.spot_h:g}/h per node"
-    echo(f"placement {sim.placement.description}: on-demand ${sim.placement.on_demand_h:g}/h per node, "
+    price_from = "spot prices from the trace" if sim.trace_prices else f"spot {format_money(sim.placement.spot_h)}/h per node"
+    echo(f"placement {sim.placement.description}: on-demand {format_money(sim.placement.on_demand_h)}/h per node, "
          f"{price_from}; {sim.work_h:g} h of work; restart overhead {sim.restart_overhead_h * 60:g} min.",
          style="dim")

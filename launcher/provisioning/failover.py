@@ -41,6 +41,7 @@ from launcher.clouds.base import (
     QuotaError,
 )
 from launcher.errors import LauncherError, NoPlacementError
+from launcher.money import format_money
 from launcher.optimizer import Blocked, Placement
 from launcher.provisioning import attempts as attempt_log
 from launcher.provisioning.cloud_access import CloudFn, default_cloud
@@ -172,19 +173,39 @@ def _first_enabled(plan: PlanLike, only_region: tuple[str, str] | None) -> Place
     return None
 
 
-def _nothing_enabled_message(plan: PlanLike) -> str:
-    clouds = sorted({p.cloud for p in plan.placements})
-    reasons: dict[str, str] = getattr(plan, "disabled_reasons", None) or {}
-    why = "; ".join(f"{c}: {reasons[c]}" for c in clouds if c in reasons)
-    tpu = [p for p in plan.placements if (p.accelerator or "").lower().startswith("tpu-")]
+def nothing_launchable_message(plan: PlanLike, what: str = "this task") -> str:
+    """Why no placement of `plan` (for `what`) can be launched here: per cloud, its
+    placements' short reasons (planning_rows), with the check's own words where they say
+    more (a cloud not enabled, a config refusal, Kubernetes)."""
     from launcher.provisioning.planning import TPU_NOT_LAUNCHABLE
+    from launcher.provisioning.planning_rows import (
+        REASON_CONFIG,
+        REASON_KUBERNETES,
+        REASON_NOT_ENABLED,
+    )
 
+    clouds = sorted({p.cloud for p in plan.placements})
+    disabled: dict[str, str] = getattr(plan, "disabled_reasons", None) or {}
+    placement_reasons: list[str | None] = getattr(plan, "reasons", None) or []
+    by_cloud: dict[str, list[str]] = {}
+    for p, reason in zip(plan.placements, placement_reasons, strict=False):
+        if reason is not None and reason not in by_cloud.setdefault(p.cloud, []):
+            by_cloud[p.cloud].append(reason)
+    detailed = (REASON_NOT_ENABLED, REASON_CONFIG, REASON_KUBERNETES)  # with the check's words
+    parts = []
+    for c in clouds:
+        words = [f"{r} ({disabled[c]})" if r in detailed and c in disabled else r
+                 for r in by_cloud.get(c, [])] or ([disabled[c]] if c in disabled else [])
+        if words:
+            parts.append(f"{c}: {', '.join(words)}")
+    tpu = [p for p in plan.placements if (p.accelerator or "").lower().startswith("tpu-")]
     return (
-        "No enabled cloud can run this task. Placements exist on "
-        f"{', '.join(clouds)}, but none of those clouds is enabled on this machine "
-        + (f"({why}). " if why else "(no credentials, or no provisioner for it in this version). ")
+        f"No placement of {what} can be launched here. Placements exist on "
+        f"{', '.join(clouds)}, but none is launchable "
+        + (f"({'; '.join(parts)}). " if parts
+           else "(no credentials, or no provisioner for it in this version). ")
         + (TPU_NOT_LAUNCHABLE + " " if tpu else "")
-        + "`launcher launch TASK --dryrun` shows every placement and whether it is enabled."
+        + "`launcher launch TASK --dryrun` shows every placement and why it is not launchable."
     )
 
 
@@ -298,7 +319,7 @@ def _one_round(
                 raise NoPlacementError(
                     f"No enabled placement in {only_region[0]}/{only_region[1]} fits the task."
                 )
-            raise NoPlacementError(_nothing_enabled_message(plan))
+            raise NoPlacementError(nothing_launchable_message(plan))
         if placement.hourly_cost > confirmed[0] and confirm is not None:
             if not confirm(placement):
                 raise LaunchAbortedError("Launch aborted: the placement was not confirmed.")
@@ -309,7 +330,7 @@ def _one_round(
         else:
             db.set_placement(cluster_name, record)
         emit(f"Provisioning {cluster_name}: {record.resources} on {_where(placement)}"
-             f" (${placement.hourly_cost:.2f}/h)")
+             f" ({format_money(placement.hourly_cost)}/h)")
         if placement.candidate.image_id and placement.cloud in _OWN_ACCESS_CLOUDS:
             # these nodes are existing machines: no image (or docker container) is applied
             emit(f"Note: resources.image_id {placement.candidate.image_id!r} is ignored on the"

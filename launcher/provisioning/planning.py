@@ -21,6 +21,7 @@ from launcher.catalog.locations import resolve_task_locations
 from launcher.catalog.offer import KUBERNETES_CLOUD, UNPRICED_CLOUDS, WHOLE_HOST_CLOUDS, Offer
 from launcher.catalog.query_args import InvalidQueryError, _catalog_clouds, json_number
 from launcher.errors import NoPlacementError
+from launcher.money import format_money
 from launcher.optimizer import (
     LOCAL_CLOUD,
     Blocked,
@@ -33,8 +34,14 @@ from launcher.optimizer import (
     candidate_failures,
     failure_key,
     fmt_count,
-    fmt_money,
     rank,
+)
+from launcher.provisioning.planning_rows import (
+    REASON_NOT_ENABLED,
+    PlanRow,
+    cloud_reason,
+    launch_reasons,
+    plan_rows,
 )
 from launcher.provisioning.planning_spot import placement_label, reorder_note, spot_model
 from launcher.resources import ResourceCandidate
@@ -85,15 +92,24 @@ def is_tpu(accelerator: str | None) -> bool:
 # `--json` shows the best this many placement rows (and rejections); `--all` shows all.
 JSON_PLACEMENT_LIMIT = 100
 
+# The note of a plan where nothing is launchable: one short line, the details per cloud
+# are `launcher check`'s (and the JSON's "disabled_clouds").
+NOTHING_LAUNCHABLE = (
+    "No placement is launchable here (each says why); `launcher check` shows which clouds "
+    "are enabled and why."
+)
+
 
 @dataclass
 class Plan:
     """The ranked placements for a task over every catalog cloud.
 
-    `placements` best first; `enabled[i]` says whether placement i's cloud can be
-    launched on here; `chosen` is the index of the first enabled one (None when no
-    placement is on an enabled cloud); `rejected` has one entry per offer that served
-    no candidate; `notes` are plain sentences worth showing (e.g. why `local` is in).
+    `placements` best first (the ranking; the failover loop walks it in this order);
+    `enabled[i]` says whether placement i is launchable here (planning_rows: its cloud
+    enabled and a launch path for it) and `reasons[i]` why not (None when it is);
+    `chosen` is the index of the first launchable one (None when none is); `rejected`
+    has one entry per offer that served no candidate; `notes` are plain sentences worth
+    showing (e.g. why `local` is in). `rows()` is the plan as shown.
     """
 
     task: Task
@@ -109,6 +125,7 @@ class Plan:
     work_hours: float | None = None
     restart_overhead_hours: float | None = None
     reordered: list[Reorder] = field(default_factory=list)
+    reasons: list[str | None] = field(default_factory=list)  # per placement; None: launchable
 
     @property
     def chosen_placement(self) -> Placement | None:
@@ -121,48 +138,43 @@ class Plan:
             counts[r.reason] = counts.get(r.reason, 0) + 1
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
+    def rows(self) -> list[PlanRow]:
+        """The plan as shown (table and JSON): placements that differ only by zone
+        folded into one row, launchable rows first (see planning_rows)."""
+        reasons = self.reasons or [None if e else REASON_NOT_ENABLED for e in self.enabled]
+        return plan_rows(self.placements, reasons)
+
     def to_json(self, limit: int | None = JSON_PLACEMENT_LIMIT) -> dict[str, Any]:
         """The pinned dry-run JSON: {"placements", "chosen", "rejected"} (+ "hours", "notes",
-        "placements_total", "truncated").
+        "placements_total", "truncated", "disabled_clouds", ...).
 
         Placements that differ only by zone (same cloud, region, instance type, market,
-        price and alternative) are one row whose "zones" lists them all, best first;
-        "chosen" indexes these rows. `limit` keeps the best rows only (None: all);
-        "placements_total" counts the rows before the cut.
+        price and alternative) are one row whose "zones" lists them all, best first.
+        Rows are launchable first, each part best first; every row says whether it is
+        `launchable` and, when not, the short `reason`. "chosen" indexes these rows (0,
+        or null when nothing is launchable). `limit` keeps the first rows only (None:
+        all); "placements_total" counts the rows before the cut.
         """
-        firsts: list[int] = []  # index of each row's best placement
-        zones: list[list[str]] = []
-        row_of: dict[tuple[object, ...], int] = {}
-        chosen_row: int | None = None
-        for index, p in enumerate(self.placements):
-            key = (
-                p.cloud, p.region, p.instance_type, p.use_spot, p.node_price, p.num_nodes,
-                p.candidate.preference, p.accelerator, p.accelerator_count, p.fabric,
-                p.expected_hourly_cost,
-            )  # fmt: skip
-            at = row_of.get(key)
-            if at is None:
-                at = row_of[key] = len(firsts)
-                firsts.append(index)
-                zones.append([])
-            if p.zone is not None:
-                zones[at].append(p.zone)
-            if index == self.chosen:
-                chosen_row = at
-        cut = len(firsts) if limit is None else limit
+        all_rows = self.rows()
+        chosen_row = next((at for at, r in enumerate(all_rows) if self.chosen in r.members), None)
+        cut = len(all_rows) if limit is None else limit
         rows = []
-        for at, index in enumerate(firsts[:cut]):
-            row = placement_to_dict(self.placements[index], self.enabled[index])
-            row["zones"] = zones[at]
+        for r in all_rows[:cut]:
+            row = placement_to_dict(self.placements[r.first], r.launchable)
+            row["zones"] = r.zones
+            row["launchable"] = r.launchable
+            row["reason"] = r.reason
             rows.append(row)
+        clouds = {p.cloud for p in self.placements}
         return {
             "placements": rows,
             "chosen": chosen_row,
             "rejected": [_rejection_to_dict(r) for r in self.rejected],
             "hours": self.hours,
             "notes": list(self.notes),
-            "placements_total": len(firsts),
-            "truncated": len(firsts) > cut,
+            "placements_total": len(all_rows),
+            "truncated": len(all_rows) > cut,
+            "disabled_clouds": {c: why for c, why in self.disabled_reasons.items() if c in clouds},
             "work_hours": self.work_hours,
             "restart_overhead_hours": self.restart_overhead_hours,
             "order_differs_from_list_price": bool(self.reordered),
@@ -341,28 +353,38 @@ def plan(
         _unplaceable_alternatives(task.num_nodes, cands, offers, ranking, blocked, include_local)
     )
     from launcher.clouds.gcp.limits import GPUDIRECT_NOT_LAUNCHABLE, needs_gpudirect
+    from launcher.clouds.registry import IMPLEMENTED
 
-    gpudirect = [needs_gpudirect(p.cloud, p.instance_type, p.num_nodes)
-                 for p in ranking.placements]
-    enabled = [status(p.cloud).enabled and not is_tpu(p.accelerator) and not gd
-               for p, gd in zip(ranking.placements, gpudirect, strict=True)]
+    by_cloud: dict[str, str | None] = {}
+
+    def cloud_reason_of(cloud: str) -> str | None:
+        if cloud not in by_cloud:  # once per cloud: a CPU task has thousands of placements
+            by_cloud[cloud] = cloud_reason(
+                cloud,
+                enabled=status(cloud).enabled,
+                refused=bool(task.config and task.config.launch_refusal(cloud)),
+                implemented=cloud in IMPLEMENTED,
+                kubernetes=cloud == KUBERNETES_CLOUD,
+            )
+        return by_cloud[cloud]
+
+    reasons = launch_reasons(
+        ranking.placements,
+        cloud_reason_of,
+        tpu=lambda p: is_tpu(p.accelerator),
+        gpudirect=lambda p: needs_gpudirect(p.cloud, p.instance_type, p.num_nodes),
+    )
+    enabled = [r is None for r in reasons]
     chosen = next((i for i, e in enumerate(enabled) if e), None)
     disabled = {c: s.reason for c, s in sorted(status_cache.items()) if not s.enabled}
     if any(is_tpu(p.accelerator) for p in ranking.placements):
         notes.append(TPU_NOT_LAUNCHABLE)
     if any(p.cloud == KUBERNETES_CLOUD for p in ranking.placements):
         notes.append(KUBERNETES_PLAN_ONLY)
-    if any(gpudirect):
+    if any(needs_gpudirect(p.cloud, p.instance_type, p.num_nodes) for p in ranking.placements):
         notes.append(GPUDIRECT_NOT_LAUNCHABLE)
     if chosen is None:
-        by_reason: dict[str, list[str]] = {}
-        for c in sorted({p.cloud for p in ranking.placements}):
-            by_reason.setdefault(disabled.get(c, "not enabled"), []).append(c)
-        notes.append(
-            "No placement is on an enabled cloud ("
-            + "; ".join(f"{', '.join(cs)}: {reason}" for reason, cs in by_reason.items())
-            + ")."
-        )
+        notes.append(NOTHING_LAUNCHABLE)
     reordered: list[Reorder] = []
     if spot is not None:
         from launcher.optimizer import reordered_by_expected_cost
@@ -377,7 +399,7 @@ def plan(
             )
     return Plan(task, ranking.placements, enabled, chosen, ranking.rejected, hours, notes, disabled,
                 spot.work_hours if spot else None,
-                spot.restart_overhead_hours if spot else None, reordered)
+                spot.restart_overhead_hours if spot else None, reordered, reasons)
 
 
 def _resolve_families(query: Any, task: Task) -> Task:
@@ -527,7 +549,7 @@ def describe_candidate(c: ResourceCandidate, num_nodes: int) -> str:
         if c.network.min_gbps is not None:
             parts.append(f"at {fmt_count(c.network.min_gbps)}+ Gbps")
     if c.max_hourly_cost is not None:
-        parts.append(f"under {fmt_money(c.max_hourly_cost)}/h")
+        parts.append(f"under {format_money(c.max_hourly_cost)}/h")
     return " ".join(parts)
 
 
@@ -700,7 +722,7 @@ def _phrase(kind: str, c: ResourceCandidate, num_nodes: int, offers: Sequence[Of
         prices = [p for o in offers if (p := o.hourly_price(c.use_spot)) is not None]
         cheapest = min(prices) * num_nodes if prices else 0.0
         cap = c.max_hourly_cost or 0.0
-        return f"nothing under max_hourly_cost {fmt_money(cap)} (cheapest {fmt_money(cheapest)}/h)"
+        return f"nothing under max_hourly_cost {format_money(cap)} (cheapest {format_money(cheapest)}/h)"
     if kind in ("cpus", "memory"):
         unit = "vCPUs" if kind == "cpus" else "GiB memory"
         vals = sorted(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from launcher.money import format_money
 from launcher.optimizer import Place, Placement, Reorder, SpotCostModel
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def spot_model(
 
 
 def _money_or_never(x: float) -> str:
-    return "never" if x == float("inf") else f"${x:.2f}/h"
+    return "never" if x == float("inf") else f"{format_money(x)}/h"
 
 
 def reorder_note(reordered: Sequence[Reorder]) -> str:
@@ -53,8 +54,8 @@ def reorder_note(reordered: Sequence[Reorder]) -> str:
     for r in reordered:
         a, b = r.ahead, r.cheaper
         parts.append(
-            f"{placement_label(a)} (list ${a.hourly_cost:.2f}/h, expected "
+            f"{placement_label(a)} (list {format_money(a.hourly_cost)}/h, expected "
             f"{_money_or_never(a.ranking_cost)}) ahead of {placement_label(b)} (list "
-            f"${b.hourly_cost:.2f}/h, expected {_money_or_never(b.ranking_cost)})"
+            f"{format_money(b.hourly_cost)}/h, expected {_money_or_never(b.ranking_cost)})"
         )
     return "Expected cost changes the list-price order: " + "; ".join(parts) + "."

@@ -205,11 +205,22 @@ def test_a_refresh_by_another_process_is_seen_without_a_restart(
     assert {o.source for o in rows} == {catalog_fetcher.SOURCE} and len(rows) == 5
 
 
-def test_unknown_cloud_is_a_usage_error() -> None:
+def test_a_cloud_without_a_fetcher_is_a_usage_error() -> None:
     from launcher.errors import UsageError
 
     with pytest.raises(UsageError, match="no price fetcher for this cloud yet"):
         refresh_api.catalog_refresh("nebius")
+
+
+@pytest.mark.parametrize("name,hint", [("bogus", ""), ("amazon", " — did you mean 'aws'?")])
+def test_an_unknown_cloud_is_named_unknown_with_the_known_ones(name: str, hint: str) -> None:
+    from launcher.errors import UsageError
+
+    with pytest.raises(UsageError) as err:
+        refresh_api.catalog_refresh(name)
+    text = str(err.value)
+    assert text.startswith(f"--cloud {name}: unknown cloud{hint} (known: aws, azure, gcp, ")
+    assert "refreshable: aws, azure, gcp" in text and "fetcher" not in text
 
 
 def test_store_written_by_another_version_is_ignored(launcher_home: Path) -> None:

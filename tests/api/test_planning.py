@@ -236,13 +236,36 @@ def test_plan_ranks_all_clouds_and_chooses_first_enabled(
     assert "no credentials" in p.disabled_reasons["vast"]
 
 
+def test_plan_json_lists_launchable_rows_first_with_reasons(
+    catalog: list[Offer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enable(monkeypatch, "aws")
+    p = planning.plan(task(H100x8))
+    assert p.reasons == ["cloud not enabled", "cloud not enabled", None, None,
+                         "cloud not enabled"]
+    data = p.to_json()
+    rows = [(r["cloud"], r["hourly_cost"], r["launchable"], r["reason"])
+            for r in data["placements"]]
+    assert rows == [
+        ("aws", 90.0, True, None),
+        ("aws", 98.32, True, None),
+        ("vast", 20.0, False, "cloud not enabled"),
+        ("lambda", 24.0, False, "cloud not enabled"),
+        ("azure", 110.0, False, "cloud not enabled"),
+    ]
+    assert data["chosen"] == 0 and data["placements_total"] == 5
+    assert set(data["disabled_clouds"]) == {"vast", "lambda", "azure"}
+    assert [r["cloud"] for r in p.to_json(limit=3)["placements"]] == ["aws", "aws", "vast"]
+
+
 def test_plan_with_nothing_enabled_has_no_choice_and_says_so(
     catalog: list[Offer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     enable(monkeypatch)
     p = planning.plan(task(H100x8))
     assert p.chosen is None and not any(p.enabled)
-    assert any("No placement is on an enabled cloud" in n for n in p.notes)
+    assert planning.NOTHING_LAUNCHABLE in p.notes
+    assert set(p.reasons) == {"cloud not enabled"}
 
 
 def test_plan_uses_real_registry_when_not_faked(catalog: list[Offer]) -> None:
@@ -439,8 +462,8 @@ def test_explains_missing_cloud_and_market_and_cost(
     msg = no_placement("resources:\n  accelerators: A100:8\n  cloud: gcp\n  use_spot: true\n")
     assert msg == "No offer with 1 spot node of A100:8 on gcp: gcp offers no spot price."
     msg = no_placement("num_nodes: 2\nresources:\n  accelerators: A100:8\n  max_hourly_cost: 50\n")
-    assert "aws offers nothing under max_hourly_cost $50 (cheapest $65.54/h)" in msg
-    assert "gcp offers nothing under max_hourly_cost $50 (cheapest $58.78/h)" in msg
+    assert "aws offers nothing under max_hourly_cost $50.00 (cheapest $65.54/h)" in msg
+    assert "gcp offers nothing under max_hourly_cost $50.00 (cheapest $58.78/h)" in msg
 
 
 def test_explains_any_of_per_candidate(

@@ -21,8 +21,8 @@ EXAMPLES = REPO / "task_examples"
 OFFER_FIELDS = {f.name for f in fields(Offer)}
 
 
-def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LAUNCHER_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1"}
+def run(*args: str, home: Path, columns: int = 200) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LAUNCHER_HOME": str(home), "COLUMNS": str(columns), "NO_COLOR": "1"}
     proc = subprocess.run(
         [sys.executable, "-c", "from launcher.cli import main; main()", *args],
         capture_output=True,
@@ -117,6 +117,56 @@ def test_gpus_tables_show_catalog_age(home: Path) -> None:
     assert "catalog: prices as of" in proc.stdout and "old" in proc.stdout
 
 
+def test_gpus_hides_offers_without_a_price_unless_asked(home: Path) -> None:
+    """The catalog lists mithril's H100:8 with no price: a row of dashes helps nobody."""
+    out = run("gpus", "H100:8", home=home).stdout
+    assert "mithril" not in table_of(out)
+    assert "1 offer without a price in the catalog not shown (mithril); --unpriced lists it." in out
+    assert "mithril" not in {r["cloud"] for r in run_json("gpus", "H100:8", "--json", home=home)}
+    rows = run_json("gpus", "H100:8", "--unpriced", "--json", home=home)
+    unpriced = [r for r in rows if r["cloud"] == "mithril"]
+    assert unpriced and unpriced[0]["price"] is None and rows[-1]["cloud"] == "mithril"
+    out = run("gpus", "H100:8", "--unpriced", home=home).stdout
+    assert "mithril" in table_of(out) and "--unpriced lists" not in out
+
+
+def table_of(out: str) -> str:
+    return "\n".join(line for line in out.splitlines() if not line.startswith(
+        ("catalog:", "(not shown", "  ")) and "without a price" not in line)
+
+
+def test_gpus_price_columns_say_their_market(home: Path) -> None:
+    header = run("gpus", "H100:8", home=home).stdout.splitlines()[0]
+    assert "OD $/H" in header and "SPOT $/H" in header and "OD $/GPU-H" in header
+    out = run("gpus", "H100:8", "--spot", home=home).stdout
+    header = out.splitlines()[0]
+    assert "SPOT $/GPU-H" in header and "OD $/GPU-H" not in header
+    row = run_json("gpus", "H100:8", "--spot", "--json", home=home)[0]
+    first = out.splitlines()[1]
+    cells = first.split()
+    assert f"${row['spot_price'] / 8:.2f}" in cells  # per GPU: the spot price
+    summary = run("gpus", home=home).stdout.splitlines()[0]
+    assert "OD $/GPU-H" in summary and "SPOT $/GPU-H" in summary
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+@pytest.mark.parametrize("args", [("gpus",), ("gpus", "H100:8"), ("gpus", "H100", "--spot"),
+                                  ("gpus", "A100", "--all-regions")])
+def test_gpus_tables_fit_the_terminal(home: Path, columns: int, args: tuple[str, ...]) -> None:
+    proc = run(*args, home=home, columns=columns)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    header = lines[0].split()
+    keys = (["GPU", "SPOT $/GPU-H"] if args == ("gpus",)
+            else ["CLOUD", "INSTANCE", "SPOT $/H" if "--spot" in args else "OD $/H"])
+    for key in keys:
+        assert key.split()[0] in header and key in lines[0]
+    assert "$/GPU-H" in lines[0]
+    if columns == 200 and args != ("gpus", "A100", "--all-regions"):
+        assert "(not shown" not in proc.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -161,6 +211,8 @@ PLACEMENT_KEYS = {
     "fabric",
     "fabric_gbps",
     "enabled",
+    "launchable",
+    "reason",
 }
 
 
@@ -169,12 +221,14 @@ def check_plan_json(data: dict[str, Any]) -> None:
     assert data["placements"]
     for p in data["placements"]:
         assert set(p) >= PLACEMENT_KEYS
-        assert isinstance(p["enabled"], bool)
-    costs = [p["hourly_cost"] for p in data["placements"]]
-    assert costs == sorted(costs)
-    if data["chosen"] is not None:
-        assert data["placements"][data["chosen"]]["enabled"]
-        assert not any(p["enabled"] for p in data["placements"][: data["chosen"]])
+        assert isinstance(p["launchable"], bool) and p["enabled"] is p["launchable"]
+        assert (p["reason"] is None) is p["launchable"]
+    flags = [p["launchable"] for p in data["placements"]]
+    assert flags == sorted(flags, reverse=True), "launchable rows come first"
+    for part in (True, False):  # each part cheapest first
+        costs = [p["hourly_cost"] for p in data["placements"] if p["launchable"] is part]
+        assert costs == sorted(costs)
+    assert data["chosen"] == (0 if flags[0] else None)
     for r in data["rejected"]:
         assert {"cloud", "instance_type", "region", "reason"} <= set(r)
 
@@ -198,7 +252,7 @@ def test_dryrun_table(home: Path) -> None:
     proc = run("launch", str(EXAMPLES / "train-2node-rdma.yaml"), "--dryrun", home=home)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "ENABLED" in out and "chosen:" in out
+    assert "LAUNCHABLE" in out and "chosen:" in out
     assert "rejected:" in out and "max 1 node < 2" in out  # RunPod pods, Vast offers
 
 

@@ -3,6 +3,7 @@ shapes, no tracebacks, concurrency between CLIs, a client killed mid-job."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -10,6 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
+import typer
+
+from launcher.cli import main
+from launcher.state import PlacementRecord, StateDB
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "import sys; from launcher.cli import main; main(sys.argv[1:])"]
@@ -318,3 +325,38 @@ def test_ctrl_c_during_setup_says_what_is_left(tmp_path: Path) -> None:
     assert "Interrupted before the job was submitted; cluster intr is UP" in err
     assert "launcher down intr" in err
     run("down", "intr", "-y")
+
+
+def test_down_says_an_unknown_cluster_does_not_exist_before_asking(
+        launcher_home: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    p = run("down", "nosuch")  # stdin is not a terminal: it would refuse without -y
+    no_traceback(p)
+    assert p.returncode == 4
+    assert p.stderr.startswith("Error: Cluster 'nosuch' does not exist.")
+    assert "pass -y" not in p.stderr
+    # with a real cluster beside it, only the real one is asked about
+    with StateDB() as db:
+        db.create_cluster("real", PlacementRecord(
+            cloud="local", region="local", zone=None, instance_type="local", num_nodes=1,
+            use_spot=False, hourly_cost=0.0, resources="1x local"))
+    asked: list[str] = []
+
+    def confirm(text: str, **_: object) -> bool:
+        asked.append(text)
+        return False  # the user says no
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(typer, "confirm", confirm)
+    monkeypatch.setattr(sys, "stdin", Tty())
+    with pytest.raises(SystemExit) as exit_info:
+        main(["down", "nosuch", "real"])
+    err = capsys.readouterr().err
+    assert asked == ["Terminate real?"]
+    assert err.splitlines()[0].startswith("Error: Cluster 'nosuch' does not exist.")
+    assert exit_info.value.code == 130  # declined
+    with StateDB() as db:
+        assert db.get_cluster("real") is not None

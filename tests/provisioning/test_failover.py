@@ -227,6 +227,29 @@ def test_no_enabled_cloud_explains() -> None:
         assert db.get_cluster("c7") is None  # nothing was attempted, nothing recorded
 
 
+@dataclass
+class ReasonedPlan(FakePlan):
+    reasons: list[str | None] = field(default_factory=list)
+    disabled_reasons: dict[str, str] = field(default_factory=dict)
+
+
+def test_nothing_launchable_says_why_per_cloud() -> None:
+    """An enabled cloud whose placements launcher cannot build (a GCP GPUDirect gang) is
+    not reported as 'not enabled': each cloud gets its placements' reasons."""
+    def plan(task: object, blocked: Blocked) -> FakePlan:
+        return ReasonedPlan([ALL[3], ALL[-1]], [False, False],
+                            ["planned only (GPUDirect)", "cloud not enabled"],
+                            {"lambda": "no API key: set LAMBDA_API_KEY"})
+
+    with StateDB() as db, pytest.raises(NoPlacementError) as err:
+        provision_with_failover(FakeTask(), "c9", db, plan_fn=plan,
+                                cloud_fn=_clouds().__getitem__)
+    text = str(err.value)
+    assert "(gcp: planned only (GPUDirect); lambda: cloud not enabled (no API key: set " \
+           "LAMBDA_API_KEY))" in text
+    assert "none is launchable" in text and "enabled on this machine" not in text
+
+
 def test_only_region_restricts_placements() -> None:
     clouds = _clouds()
     with StateDB() as db:
