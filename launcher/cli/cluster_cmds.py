@@ -175,7 +175,8 @@ def launch_cmd(
         from launcher.api.planning import plan
         from launcher.cli.catalog_cmds import plan_and_render
 
-        plan_and_render(lambda: plan(task), as_json=json_out, show_all=show_all)
+        plan_and_render(lambda: plan(task, verify_credentials=False), as_json=json_out,
+                        show_all=show_all)
         return 0
     task.check_local_paths()
     for note in task.notes:

@@ -130,7 +130,8 @@ def _dryrun(pipeline: Pipeline, json_out: bool, show_all: bool) -> int:
     from launcher.cli.catalog_cmds import plan_and_render, render_plan
 
     if not pipeline.is_pipeline:
-        plan_and_render(lambda: plan(pipeline.stages[0]), as_json=json_out, show_all=show_all)
+        plan_and_render(lambda: plan(pipeline.stages[0], verify_credentials=False), as_json=json_out,
+                        show_all=show_all)
         return 0
     from launcher.api.pipelines import pipeline_plan_json, plan_pipeline
     from launcher.api.planning import JSON_PLACEMENT_LIMIT

@@ -298,7 +298,9 @@ class Controller(DeadlineMixin):
             outcome = Outcome.LAUNCH_FAILED if errors >= self.cfg.max_launch_errors else (
                 Outcome.LAUNCH_ERROR)
             log.warning("job %d: launch error %d: %r", job.id, errors, exc)
-            self._decide(job, att, outcome, reason=f"launch error: {type(exc).__name__}: {exc}")
+            from launcher.clouds.sdk import error_text
+
+            self._decide(job, att, outcome, reason=f"launch error: {error_text(exc)}")
             return
         self._hit("provisioned")
         self._mark(job.id, "submitted")

@@ -27,10 +27,10 @@ from launcher.clouds.base import (
     AuthError,
     CapacityError,
     CloudError,
+    CredentialStatus,
     InvalidRequestError,
     QuotaError,
 )
-from launcher.clouds.rest_cloud import request_json
 
 CLOUD = "lambda"
 MAX_RETRIES = 6
@@ -62,6 +62,15 @@ def api_key() -> tuple[str, str] | None:
         if sep and name.strip() == "api_key" and value.strip():
             return value.strip(), str(path)
     return None
+
+
+def presence() -> CredentialStatus:
+    """Whether a key is configured here, not whether it works. No network."""
+    found = api_key()
+    if found is None:
+        return CredentialStatus(False, f"no API key: set LAMBDA_API_KEY or write "
+                                       f"'api_key = ...' to {keys_file()}")
+    return CredentialStatus(True, f"API key from {found[1]}")
 
 
 def error_for(status: int, body: Any, action: str, region: str | None = None) -> CloudError:
@@ -96,6 +105,8 @@ class LambdaAPI:
     def call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
              action: str, region: str | None = None) -> Any:
         """The `data` of a successful answer. Raises the typed errors above."""
+        from launcher.clouds.rest_cloud import request_json  # not needed to read the key
+
         status, payload = request_json(
             method, f"{self.endpoint}/{path.lstrip('/')}", body, key=self.key,
             timeout=self.timeout, action=action, region=region, cloud=CLOUD, service="Lambda",

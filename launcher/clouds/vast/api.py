@@ -25,9 +25,9 @@ from launcher.clouds.base import (
     CapacityError,
     CloudError,
     CloudQuotaError,
+    CredentialStatus,
     InvalidRequestError,
 )
-from launcher.clouds.rest_cloud import request_json
 
 CLOUD = "vast"
 MAX_RETRIES = 6
@@ -58,6 +58,15 @@ def api_key() -> tuple[str, str] | None:
         if text:
             return text, str(path)
     return None
+
+
+def presence() -> CredentialStatus:
+    """Whether a key is configured here, not whether it works. No network."""
+    found = api_key()
+    if found is None:
+        return CredentialStatus(False, f"no API key: set VAST_API_KEY or write it to "
+                                       f"{key_files()[0]}")
+    return CredentialStatus(True, f"API key from {found[1]}")
 
 
 def error_for(status: int, body: Any, action: str, region: str | None = None) -> CloudError:
@@ -92,6 +101,8 @@ class VastAPI:
              action: str, region: str | None = None) -> Any:
         """The JSON of a successful answer (an object; `GET /ssh/` answers a list).
         Raises the typed errors above."""
+        from launcher.clouds.rest_cloud import request_json  # not needed to read the key
+
         status, payload = request_json(
             method, f"{self.endpoint}/{path.lstrip('/')}", body, key=self.key,
             timeout=self.timeout, action=action, region=region, cloud=CLOUD, service="Vast",
