@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from launcher.cli.app import ENV_HELP, SECRET_HELP, app, console, err_console, print_json
+from launcher.cli.completion import complete_managed_job_id
 
 if TYPE_CHECKING:
     from launcher.jobs.accounting import JobSummary
@@ -294,7 +295,7 @@ def queue_cmd(
 
 @jobs_app.command("logs")
 def logs_cmd(
-    job_id: Annotated[int, typer.Argument(metavar="ID")],
+    job_id: Annotated[int, typer.Argument(metavar="ID", autocompletion=complete_managed_job_id)],
     no_follow: Annotated[bool, typer.Option("--no-follow", help="Print what exists; return.")] = False,
     controller: Annotated[
         bool, typer.Option("--controller", help="The controller's events for this job instead.")
@@ -325,7 +326,7 @@ def logs_cmd(
 
 @jobs_app.command("cancel")
 def cancel_cmd(
-    job_id: Annotated[int, typer.Argument(metavar="ID")],
+    job_id: Annotated[int, typer.Argument(metavar="ID", autocompletion=complete_managed_job_id)],
     yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until cancelled.")] = True,
 ) -> int:
