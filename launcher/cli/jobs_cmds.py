@@ -470,7 +470,16 @@ def simulate_cmd(
     for name, value in rows:
         table.add_row(name, value)
     print_table(table)
+    for origin in sim.origins:
+        echo(f"trace {origin.file}: {origin.describe()}", style="dim")
     price_from = "spot prices from the trace" if sim.trace_prices else f"spot ${sim.placement.spot_h:g}/h per node"
-    echo(f"placement {sim.placement.description}: on-demand ${sim.placement.on_demand_h:g}/h per node, "
-         f"{price_from}; {sim.work_h:g} h of work; restart overhead {sim.restart_overhead_h * 60:g} min.",
-         style="dim")
+    if not sim.placement.matches_trace:
+        why = ("the task's cheapest spot placement; the traces record no placement of this "
+               "task, so their availability stands in for it")
+    elif len(sim.origins) > 1:
+        why = "the cheapest placement the traces record, used for every zone"
+    else:
+        why = "the placement the trace records"
+    echo(f"prices {sim.placement.description} ({why}): on-demand ${sim.placement.on_demand_h:g}/h "
+         f"per node, {price_from}; {sim.work_h:g} h of work; restart overhead "
+         f"{sim.restart_overhead_h * 60:g} min.", style="dim")
