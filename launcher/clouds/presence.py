@@ -5,7 +5,8 @@ way each cloud's own `check()` starts: it imports no provisioner module (no
 `launcher.clouds.<cloud>.cloud`), no SDK and touches no network. Each probe is a small
 function in a light module of the cloud's package (`aws.session.presence`,
 `gcp.session.presence`, `azure.session.presence`, `nebius.session.presence`,
-`runpod.credentials.presence`, `lambda_.api.presence`, `vast.api.presence`); `ssh` reads
+`runpod.credentials.presence`, `lambda_.credentials.presence`,
+`vast.credentials.presence`); `ssh` reads
 its pools from config.yaml, `local` is always there. When credentials are found, the
 cloud's SDK must be importable too (launcher.clouds.sdk.missing_sdk, no import):
 otherwise the answer is "not enabled", naming the extra to install.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from launcher.clouds.base import CredentialStatus
+from launcher.clouds.status import CredentialStatus
 
 __all__ = ["LOCAL_STATUS", "credentials_present", "ssh_pools_status"]
 
@@ -85,13 +86,13 @@ def _runpod() -> CredentialStatus:
 
 
 def _lambda() -> CredentialStatus:
-    from launcher.clouds.lambda_.api import presence
+    from launcher.clouds.lambda_.credentials import presence
 
     return presence()
 
 
 def _vast() -> CredentialStatus:
-    from launcher.clouds.vast.api import presence
+    from launcher.clouds.vast.credentials import presence
 
     return presence()
 

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
+from typing import TYPE_CHECKING
 
-from launcher.clouds.base import Cloud, CredentialStatus
+from launcher.clouds.status import CredentialStatus
 from launcher.errors import LauncherError
+
+if TYPE_CHECKING:
+    from launcher.clouds.base import Cloud
 
 # name -> "module:Class"
 IMPLEMENTED: dict[str, str] = {

@@ -41,7 +41,7 @@ from launcher.resources import ResourceCandidate
 
 if TYPE_CHECKING:
     from launcher.catalog.interruption import InterruptionRate
-    from launcher.clouds.base import CredentialStatus
+    from launcher.clouds.status import CredentialStatus
     from launcher.task import Task
 
 __all__ = [
@@ -312,7 +312,7 @@ def plan(
             # a `config:` key this cloud cannot honour (task_config.py) decides first
             refused = task.config.launch_refusal(cloud) if task.config else None
             if refused:
-                from launcher.clouds.base import CredentialStatus as Status
+                from launcher.clouds.status import CredentialStatus as Status
 
                 st = status_cache[cloud] = Status(False, refused)
             elif verify_credentials:
@@ -464,8 +464,8 @@ def _credential_presence(cloud: str) -> CredentialStatus:
 
 
 def _status(cloud: str, *, verify: bool) -> CredentialStatus:
-    from launcher.clouds.base import CredentialStatus
     from launcher.clouds.registry import IMPLEMENTED, credential_status
+    from launcher.clouds.status import CredentialStatus
 
     if cloud == KUBERNETES_CLOUD:
         from launcher.provisioning.offers import KUBERNETES_NOT_LAUNCHABLE

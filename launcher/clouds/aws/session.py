@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from launcher.clouds.base import CredentialStatus
+from launcher.clouds.status import CredentialStatus
 
 CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 60

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from launcher.clouds.base import CredentialStatus
+from launcher.clouds.status import CredentialStatus
 from launcher.config_azure import AzureSettings
 
 CLOUD = "azure"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.clouds.base import CredentialStatus
+from launcher.clouds.status import CredentialStatus
 from launcher.config import GCPSettings
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from launcher.clouds.base import CredentialStatus
+from launcher.clouds.status import CredentialStatus
 from launcher.config_nebius import NebiusSettings
 
 CLI_CONFIG = Path("~/.nebius/config.yaml")

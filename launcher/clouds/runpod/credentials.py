@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from launcher.clouds.base import CredentialStatus
+from launcher.clouds.status import CredentialStatus
 
 
 def config_file() -> Path:

@@ -16,8 +16,6 @@ HTTP 429 ("API requests too frequent") is retried (Retry-After honoured, MAX_RET
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from launcher.clouds.base import (
@@ -25,9 +23,11 @@ from launcher.clouds.base import (
     CapacityError,
     CloudError,
     CloudQuotaError,
-    CredentialStatus,
     InvalidRequestError,
 )
+from launcher.clouds.vast.credentials import api_key, key_files, presence
+
+__all__ = ["CLOUD", "NotFound", "VastAPI", "api_key", "error_for", "key_files", "presence"]
 
 CLOUD = "vast"
 MAX_RETRIES = 6
@@ -39,34 +39,6 @@ _CREDIT = {"insufficient_credit", "insufficient_funds"}
 
 class NotFound(CloudError):
     """The instance (or key) does not exist (HTTP 404): already deleted."""
-
-
-def key_files() -> list[Path]:
-    return [Path.home() / ".config" / "vastai" / "vast_api_key", Path.home() / ".vast_api_key"]
-
-
-def api_key() -> tuple[str, str] | None:
-    """(key, where it came from), or None when none is configured. No network."""
-    env = os.environ.get("VAST_API_KEY")
-    if env:
-        return env.strip(), "VAST_API_KEY"
-    for path in key_files():
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except OSError:
-            continue
-        if text:
-            return text, str(path)
-    return None
-
-
-def presence() -> CredentialStatus:
-    """Whether a key is configured here, not whether it works. No network."""
-    found = api_key()
-    if found is None:
-        return CredentialStatus(False, f"no API key: set VAST_API_KEY or write it to "
-                                       f"{key_files()[0]}")
-    return CredentialStatus(True, f"API key from {found[1]}")
 
 
 def error_for(status: int, body: Any, action: str, region: str | None = None) -> CloudError:
