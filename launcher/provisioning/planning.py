@@ -4,7 +4,8 @@
 the GPU listings). The failover loop and the managed-jobs controller plan through
 here, so it lives below the API.
 Everything here is read-only and needs no credentials: prices come from the
-catalog snapshot, `enabled` from `launcher.clouds.registry.credential_status`.
+catalog snapshot, `enabled` from `launcher.clouds.registry.credential_status` (proven
+for launches; configured in env/files for dry runs and `cost`, see `plan`).
 Results are typed dataclasses with `to_json()`; nothing here prints.
 Raises `NoPlacementError` when nothing fits (explained per constraint),
 `TaskValidationError` for unknown accelerator names in a task, `InvalidQueryError`
