@@ -84,7 +84,7 @@ class MissingSDKError(LauncherError):
 def _importable(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package missing or blocked
+    except Exception:  # a parent package missing, blocked or broken: not importable either
         return False
 
 
