@@ -19,7 +19,6 @@ Cheap to import: click and the stdlib (typer only when completion runs).
 from __future__ import annotations
 
 import os
-import sqlite3
 import sys
 from collections.abc import Iterable, MutableMapping
 from typing import Any
@@ -107,6 +106,8 @@ def _query(sql: str) -> list[tuple[Any, ...]]:
     path = _state_db()
     if not os.path.isfile(path):
         return []
+    import sqlite3
+
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
         try:
