@@ -148,3 +148,82 @@ def test_runpod_needs_no_requests_without_a_key(
     result = probe([str(task) if a == "TASK" else a for a in args], tmp_path / "home")
     assert result["code"] in (0, 1), result
     assert "requests" not in result["bad"], result  # type: ignore[operator]
+
+
+# The modules that hold each cloud's provisioner (registry.IMPLEMENTED's targets).
+def _provisioner_modules() -> tuple[str, ...]:
+    from launcher.clouds.registry import IMPLEMENTED
+
+    return tuple(target.split(":")[0] for target in IMPLEMENTED.values())
+
+
+def _with_credentials(tmp_path: Path) -> dict[str, str]:
+    """Credentials configured (env only, nothing that works) for several clouds."""
+    return {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x",
+            "NEBIUS_IAM_TOKEN": "t", "LAMBDA_API_KEY": "k", "RUNPOD_API_KEY": "k",
+            "VAST_API_KEY": "k", "HOME": str(tmp_path)}
+
+
+def _probe_modules(args: list[str], home: Path, env: dict[str, str],
+                   modules: tuple[str, ...]) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(forbidden=modules), *args],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, **env, "LAUNCHER_HOME": str(home), "PROBE_PREIMPORT": ""})
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE "))
+    result: dict[str, object] = json.loads(line[len("PROBE "):])
+    return result
+
+
+@pytest.mark.parametrize("credentials", [False, True], ids=["no-credentials", "credentials"])
+@pytest.mark.parametrize("args", [
+    ["launch", "task_examples/train-2node-rdma.yaml", "--dryrun"],
+    ["launch", "task_examples/aws-hello.yaml", "--dryrun", "--json"],
+    ["jobs", "launch", "task_examples/spot-ordered.yaml", "--dryrun"],
+    ["cost", "task_examples/any-of-gpus.yaml"],
+])
+def test_dry_run_imports_no_provisioner(args: list[str], credentials: bool,
+                                        tmp_path: Path) -> None:
+    """Whether a cloud is enabled in a dry run or a cost query comes from env and files
+    (launcher.clouds.presence): no cloud's provisioner module is imported, with or
+    without credentials configured."""
+    env = _with_credentials(tmp_path) if credentials else {"HOME": str(tmp_path)}
+    repo = Path(__file__).resolve().parents[1]
+    argv = [str(repo / a) if a.startswith("task_examples/") else a for a in args]
+    result = _probe_modules(argv, tmp_path / "home", env, _provisioner_modules())
+    assert result["code"] == 0, result
+    assert result["bad"] == [], f"`launcher {' '.join(args)}` imported {result['bad']}"
+
+
+def test_probe_sees_a_provisioner_import(tmp_path: Path) -> None:
+    """`check` proves credentials through the cloud itself: the probe sees the import."""
+    result = _probe_modules(["check"], tmp_path / "home", _with_credentials(tmp_path),
+                            _provisioner_modules())
+    assert "launcher.clouds.aws.cloud" in result["bad"], result  # type: ignore[operator]
+
+
+def test_dry_run_asks_only_the_clouds_with_placements(tmp_path: Path) -> None:
+    """Credentials configured for AWS: a 2-node H100:8 RDMA dry run (placements on aws,
+    azure, gcp, nebius, oci) never runs the credential probe of a cloud without a
+    placement (runpod, lambda, vast), and a task that names its cloud asks only it."""
+    probes = {"aws": "launcher.clouds.aws.session", "gcp": "launcher.clouds.gcp.session",
+              "azure": "launcher.clouds.azure.session",
+              "nebius": "launcher.clouds.nebius.session",
+              "runpod": "launcher.clouds.runpod.credentials",
+              "lambda": "launcher.clouds.lambda_.api", "vast": "launcher.clouds.vast.api"}
+    env = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x",
+           "HOME": str(tmp_path)}
+    repo = Path(__file__).resolve().parents[1]
+    result = _probe_modules(
+        ["launch", str(repo / "task_examples" / "train-2node-rdma.yaml"), "--dryrun", "--json"],
+        tmp_path / "home", env, tuple(probes.values()))
+    assert result["code"] == 0, result
+    asked = {cloud for cloud, module in probes.items() if module in result["bad"]}  # type: ignore[operator]
+    assert "aws" in asked and not asked & {"runpod", "lambda", "vast"}, asked
+
+    task = tmp_path / "t.yaml"
+    task.write_text("resources:\n  cloud: aws\n  instance_type: m7i.large\nrun: echo hi\n")
+    result = _probe_modules(["launch", str(task), "--dryrun"], tmp_path / "home", env,
+                            tuple(probes.values()))
+    assert result["code"] == 0, result
+    assert result["bad"] == [probes["aws"]], result

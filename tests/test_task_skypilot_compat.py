@@ -389,8 +389,11 @@ def clouds_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
     from launcher.clouds.base import CredentialStatus
     from launcher.provisioning import planning
 
-    monkeypatch.setattr(planning, "_credential_status",
-                        lambda cloud: CredentialStatus(cloud in ("aws", "gcp", "azure"), "test"))
+    def status(cloud: str) -> CredentialStatus:
+        return CredentialStatus(cloud in ("aws", "gcp", "azure"), "test")
+
+    monkeypatch.setattr(planning, "_credential_status", status)
+    monkeypatch.setattr(planning, "_credential_presence", status)
 
 
 def _launch_refusal(task: Task) -> str:

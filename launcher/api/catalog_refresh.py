@@ -10,7 +10,9 @@ layer picks the regions (argument, else `catalog.<cloud>.regions` in config.yaml
 the cloud's regions in the bundled snapshot), fills facts the cloud's API does not
 give (NVLink from the snapshot's sources, gang-size rules), and hands the rows to the
 catalog store (launcher.catalog.refreshed), which swaps them in with one transaction.
-A failed refresh raises `CatalogRefreshError` and changes nothing. Blocking.
+A failed refresh raises `CatalogRefreshError` and changes nothing; a cloud SDK the
+fetcher needs and that is not installed raises `MissingSDKError` (launcher.clouds.sdk)
+naming the extra to install. Blocking.
 """
 
 from __future__ import annotations
@@ -101,8 +103,10 @@ def catalog_refresh(
     on_progress: Callable[[str], None] | None = None,
 ) -> list[RefreshResult]:
     """Refresh `cloud` (None = every cloud with a fetcher). Raises CatalogRefreshError
-    (nothing replaced for the cloud that failed) or UsageError for an unknown cloud."""
+    (nothing replaced for the cloud that failed), MissingSDKError (its SDK extra is not
+    installed) or UsageError for an unknown cloud."""
     from launcher.catalog import query, refreshed
+    from launcher.clouds.sdk import as_missing_sdk, sdk_boundary
     from launcher.config import load_config
     from launcher.errors import UsageError
 
@@ -128,16 +132,22 @@ def catalog_refresh(
         started = time.monotonic()
         chosen, defaults = _regions_for(name, regions)
         source = load_config().catalog.get(name)
-        fetcher = importlib.import_module(FETCHERS[name])
         try:
-            fetched = fetcher.fetch(
-                chosen,
-                price_list_url=source.price_list_url if source else None,
-                price_list_format=source.price_list_format if source else None,
-                regions_are_defaults=defaults,
-                on_progress=on_progress,
-            )
+            # a cloud SDK the fetcher needs and that is not installed: MissingSDKError,
+            # one line naming the extra (the Azure fetcher needs none: public prices)
+            with sdk_boundary(name):
+                fetcher = importlib.import_module(FETCHERS[name])
+                fetched = fetcher.fetch(
+                    chosen,
+                    price_list_url=source.price_list_url if source else None,
+                    price_list_format=source.price_list_format if source else None,
+                    regions_are_defaults=defaults,
+                    on_progress=on_progress,
+                )
         except refreshed.CatalogFetchError as e:
+            missing = as_missing_sdk(e, name)  # a fetcher that wrapped the import error
+            if missing is not None:
+                raise missing from None
             raise CatalogRefreshError(
                 f"Refreshing {name} failed: {e}. The previous {name} rows are kept."
             ) from None

@@ -1,9 +1,11 @@
 """Spot simulation API: replay spot availability traces through a deadline policy for a task.
 
 `simulate_task` is what `launcher jobs simulate` calls. The task gives the gang size and the
-resources; the prices come from the catalog's cheapest placement of the task that lists both an
-on-demand and a spot price (the spot price per tick from the trace instead, when the trace has
-prices). The policy code is launcher.spot.policy, the same the managed-jobs controller runs.
+resources; the prices come from the task's catalog placement that a trace records (its cloud,
+zone and machine, from the trace's metadata or file name: launcher.spot.trace_origin), else
+from its cheapest placement, among those that list both an on-demand and a spot price (the spot
+price per tick from the trace instead, when the trace has prices); `placement_matches_trace`
+says which. The policy code is launcher.spot.policy, the same the managed-jobs controller runs.
 
 Without a deadline the deadline is infinite: every policy then waits for spot (never needs
 on-demand; the "on_demand" policy still runs on-demand), and a job the traces never let finish
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from launcher.errors import LauncherError, UsageError
 from launcher.spot.policy import DEFAULT_POLICY, policy_by_name
 from launcher.spot.simulate import Prices, SimulationResult, simulate
+from launcher.spot.trace_origin import TraceOrigin
 from launcher.spot.traces import SpotTrace, TraceError, load_traces
 
 
@@ -40,6 +43,7 @@ class PricedPlacement:
     description: str  # "aws us-east-1 p3.2xlarge x1"
     on_demand_h: float  # per node
     spot_h: float  # per node (used where the trace has no prices)
+    matches_trace: bool = False  # the placement a trace records (else: the cheapest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,7 @@ class TaskSimulation:
     restart_overhead_h: float
     traces: tuple[str, ...]
     trace_prices: bool  # the spot price came from the traces
+    origins: tuple[TraceOrigin, ...] = ()  # what each trace records (same order as `traces`)
 
     def to_json(self) -> dict[str, object]:
         """The `--json` document: plain names (see docs/spot.md)."""
@@ -73,6 +78,8 @@ class TaskSimulation:
             "restart_overhead_hours": self.restart_overhead_h,
             "num_nodes": self.n_nodes,
             "placement": self.placement.description,
+            "placement_matches_trace": self.placement.matches_trace,
+            "trace_origins": [_origin_json(o) for o in self.origins],
             "on_demand_price_per_node_hour": self.placement.on_demand_h,
             "spot_price_per_node_hour": None if self.trace_prices else self.placement.spot_h,
             "spot_price_source": "trace" if self.trace_prices else "catalog",
@@ -95,22 +102,36 @@ def load_trace_files(paths: Sequence[str]) -> tuple[SpotTrace, ...]:
         raise SpotTraceError(f"--trace: {e}.") from None
 
 
-def cheapest_priced_placement(task: object) -> tuple[PricedPlacement, int]:
-    """The cheapest placement of `task` (catalog order) listing both market prices, and its gang
-    size. Raises NoPlacementError (from planning) or UsageError when none lists both."""
+def _origin_json(o: TraceOrigin) -> dict[str, object]:
+    return {"file": o.file, "cloud": o.cloud, "region": o.region, "zone": o.zone,
+            "instance_type": o.instance_type, "accelerator": o.accelerator, "nodes": o.nodes,
+            "synthetic": o.synthetic, "from_file_name": o.from_file_name}
+
+
+def cheapest_priced_placement(
+    task: object, origins: Sequence[TraceOrigin] = ()
+) -> tuple[PricedPlacement, int]:
+    """The placement of `task` whose prices the simulation uses, and its gang size: among
+    the placements listing both market prices (catalog order, cheapest first), the first
+    that a trace records (same cloud, zone, machine: TraceOrigin.matches), else the first.
+    Raises NoPlacementError (from planning) or UsageError when none lists both."""
     from launcher.api import planning
 
     plan = planning.cost(task)  # type: ignore[arg-type]
-    for p in plan.placements:
-        od, spot = p.offer.price, p.offer.spot_price
-        if od and spot:
-            where = p.zone or p.region
-            desc = f"{p.cloud} {where} {p.instance_type} x{p.num_nodes}"
-            return PricedPlacement(desc, float(od), float(spot)), p.num_nodes
-    raise UsageError(
-        "no catalog placement of this task lists both an on-demand and a spot price, so the "
-        "simulation has no prices; pick resources that are offered on spot."
-    )
+    priced = [p for p in plan.placements if p.offer.price and p.offer.spot_price]
+    if not priced:
+        raise UsageError(
+            "no catalog placement of this task lists both an on-demand and a spot price, so "
+            "the simulation has no prices; pick resources that are offered on spot."
+        )
+    matched = [p for p in priced if any(
+        o.matches(p.cloud, p.region, p.zone, p.instance_type, p.accelerator) for o in origins)]
+    p = (matched or priced)[0]
+    where = p.zone or p.region
+    desc = f"{p.cloud} {where} {p.instance_type} x{p.num_nodes}"
+    assert p.offer.price and p.offer.spot_price
+    return (PricedPlacement(desc, float(p.offer.price), float(p.offer.spot_price),
+                            matches_trace=bool(matched)), p.num_nodes)
 
 
 def simulate_task(
@@ -169,7 +190,8 @@ def simulate_task(
                 "on-demand from the start. Give a later --deadline, less --hours, or a smaller "
                 "--restart-overhead."
             )
-    placement, n_nodes = cheapest_priced_placement(task)
+    origins = tuple(z.origin for z in zones if z.origin is not None)
+    placement, n_nodes = cheapest_priced_placement(task, origins)
     result = simulate(
         zones,
         pol,
@@ -187,4 +209,5 @@ def simulate_task(
         restart_overhead_h=overhead_h,
         traces=tuple(z.source for z in zones),
         trace_prices=all(z.prices is not None for z in zones),
+        origins=origins,
     )

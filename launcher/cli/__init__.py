@@ -3,8 +3,9 @@
 `main()` is the console-script entry point. It runs the lazily-resolved root group
 (launcher/cli/lazy.py: only the command being run is imported and converted) and
 turns every `LauncherError` into a one-paragraph message on stderr and a non-zero
-exit, never a traceback. It runs with umask 077 and makes `LAUNCHER_HOME` private
-(launcher/state_files.py). `launcher --help` alone is printed from the index's rendered
+exit, never a traceback; so does a `ModuleNotFoundError` of a cloud SDK that is not
+installed (one line naming the `pip install 'launcher[...]'` extra). It runs with
+umask 077 and makes `LAUNCHER_HOME` private (launcher/state_files.py). `launcher --help` alone is printed from the index's rendered
 copy (same text click renders; no click import). `launcher.cli.app` (the typer app
 with every command registered) is still available as an attribute, imported on
 first access.
@@ -67,6 +68,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
+    except ModuleNotFoundError as err:  # a cloud SDK (an optional extra) not installed
+        from launcher.clouds.sdk import as_missing_sdk
+
+        missing = as_missing_sdk(err)
+        if missing is None:
+            raise
+        sys.stderr.write(f"Error: {missing}\n")
+        sys.exit(missing.exit_code)
     except Exception as err:  # a full disk is an expected failure, not a bug
         import sqlite3
 

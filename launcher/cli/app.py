@@ -21,7 +21,9 @@ app = typer.Typer(
     name="launcher",
     help="Launch GPU jobs on the cheapest cloud that fits, and keep spot jobs alive.",
     no_args_is_help=True,
-    add_completion=False,
+    # typer's --install-completion/--show-completion; `launcher` itself runs the lazy
+    # root group (launcher/cli/lazy.py), which gives the same two options
+    add_completion=True,
     pretty_exceptions_enable=False,
     # Plain click help: typer's rich help formatter costs ~140 ms per `--help`.
     rich_markup_mode=None,

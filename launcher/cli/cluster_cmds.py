@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from launcher.cli.app import ENV_HELP, SECRET_HELP, app, print_json
+from launcher.cli.completion import complete_cluster_name
 from launcher.money import format_money
 
 if TYPE_CHECKING:
@@ -176,7 +177,8 @@ def launch_cmd(
         from launcher.api.planning import plan
         from launcher.cli.catalog_cmds import plan_and_render
 
-        plan_and_render(lambda: plan(task), as_json=json_out, show_all=show_all)
+        plan_and_render(lambda: plan(task, verify_credentials=False), as_json=json_out,
+                        show_all=show_all)
         return 0
     task.check_local_paths()
     for note in task.notes:
@@ -260,7 +262,7 @@ def _say_interrupted_before_job(name: str) -> None:
 
 @app.command("exec")
 def exec_cmd(
-    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    cluster: Annotated[str, typer.Argument(help="Cluster name.", autocompletion=complete_cluster_name)],
     target: Annotated[list[str], typer.Argument(help="TASK.yaml, or -- COMMAND...", metavar="TASK|-- CMD")],
     detach_run: Annotated[bool, typer.Option("--detach-run", "-d", help="Submit the job and return.")] = False,
     env: Annotated[list[str] | None, typer.Option("--env", metavar="NAME[=VALUE]", help=ENV_HELP + " For a task file.")] = None,
@@ -321,7 +323,7 @@ def _fmt_duration(start: float | None, end: float | None) -> str:
 
 @app.command("queue")
 def queue_cmd(
-    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    cluster: Annotated[str, typer.Argument(help="Cluster name.", autocompletion=complete_cluster_name)],
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> int:
     """The cluster's job queue."""
@@ -352,7 +354,7 @@ def queue_cmd(
 
 @app.command("logs")
 def logs_cmd(
-    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    cluster: Annotated[str, typer.Argument(help="Cluster name.", autocompletion=complete_cluster_name)],
     job_id: Annotated[int | None, typer.Argument(help="Job id (default: the latest job).")] = None,
     no_follow: Annotated[bool, typer.Option("--no-follow", help="Print what is there and return.")] = False,
 ) -> int:
@@ -369,7 +371,7 @@ def logs_cmd(
 
 @app.command("cancel")
 def cancel_cmd(
-    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    cluster: Annotated[str, typer.Argument(help="Cluster name.", autocompletion=complete_cluster_name)],
     job_ids: Annotated[list[int] | None, typer.Argument(help="Job ids (default: the latest pending or running job).")] = None,
     all_jobs: Annotated[bool, typer.Option("--all", "-a", help="Cancel every pending or running job.")] = False,
 ) -> int:
@@ -400,7 +402,7 @@ def _ids(ids: tuple[int, ...]) -> str:
 
 @app.command("status")
 def status_cmd(
-    names: Annotated[list[str] | None, typer.Argument(help="Only these clusters.")] = None,
+    names: Annotated[list[str] | None, typer.Argument(help="Only these clusters.", autocompletion=complete_cluster_name)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     refresh: Annotated[bool, typer.Option("--refresh", "-r", help="Ask the clouds for the nodes' state first.")] = False,
 ) -> int:
@@ -470,7 +472,7 @@ def _names_or_all(names: list[str] | None, all_: bool, verb: str) -> list[str]:
 
 @app.command("stop")
 def stop_cmd(
-    names: Annotated[list[str] | None, typer.Argument(help="Cluster names.")] = None,
+    names: Annotated[list[str] | None, typer.Argument(help="Cluster names.", autocompletion=complete_cluster_name)] = None,
     all_: Annotated[bool, typer.Option("--all", "-a", help="Every cluster.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted as in SkyPilot; stop never asks.")] = False,
 ) -> int:
@@ -485,7 +487,7 @@ def stop_cmd(
 
 @app.command("start")
 def start_cmd(
-    names: Annotated[list[str], typer.Argument(help="Cluster names.")],
+    names: Annotated[list[str], typer.Argument(help="Cluster names.", autocompletion=complete_cluster_name)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted as in SkyPilot; start never asks.")] = False,
 ) -> int:
     """Start stopped clusters."""
@@ -499,7 +501,7 @@ def start_cmd(
 
 @app.command("down")
 def down_cmd(
-    names: Annotated[list[str] | None, typer.Argument(help="Cluster names.")] = None,
+    names: Annotated[list[str] | None, typer.Argument(help="Cluster names.", autocompletion=complete_cluster_name)] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     all_: Annotated[bool, typer.Option("--all", "-a", help="Every cluster.")] = False,
     orphan: Annotated[str | None, typer.Option("--orphan", help="Terminate the instances tagged with this cluster name that no cluster here owns (listed by `status --refresh`); needs --cloud.", metavar="NAME")] = None,
@@ -550,7 +552,7 @@ def down_cmd(
 
 @app.command("autostop")
 def autostop_cmd(
-    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    cluster: Annotated[str, typer.Argument(help="Cluster name.", autocompletion=complete_cluster_name)],
     idle_minutes: Annotated[float | None, typer.Option("--idle-minutes", "-i", help="Idle minutes before autostop (fractions allowed; default 5, as in SkyPilot).")] = None,
     down: Annotated[bool, typer.Option("--down", help="Tear down instead of stopping.")] = False,
     cancel: Annotated[bool, typer.Option("--cancel", help="Cancel autostop.")] = False,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from launcher.cli.app import ENV_HELP, SECRET_HELP, app, console, err_console, print_json
+from launcher.cli.completion import complete_managed_job_id
 from launcher.money import format_money
 
 if TYPE_CHECKING:
@@ -131,7 +132,8 @@ def _dryrun(pipeline: Pipeline, json_out: bool, show_all: bool) -> int:
     from launcher.cli.catalog_cmds import plan_and_render, render_plan
 
     if not pipeline.is_pipeline:
-        plan_and_render(lambda: plan(pipeline.stages[0]), as_json=json_out, show_all=show_all)
+        plan_and_render(lambda: plan(pipeline.stages[0], verify_credentials=False), as_json=json_out,
+                        show_all=show_all)
         return 0
     from launcher.api.pipelines import pipeline_plan_json, plan_pipeline
     from launcher.api.planning import JSON_PLACEMENT_LIMIT
@@ -294,7 +296,7 @@ def queue_cmd(
 
 @jobs_app.command("logs")
 def logs_cmd(
-    job_id: Annotated[int, typer.Argument(metavar="ID")],
+    job_id: Annotated[int, typer.Argument(metavar="ID", autocompletion=complete_managed_job_id)],
     no_follow: Annotated[bool, typer.Option("--no-follow", help="Print what exists; return.")] = False,
     controller: Annotated[
         bool, typer.Option("--controller", help="The controller's events for this job instead.")
@@ -325,7 +327,7 @@ def logs_cmd(
 
 @jobs_app.command("cancel")
 def cancel_cmd(
-    job_id: Annotated[int, typer.Argument(metavar="ID")],
+    job_id: Annotated[int, typer.Argument(metavar="ID", autocompletion=complete_managed_job_id)],
     yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until cancelled.")] = True,
 ) -> int:
@@ -469,7 +471,18 @@ def simulate_cmd(
     for name, value in rows:
         table.add_row(name, value)
     print_table(table)
-    price_from = "spot prices from the trace" if sim.trace_prices else f"spot {format_money(sim.placement.spot_h)}/h per node"
-    echo(f"placement {sim.placement.description}: on-demand {format_money(sim.placement.on_demand_h)}/h per node, "
-         f"{price_from}; {sim.work_h:g} h of work; restart overhead {sim.restart_overhead_h * 60:g} min.",
+    for origin in sim.origins:
+        echo(f"trace {origin.file}: {origin.describe()}", style="dim")
+    price_from = ("spot prices from the trace" if sim.trace_prices
+                  else f"spot {format_money(sim.placement.spot_h)}/h per node")
+    if not sim.placement.matches_trace:
+        why = ("the task's cheapest spot placement; the traces record no placement of this "
+               "task, so their availability stands in for it")
+    elif len(sim.origins) > 1:
+        why = "the cheapest placement the traces record, used for every zone"
+    else:
+        why = "the placement the trace records"
+    echo(f"prices {sim.placement.description} ({why}): on-demand "
+         f"{format_money(sim.placement.on_demand_h)}/h per node, {price_from}; "
+         f"{sim.work_h:g} h of work; restart overhead {sim.restart_overhead_h * 60:g} min.",
          style="dim")

@@ -5,16 +5,20 @@ command module) costs more than the rest of `launcher --help` together. So `main
 runs a plain `click.Group` that knows each top-level command's name, help and the
 modules that define it from the index (cli_index.py), and imports and converts
 (with typer) only the command actually run. Help listings use stand-ins built from
-the index, so `launcher --help` reads the same as typer's own group.
+the index, so `launcher --help` reads the same as typer's own group. The root options
+`--install-completion`/`--show-completion` and the `_LAUNCHER_COMPLETE` protocol of
+the scripts they install are typer's (launcher/cli/completion.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 import click
 
 from launcher.cli.cli_index import full_group, load_index
+from launcher.cli.completion import completion_options, pick_shell, shell_complete
 
 __all__ = ["LazyGroup", "root_group"]
 
@@ -31,10 +35,18 @@ class LazyGroup(click.Group):
             context_settings=index["context_settings"],
             params=[click.Option(["--version", "-V"], is_flag=True, expose_value=False,
                                  is_eager=True, callback=_show_version,
-                                 help="Show the version and exit.")],
+                                 help="Show the version and exit."),
+                    *completion_options()],
         )
         self._entries: dict[str, dict[str, Any]] = {c["name"]: c for c in index["commands"]}
         self._built: dict[str, click.Command] = {}
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, pick_shell(ctx, args))
+
+    def _main_shell_completion(self, ctx_args: MutableMapping[str, Any], prog_name: str,
+                               complete_var: str | None = None) -> None:
+        shell_complete(self, ctx_args)  # typer's protocol: what its installed scripts send
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self._entries)  # registration order, as typer shows them
@@ -59,7 +71,9 @@ class LazyGroup(click.Group):
                 matches = get_close_matches(args[0], list(self._entries))
                 if matches:
                     names = ", ".join(repr(m) for m in matches)
-                    err.message = f"{err.message.rstrip('.')}. Did you mean {names}?"
+                    raise click.UsageError(
+                        f"{err.message.rstrip('.')}. Did you mean {names}?", err.ctx
+                    ) from None
             raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

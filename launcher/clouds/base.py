@@ -14,7 +14,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from launcher.clouds.status import CredentialStatus
 from launcher.errors import LauncherError
+
+__all__ = ["CredentialStatus"]  # re-exported: defined in launcher.clouds.status
 
 
 class CloudError(LauncherError):
@@ -89,12 +92,6 @@ class NodeState(enum.StrEnum):
     PREEMPTED = "PREEMPTED"
     TERMINATED = "TERMINATED"
     UNKNOWN = "UNKNOWN"
-
-
-@dataclass(frozen=True)
-class CredentialStatus:
-    enabled: bool
-    reason: str = ""  # why not enabled, or which identity is in use
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,9 @@ class LocalCloud:
     # -- Cloud protocol
 
     def check(self) -> CredentialStatus:
-        return CredentialStatus(True, "nodes are processes on this machine")
+        from launcher.clouds.presence import LOCAL_STATUS
+
+        return LOCAL_STATUS
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
         """Create (or bring back) the cluster's N node directories. Blocking, all-or-nothing.

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
+from typing import TYPE_CHECKING
 
-from launcher.clouds.base import Cloud, CredentialStatus
+from launcher.clouds.status import CredentialStatus
+from launcher.errors import LauncherError
+
+if TYPE_CHECKING:
+    from launcher.clouds.base import Cloud
 
 # name -> "module:Class"
 IMPLEMENTED: dict[str, str] = {
@@ -35,14 +40,31 @@ def get_cloud(name: str) -> Cloud:
     return cloud
 
 
-def credential_status(name: str) -> CredentialStatus:
-    """Whether launches on `name` can work now. Never raises."""
+def credential_status(name: str, *, verify: bool = True) -> CredentialStatus:
+    """Whether launches on `name` can work now. Never raises.
+
+    First the presence probe (launcher.clouds.presence: credentials in env/files and the
+    SDK installed; no provisioner import, no network): no credentials, or no SDK (the
+    reason names the `pip install 'launcher[...]'` extra), answers at once. With
+    `verify=False` (dry runs, cost queries) a positive probe is the answer: configured,
+    not proven. With `verify=True` the cloud's own `check()` proves the credentials
+    (a token or identity call, cached per process by the cloud)."""
     if name not in IMPLEMENTED:
         return CredentialStatus(False, f"no '{name}' provisioner in this version (cost queries only)")
+    from launcher.clouds.sdk import as_missing_sdk
+
     try:
+        from launcher.clouds.presence import credentials_present
+
+        found = credentials_present(name)
+        if found is not None and (not found.enabled or not verify):
+            return found
         return get_cloud(name).check()
+    except LauncherError as exc:  # a malformed config.yaml: its own message
+        return CredentialStatus(False, str(exc))
     except Exception as exc:  # a broken cloud module must not break `launcher gpus`
-        return CredentialStatus(False, f"{type(exc).__name__}: {exc}")
+        missing = as_missing_sdk(exc, name)
+        return CredentialStatus(False, str(missing) if missing else f"{type(exc).__name__}: {exc}")
 
 
 def enabled_clouds() -> dict[str, CredentialStatus]:

@@ -51,7 +51,9 @@ def find_orphans(clouds: Iterable[str], *, cloud_fn: CloudFn = default_cloud) ->
         try:
             tagged = cloud.list_tagged_clusters()
         except Exception as exc:  # reported, never fatal for `status`
-            scan.errors[name] = f"{type(exc).__name__}: {exc}"
+            from launcher.clouds.sdk import error_text
+
+            scan.errors[name] = error_text(exc, name)
             continue
         if not tagged:
             continue

@@ -4,7 +4,8 @@
 the GPU listings). The failover loop and the managed-jobs controller plan through
 here, so it lives below the API.
 Everything here is read-only and needs no credentials: prices come from the
-catalog snapshot, `enabled` from `launcher.clouds.registry.credential_status`.
+catalog snapshot, `enabled` from `launcher.clouds.registry.credential_status` (proven
+for launches; configured in env/files for dry runs and `cost`, see `plan`).
 Results are typed dataclasses with `to_json()`; nothing here prints.
 Raises `NoPlacementError` when nothing fits (explained per constraint),
 `TaskValidationError` for unknown accelerator names in a task, `InvalidQueryError`
@@ -48,7 +49,7 @@ from launcher.resources import ResourceCandidate
 
 if TYPE_CHECKING:
     from launcher.catalog.interruption import InterruptionRate
-    from launcher.clouds.base import CredentialStatus
+    from launcher.clouds.status import CredentialStatus
     from launcher.task import Task
 
 __all__ = [
@@ -274,8 +275,19 @@ def plan(
     blocked: Blocked = Blocked(),
     hours: float | None = None,
     observed: Mapping[Place, InterruptionRate] | None = None,
+    *,
+    verify_credentials: bool = True,
 ) -> Plan:
-    """Rank every catalog offer for `task`. Blocking only on local reads; no network.
+    """Rank every catalog offer for `task`. Blocking only on local reads, and on the
+    credential checks below.
+
+    Which clouds are enabled: with `verify_credentials` (launches, the managed-jobs
+    controller) each cloud asked is proven by its own `check()` (one token or identity
+    call per cloud with credentials, cached per process); without (dry runs, cost
+    queries: no network) credentials configured in env/files, and the cloud's SDK
+    installed, count as enabled (launcher.clouds.presence), and no provisioner module
+    is imported. Only the clouds that have placements are asked, plus, for a task
+    that names no cloud, enough others to know whether `local` takes part.
 
     A task with spot candidates is ranked on expected cost (launcher.optimizer's
     SpotCostModel): interruption rates from launcher.catalog.interruption, plus
@@ -313,11 +325,13 @@ def plan(
             # a `config:` key this cloud cannot honour (task_config.py) decides first
             refused = task.config.launch_refusal(cloud) if task.config else None
             if refused:
-                from launcher.clouds.base import CredentialStatus as Status
+                from launcher.clouds.status import CredentialStatus as Status
 
                 st = status_cache[cloud] = Status(False, refused)
-            else:
+            elif verify_credentials:
                 st = status_cache[cloud] = _credential_status(cloud)
+            else:
+                st = status_cache[cloud] = _credential_presence(cloud)
         return st
 
     notes: list[str] = list(task.notes)
@@ -332,8 +346,11 @@ def plan(
     names_local = any(c.cloud == LOCAL_CLOUD for c in cands)
     include_local = False
     if not names_local and any(c.cloud is None for c in cands):
-        others = sorted({o.cloud for o in offers} | _implemented_catalog_clouds(query))
-        others = [c for c in others if c != LOCAL_CLOUD]
+        # the clouds with offers for this task first: their answer is needed anyway,
+        # and one enabled cloud settles it (any() stops there)
+        with_offers = sorted({o.cloud for o in offers} - {LOCAL_CLOUD})
+        others = with_offers + sorted(_implemented_catalog_clouds(query) - set(with_offers)
+                                      - {LOCAL_CLOUD})
         if not any(status(c).enabled for c in others):
             include_local = True
 
@@ -454,13 +471,24 @@ def _unplaceable_alternatives(
 
 
 def cost(task: Task, hours: float | None = None) -> Plan:
-    """`plan` with total costs for `hours` (None: hourly costs only). Same errors as `plan`."""
-    return plan(task, hours=hours)
+    """`plan` with total costs for `hours` (None: hourly costs only), credentials found
+    counting as enabled (no network). Same errors as `plan`."""
+    return plan(task, hours=hours, verify_credentials=False)
 
 
 def _credential_status(cloud: str) -> CredentialStatus:
-    from launcher.clouds.base import CredentialStatus
+    """The cloud's proven status (registry.credential_status: its `check()`)."""
+    return _status(cloud, verify=True)
+
+
+def _credential_presence(cloud: str) -> CredentialStatus:
+    """Credentials configured and SDK installed (no network, no provisioner import)."""
+    return _status(cloud, verify=False)
+
+
+def _status(cloud: str, *, verify: bool) -> CredentialStatus:
     from launcher.clouds.registry import IMPLEMENTED, credential_status
+    from launcher.clouds.status import CredentialStatus
 
     if cloud == KUBERNETES_CLOUD:
         from launcher.provisioning.offers import KUBERNETES_NOT_LAUNCHABLE
@@ -468,7 +496,7 @@ def _credential_status(cloud: str) -> CredentialStatus:
         return CredentialStatus(False, KUBERNETES_NOT_LAUNCHABLE)
     if cloud not in IMPLEMENTED:  # skip the registry import chain for catalog-only clouds
         return CredentialStatus(False, NO_PROVISIONER)
-    return credential_status(cloud)
+    return credential_status(cloud, verify=verify)
 
 
 def _implemented_catalog_clouds(query: Any) -> set[str]:

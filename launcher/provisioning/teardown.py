@@ -29,7 +29,9 @@ def terminate_everywhere(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> 
         try:
             cloud.terminate(rec.name)
         except Exception as exc:
-            errors.append(f"{cloud_name}: {type(exc).__name__}: {exc}")
+            from launcher.clouds.sdk import error_text
+
+            errors.append(f"{cloud_name}: {error_text(exc, cloud_name)}")
     if errors:
         raise LauncherError(
             f"Could not terminate every node of {rec.name!r}: {'; '.join(errors)}. "

@@ -4,8 +4,10 @@
 
 `data[i]` is the number of spot instances available at tick i (0/1 for 1-node traces, 0..N for
 N-node ones); a gang of n nodes is available at a tick only when `data[i] >= n`. `prices`
-(optional, same length) is the spot price in $/h per tick. The zone is the file name's part
-before the first "_" (`us-east-1a_v100_1.json` -> `us-east-1a`).
+(optional, same length) is the spot price in $/h per tick. The zone is `metadata.zone`, else
+the file name's part before the first "_" (`us-east-1a_v100_1.json` -> `us-east-1a`); the
+other optional metadata (cloud, region, instance type, ...) is the trace's origin
+(launcher.spot.trace_origin).
 
 Several files (several zones) must share one tick length: `load_traces` refuses files with
 different `gap_seconds` (naming them) rather than resampling, so a simulation never silently
@@ -19,6 +21,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from launcher.spot.trace_origin import OriginError, TraceOrigin, origin_from
 
 
 class TraceError(ValueError):
@@ -34,6 +38,7 @@ class SpotTrace:
     availability: tuple[int, ...]
     prices: tuple[float, ...] | None = None
     source: str = ""
+    origin: TraceOrigin | None = None  # where and on what it was recorded, as far as known
 
     def __post_init__(self) -> None:
         if not self.gap_s > 0:
@@ -60,7 +65,8 @@ class SpotTrace:
         """Ticks [start, start + n_ticks) as a trace of their own (clipped at the end)."""
         end = min(self.n_ticks, start + n_ticks)
         prices = self.prices[start:end] if self.prices is not None else None
-        return SpotTrace(self.zone, self.gap_s, self.availability[start:end], prices, self.source)
+        return SpotTrace(self.zone, self.gap_s, self.availability[start:end], prices, self.source,
+                         self.origin)
 
     def coarsen(self, factor: int) -> SpotTrace:
         """Merge every `factor` ticks into one: a merged tick counts the instances available
@@ -77,15 +83,18 @@ class SpotTrace:
         prices = None
         if self.prices is not None:
             prices = tuple(sum(self.prices[i * factor : (i + 1) * factor]) / factor for i in range(n))
-        return SpotTrace(self.zone, self.gap_s * factor, avail, prices, self.source)
+        return SpotTrace(self.zone, self.gap_s * factor, avail, prices, self.source, self.origin)
 
 
 def _zone_from_name(path: Path) -> str:
     return path.stem.split("_", 1)[0] or path.stem
 
 
-def parse_trace(text: str, source: str, zone: str | None = None) -> SpotTrace:
-    """Parse one trace's JSON text; `source` names it in errors."""
+def parse_trace(text: str, source: str, zone: str | None = None,
+                path: Path | None = None) -> SpotTrace:
+    """Parse one trace's JSON text; `source` names it in errors. The zone: `zone`, else
+    the metadata's, else `source`. `path` (the file) completes the origin from the
+    SkyPilot traces' file naming (launcher.spot.trace_origin)."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
@@ -124,12 +133,17 @@ def parse_trace(text: str, source: str, zone: str | None = None) -> SpotTrace:
                 raise TraceError(f"{source}: 'prices[{i}]' must be a price >= 0, got {p!r}")
             plist.append(float(p))
         prices = tuple(plist)
+    try:
+        origin = origin_from(meta, source, path)
+    except OriginError as e:
+        raise TraceError(str(e)) from None
     return SpotTrace(
-        zone=zone or source,
+        zone=zone or origin.zone or (_zone_from_name(path) if path is not None else None) or source,
         gap_s=float(gap),
         availability=tuple(avail),
         prices=prices,
         source=source,
+        origin=origin,
     )
 
 
@@ -142,7 +156,7 @@ def load_trace(path: str | Path) -> SpotTrace:
         raise TraceError(f"{p}: trace file not found") from None
     except (OSError, UnicodeDecodeError) as e:
         raise TraceError(f"{p}: cannot read the trace file ({e})") from None
-    return parse_trace(text, str(p), zone=_zone_from_name(p))
+    return parse_trace(text, str(p), path=p)
 
 
 def load_traces(paths: Sequence[str | Path]) -> tuple[SpotTrace, ...]:

@@ -198,11 +198,13 @@ def catalog(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> Iterator[list[
 def enable(monkeypatch: pytest.MonkeyPatch, *clouds: str) -> None:
     """Pretend these clouds have credentials (and local is always on)."""
     on = {"local", *clouds}
-    monkeypatch.setattr(
-        core_planning,
-        "_credential_status",
-        lambda c: CredentialStatus(c in on, "test" if c in on else "no credentials (test)"),
-    )
+
+    def status(c: str) -> CredentialStatus:
+        return CredentialStatus(c in on, "test" if c in on else "no credentials (test)")
+
+    # both answers: proven (launches) and configured (dry runs, cost queries)
+    monkeypatch.setattr(core_planning, "_credential_status", status)
+    monkeypatch.setattr(core_planning, "_credential_presence", status)
     monkeypatch.setattr(core_planning, "_implemented_catalog_clouds",
                         lambda q: {"local", *clouds})
 

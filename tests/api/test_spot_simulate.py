@@ -81,3 +81,57 @@ def test_an_absolute_deadline_counts_from_now(tmp_path: Path) -> None:
     sim = simulate_task(str(task), hours=None, traces=[str(trace)])
     assert sim.result.deadline_h == pytest.approx(20, abs=0.01)
     assert sim.result.deadline_met
+
+
+REPO = Path(__file__).resolve().parents[2]
+SPOT_ORDERED = str(REPO / "task_examples" / "spot-ordered.yaml")  # H100:8 spot, cheapest: use2-az1
+
+
+def test_prices_come_from_the_placement_the_trace_records(tmp_path: Path) -> None:
+    """A trace of aws use2-az2 p5.48xlarge is priced at use2-az2, not at the task's
+    cheapest zone (use2-az1), and says so."""
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({
+        "metadata": {"gap_seconds": 3600, "cloud": "aws", "zone": "use2-az2",
+                     "instance_type": "p5.48xlarge"}, "data": [1] * 40}))
+    sim = simulate_task(SPOT_ORDERED, hours=5, traces=[str(trace)], deadline_h=10)
+    assert sim.placement.description == "aws use2-az2 p5.48xlarge x1"
+    assert sim.placement.matches_trace
+    bare = tmp_path / "u.json"  # says nothing of where it was recorded
+    bare.write_text(json.dumps({"metadata": {"gap_seconds": 3600}, "data": [1] * 40}))
+    cheapest = simulate_task(SPOT_ORDERED, hours=5, traces=[str(bare)], deadline_h=10)
+    assert cheapest.placement.description == "aws use2-az1 p5.48xlarge x1"
+    assert not cheapest.placement.matches_trace
+    doc = sim.to_json()
+    assert doc["placement_matches_trace"] is True
+    assert doc["trace_origins"] == [{  # type: ignore[comparison-overlap]
+        "file": "t.json", "cloud": "aws", "region": None, "zone": "use2-az2",
+        "instance_type": "p5.48xlarge", "accelerator": None, "nodes": None, "synthetic": None,
+        "from_file_name": False}]
+
+
+def test_a_trace_of_another_machine_is_labelled_as_such(tmp_path: Path) -> None:
+    """The public V100 trace of us-west-2a replayed for an H100:8 task: the trace is
+    labelled with what it is (aws us-west-2a V100), the prices are the task's cheapest
+    placement, and the result says that no placement of the task matches the trace."""
+    trace = tmp_path / "aws-02-15-2023" / "us-west-2a_v100_1.json"
+    trace.parent.mkdir()
+    trace.write_text(json.dumps({"metadata": {"gap_seconds": 3600}, "data": [1, 1, 0] * 20}))
+    sim = simulate_task(SPOT_ORDERED, hours=5, traces=[str(trace)], deadline_h=10)
+    (origin,) = sim.origins
+    assert origin.describe() == "aws us-west-2a V100:1, from the file name"
+    assert not sim.placement.matches_trace
+    assert sim.placement.description == "aws use2-az1 p5.48xlarge x1"
+
+
+def test_a_zone_name_prices_from_its_region(tmp_path: Path) -> None:
+    """A V100 task and a V100 trace of zone us-west-2a: priced in us-west-2, the trace's
+    region (zone names map to zone IDs per account)."""
+    task = tmp_path / "v.yaml"
+    task.write_text("name: v\nresources:\n  accelerators: V100:1\n  use_spot: true\n")
+    trace = tmp_path / "aws-02-15-2023" / "us-west-2a_v100_1.json"
+    trace.parent.mkdir()
+    trace.write_text(json.dumps({"metadata": {"gap_seconds": 3600}, "data": [1] * 40}))
+    sim = simulate_task(str(task), hours=5, traces=[str(trace)], deadline_h=10)
+    assert sim.placement.matches_trace, sim.placement
+    assert sim.placement.description.startswith("aws usw2-"), sim.placement

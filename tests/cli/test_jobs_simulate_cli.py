@@ -81,3 +81,55 @@ def test_errors_name_the_option(tmp_path: Path) -> None:
     assert pol.returncode != 0 and "--policy" in pol.stderr
     num = run("jobs", "simulate", task, "--hours", "ten", "--trace", trace)
     assert num.returncode != 0 and "--hours" in num.stderr
+
+
+SHIPPED = REPO / "task_examples" / "spot-traces"
+
+
+def _readme_simulate_command() -> list[str]:
+    import shlex
+
+    lines = [ln[2:] for ln in (REPO / "README.md").read_text().splitlines()
+             if ln.startswith("$ launcher jobs simulate ")]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0])
+
+
+def test_the_readme_command_runs_on_the_shipped_trace() -> None:
+    argv = _readme_simulate_command()
+    assert argv[:2] == ["launcher", "jobs"] and "task_examples/spot-traces/" in " ".join(argv)
+    proc = run(*argv[1:])
+    assert proc.returncode == 0, proc.stderr
+    assert "deadline" in proc.stdout and "(met)" in proc.stdout
+    # the trace is labelled with what it records, and priced at that placement
+    assert ("trace use2-az1_h100_8.json: aws us-east-2 use2-az1 p5.48xlarge (H100:8), 1 node, "
+            "synthetic") in proc.stdout
+    assert "prices aws use2-az1 p5.48xlarge x1 (the placement the trace records)" in proc.stdout
+
+
+def test_a_trace_of_another_machine_says_so(tmp_path: Path) -> None:
+    trace = tmp_path / "aws-02-15-2023" / "us-west-2a_v100_1.json"
+    trace.parent.mkdir()
+    trace.write_text(json.dumps({"metadata": {"gap_seconds": 3600}, "data": [1, 1, 0] * 20}))
+    proc = run("jobs", "simulate", str(REPO / "task_examples" / "spot-ordered.yaml"),
+               "--trace", str(trace))
+    assert proc.returncode == 0, proc.stderr
+    assert "trace us-west-2a_v100_1.json: aws us-west-2a V100:1, from the file name" in proc.stdout
+    assert "the traces record no placement of this task" in proc.stdout
+    assert "placement aws use2-az1" not in proc.stdout  # the old label that passed it off
+
+
+def test_shipped_traces_are_what_the_script_writes(tmp_path: Path) -> None:
+    """Small, seeded, reproducible: the generator writes the same bytes again."""
+    from launcher.spot.traces import load_traces
+
+    shipped = sorted(SHIPPED.glob("*.json"))
+    assert [p.name for p in shipped] == ["use2-az1_h100_8.json", "use2-az2_h100_8.json"]
+    assert sum(p.stat().st_size for p in shipped) < 100_000
+    subprocess.run([sys.executable, str(SHIPPED / "make_traces.py"), str(tmp_path)], check=True,
+                   capture_output=True, timeout=60)
+    for p in shipped:
+        assert (tmp_path / p.name).read_bytes() == p.read_bytes(), p.name
+    a, b = load_traces(shipped)
+    assert a.n_ticks == b.n_ticks == 7 * 24 * 6 and a.gap_s == 600
+    assert 0 < sum(a.availability) < a.n_ticks  # capacity comes and goes

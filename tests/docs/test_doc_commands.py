@@ -11,7 +11,7 @@ Then, for every command:
   real group and its arguments and options are parsed (types, counts, required ones)
   without running it;
 - read-only `launcher` commands (gpus, cost, check, catalog status, launch --dryrun,
-  --help, --version) are run for real: exit 0, or, where the document shows an
+  jobs simulate, --help, --version) are run for real: exit 0, or, where the document shows an
   `Error:` line as their output, exactly that error;
 - a short explicit list of stateful commands (the README quick start, the first
   managed-jobs command) is run for real on the local cloud, in order.
@@ -184,7 +184,7 @@ def _read_only(argv: list[str]) -> bool:
         return False
     if args[0] in ("gpus", "cost", "check"):
         return True
-    if args[:2] == ["catalog", "status"]:
+    if args[:2] in (["catalog", "status"], ["jobs", "simulate"]):  # simulate reads files only
         return True
     return args[0] == "launch" and "--dryrun" in args
 

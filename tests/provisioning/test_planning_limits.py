@@ -23,6 +23,7 @@ def gcp_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
         return CredentialStatus(cloud == "gcp", "test")
 
     monkeypatch.setattr(planning, "_credential_status", status)
+    monkeypatch.setattr(planning, "_credential_presence", status)
 
 
 def test_multi_node_gpudirect_gangs_on_gcp_are_planned_not_enabled(gcp_enabled: None) -> None:

@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from launcher.clouds.base import CredentialStatus
+from launcher.clouds.status import CredentialStatus
 
 CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 60
@@ -79,6 +79,19 @@ def local_credentials_source() -> str | None:
     if _is_ec2_host():
         return "EC2 instance role"
     return None
+
+
+NO_CREDENTIALS = ("no AWS credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
+                  "AWS_PROFILE, run `aws configure` or `aws sso login`)")
+
+
+def presence() -> CredentialStatus:
+    """Whether credentials are configured here (`local_credentials_source`), not whether
+    they work. No network, no boto3 import."""
+    source = local_credentials_source()
+    if source is None:
+        return CredentialStatus(False, NO_CREDENTIALS)
+    return CredentialStatus(True, f"AWS credentials from {source}")
 
 
 _core_lock = threading.Lock()
@@ -166,11 +179,7 @@ def check_credentials(clients: ClientFactory | None = None, region: str | None =
     boto3. Otherwise `sts get-caller-identity` with a short timeout and no retries."""
     source = local_credentials_source()
     if source is None:
-        return CredentialStatus(
-            False,
-            "no AWS credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, "
-            "run `aws configure` or `aws sso login`)",
-        )
+        return CredentialStatus(False, NO_CREDENTIALS)
     try:
         from botocore.config import Config
 
@@ -185,8 +194,11 @@ def check_credentials(clients: ClientFactory | None = None, region: str | None =
         )
         ident = sts.get_caller_identity()
     except Exception as exc:  # never raises: the reason is the answer
+        from launcher.clouds.sdk import as_missing_sdk
+
+        missing = as_missing_sdk(exc, "aws")
         return CredentialStatus(False, f"AWS credentials from {source} unusable: "
-                                       f"{_short_reason(exc)}")
+                                       f"{missing or _short_reason(exc)}")
     return CredentialStatus(True, f"{ident.get('Arn')} (account {ident.get('Account')})")
 
 

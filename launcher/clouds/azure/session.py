@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from launcher.clouds.base import CredentialStatus
+from launcher.clouds.status import CredentialStatus
 from launcher.config_azure import AzureSettings
 
 CLOUD = "azure"
@@ -220,24 +220,38 @@ def identity_name(token: str) -> str:
     return f"object {c['oid']}" if c.get("oid") else "unknown identity"
 
 
-def check_credentials(settings: AzureSettings, credential: Any = None) -> CredentialStatus:
-    """Are Azure credentials and a subscription usable? Never raises."""
+def presence(settings: AzureSettings) -> CredentialStatus:
+    """Whether credentials and a subscription are configured here, not whether they
+    work. No network, no SDK import."""
     source = local_credentials_source()
-    sub = subscription_id(settings)
     if source is None:
         return CredentialStatus(False, "no Azure credentials (run `az login`, or set "
                                        "AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET)")
+    sub = subscription_id(settings)
     if not sub:
         return CredentialStatus(False, f"Azure credentials from {source}, but no subscription "
                                        "(set AZURE_SUBSCRIPTION_ID or run `az account set`)")
+    return CredentialStatus(True, f"Azure credentials from {source}, subscription {sub}")
+
+
+def check_credentials(settings: AzureSettings, credential: Any = None) -> CredentialStatus:
+    """Are Azure credentials and a subscription usable? Never raises."""
+    found = presence(settings)
+    if not found.enabled:
+        return found
+    source = local_credentials_source()
+    sub = subscription_id(settings)
     try:
         clients = Clients(settings, credential)
         endpoint = settings.endpoint()
         token = clients.credential().get_token(token_scope(endpoint), timeout=CHECK_TIMEOUT_S)
     except Exception as exc:  # never raises: the reason is the answer
+        from launcher.clouds.sdk import as_missing_sdk
+
+        missing = as_missing_sdk(exc, "azure")
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return CredentialStatus(False, f"Azure credentials from {source} unusable: "
-                                       f"{type(exc).__name__}: {first[:200]}")
+                                       f"{missing or f'{type(exc).__name__}: {first[:200]}'}")
     name = ""
     cli = _cli_default_subscription()
     if cli and cli.get("id") == sub and cli.get("name"):

@@ -56,7 +56,7 @@ from launcher.clouds.gcp.provision import (
     policy_name,
     wants_compact_placement,
 )
-from launcher.clouds.gcp.session import Clients, check_token, local_credentials
+from launcher.clouds.gcp.session import Clients, check_token, local_credentials, presence_of
 from launcher.clouds.gcp.states import label_ok, metadata, node_state, preempted_names, rank_key
 from launcher.clouds.gcp.teardown import (
     all_instances,
@@ -151,12 +151,9 @@ class GCPCloud:
         except Exception as exc:  # a broken config
             return CredentialStatus(False, f"config: {exc}")
         local = local_credentials(settings)
-        if local.source is None:
-            return CredentialStatus(False, "no GCP credentials (run `gcloud auth application-"
-                                           "default login`, or set GOOGLE_APPLICATION_CREDENTIALS)")
-        if not local.project:
-            return CredentialStatus(False, f"credentials from {local.source}, but no project "
-                                           "(gcp.project, GOOGLE_CLOUD_PROJECT or gcloud config)")
+        found = presence_of(local)
+        if not found.enabled or local.source is None or local.project is None:
+            return found
         now = time.monotonic()
         if self._checked is not None and now - self._checked[0] < CHECK_TTL_S:
             return self._checked[1]

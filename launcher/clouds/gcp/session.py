@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import configparser
 import json
 import os
 import threading
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.clouds.base import CredentialStatus
+from launcher.clouds.status import CredentialStatus
 from launcher.config import GCPSettings
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -68,6 +67,8 @@ def _gcloud_core() -> dict[str, str]:
             active = (base / "active_config").read_text(encoding="utf-8").strip() or "default"
         except OSError:
             active = "default"
+    import configparser  # only here: reading the key files needs none of it
+
     parser = configparser.ConfigParser()
     try:
         parser.read(base / "configurations" / f"config_{active}", encoding="utf-8")
@@ -104,6 +105,23 @@ def local_credentials(settings: GCPSettings | None = None) -> LocalCredentials:
     account = core.get("account") or info.get("client_email")
     return LocalCredentials(source, str(project) if project else None,
                             str(account) if account else None)
+
+
+def presence(settings: GCPSettings) -> CredentialStatus:
+    """Whether credentials and a project are configured here (`local_credentials`), not
+    whether they work. No network, no Google library import."""
+    return presence_of(local_credentials(settings))
+
+
+def presence_of(local: LocalCredentials) -> CredentialStatus:
+    """`presence` from credentials already looked up."""
+    if local.source is None:
+        return CredentialStatus(False, "no GCP credentials (run `gcloud auth application-"
+                                       "default login`, or set GOOGLE_APPLICATION_CREDENTIALS)")
+    if not local.project:
+        return CredentialStatus(False, f"credentials from {local.source}, but no project "
+                                       "(gcp.project, GOOGLE_CLOUD_PROJECT or gcloud config)")
+    return CredentialStatus(True, f"GCP credentials from {local.source}, project {local.project}")
 
 
 def api_endpoint(settings: GCPSettings) -> str | None:
@@ -198,7 +216,10 @@ def check_token(clients: Clients, source: str, project: str,
 
             creds.refresh(_Short())
     except Exception as exc:  # never raises: the reason is the answer
+        from launcher.clouds.sdk import as_missing_sdk
+
+        missing = as_missing_sdk(exc, "gcp")
         return CredentialStatus(False, f"GCP credentials from {source} unusable: "
-                                       f"{type(exc).__name__}: {exc}")
+                                       f"{missing or f'{type(exc).__name__}: {exc}'}")
     who = account or getattr(creds, "service_account_email", None) or "application default"
     return CredentialStatus(True, f"project {project}, account {who}")

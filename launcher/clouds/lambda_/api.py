@@ -19,8 +19,6 @@ HTTP 429 is retried (Retry-After honoured, at most MAX_RETRIES times, then Cloud
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from launcher.clouds.base import (
@@ -30,7 +28,9 @@ from launcher.clouds.base import (
     InvalidRequestError,
     QuotaError,
 )
-from launcher.clouds.rest_cloud import request_json
+from launcher.clouds.lambda_.credentials import api_key, keys_file, presence
+
+__all__ = ["CLOUD", "LambdaAPI", "api_key", "error_for", "keys_file", "presence"]
 
 CLOUD = "lambda"
 MAX_RETRIES = 6
@@ -41,27 +41,6 @@ _AUTH = {"global/invalid-api-key", "global/account-inactive", "global/forbidden"
 _INVALID = {"global/invalid-parameters", "global/object-does-not-exist",
             "instance-operations/launch/file-system-in-wrong-region",
             "instance-operations/launch/file-systems-not-supported"}
-
-
-def keys_file() -> Path:
-    return Path.home() / ".lambda_cloud" / "lambda_keys"
-
-
-def api_key() -> tuple[str, str] | None:
-    """(key, where it came from), or None when none is configured. No network."""
-    env = os.environ.get("LAMBDA_API_KEY")
-    if env:
-        return env.strip(), "LAMBDA_API_KEY"
-    path = keys_file()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name.strip() == "api_key" and value.strip():
-            return value.strip(), str(path)
-    return None
 
 
 def error_for(status: int, body: Any, action: str, region: str | None = None) -> CloudError:
@@ -96,6 +75,8 @@ class LambdaAPI:
     def call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
              action: str, region: str | None = None) -> Any:
         """The `data` of a successful answer. Raises the typed errors above."""
+        from launcher.clouds.rest_cloud import request_json  # not needed to read the key
+
         status, payload = request_json(
             method, f"{self.endpoint}/{path.lstrip('/')}", body, key=self.key,
             timeout=self.timeout, action=action, region=region, cloud=CLOUD, service="Lambda",

@@ -44,7 +44,7 @@ from launcher.clouds.base import (
     NodeState,
     ProvisionRequest,
 )
-from launcher.clouds.lambda_.api import CLOUD, LambdaAPI, api_key, keys_file
+from launcher.clouds.lambda_.api import CLOUD, LambdaAPI, api_key, keys_file, presence
 from launcher.clouds.rest_cloud import (
     RestCloudBase,
     by_cluster,
@@ -106,8 +106,7 @@ class LambdaCloud(RestCloudBase[LambdaSettings, Timeouts]):
         A positive answer is reused for CHECK_TTL_S. Never raises."""
         found = api_key()
         if found is None:
-            return CredentialStatus(False, f"no API key: set LAMBDA_API_KEY or write "
-                                           f"'api_key = ...' to {keys_file()}")
+            return presence()
 
         def probe() -> CredentialStatus:
             try:

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from launcher.clouds.base import CredentialStatus
+from launcher.clouds.status import CredentialStatus
 from launcher.config_nebius import NebiusSettings
 
 CLI_CONFIG = Path("~/.nebius/config.yaml")
@@ -42,6 +42,16 @@ def local_credentials_source(settings: NebiusSettings) -> str | None:
     if CLI_CONFIG.expanduser().is_file():
         return "cli_config"
     return None
+
+
+def presence(settings: NebiusSettings) -> CredentialStatus:
+    """Whether credentials are configured here (`local_credentials_source`), not whether
+    they work. No network, no SDK import."""
+    source = local_credentials_source(settings)
+    if source is None:
+        return CredentialStatus(False, "no Nebius credentials (set NEBIUS_IAM_TOKEN, run "
+                                "`nebius profile create`, or set nebius.credentials_file)")
+    return CredentialStatus(True, f"Nebius credentials from {source}")
 
 
 class Session:
@@ -128,10 +138,10 @@ def check_credentials(session: Session | None, settings: NebiusSettings) -> Cred
     """Enabled with which identity/project, or why not. Never raises. Lists one page of
     instances in the project to prove the credentials (a network call only when
     credentials are configured)."""
+    found = presence(settings)
+    if not found.enabled:
+        return found
     source = local_credentials_source(settings)
-    if source is None:
-        return CredentialStatus(False, "no Nebius credentials (set NEBIUS_IAM_TOKEN, run "
-                                "`nebius profile create`, or set nebius.credentials_file)")
     session = session or Session(settings)
     project = session.project() or next(iter(sorted(settings.projects.values())), None)
     if not project:
@@ -146,5 +156,7 @@ def check_credentials(session: Session | None, settings: NebiusSettings) -> Cred
             session.instances().list(ListInstancesRequest(parent_id=project, page_size=1),
                                      timeout=5).wait()
     except Exception as exc:
-        return CredentialStatus(False, f"{source}: {exc}")
+        from launcher.clouds.sdk import as_missing_sdk
+
+        return CredentialStatus(False, f"{source}: {as_missing_sdk(exc, 'nebius') or exc}")
     return CredentialStatus(True, f"{source}, project {project} at {settings.endpoint()}")

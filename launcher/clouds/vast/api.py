@@ -16,8 +16,6 @@ HTTP 429 ("API requests too frequent") is retried (Retry-After honoured, MAX_RET
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from launcher.clouds.base import (
@@ -27,7 +25,9 @@ from launcher.clouds.base import (
     CloudQuotaError,
     InvalidRequestError,
 )
-from launcher.clouds.rest_cloud import request_json
+from launcher.clouds.vast.credentials import api_key, key_files, presence
+
+__all__ = ["CLOUD", "NotFound", "VastAPI", "api_key", "error_for", "key_files", "presence"]
 
 CLOUD = "vast"
 MAX_RETRIES = 6
@@ -39,25 +39,6 @@ _CREDIT = {"insufficient_credit", "insufficient_funds"}
 
 class NotFound(CloudError):
     """The instance (or key) does not exist (HTTP 404): already deleted."""
-
-
-def key_files() -> list[Path]:
-    return [Path.home() / ".config" / "vastai" / "vast_api_key", Path.home() / ".vast_api_key"]
-
-
-def api_key() -> tuple[str, str] | None:
-    """(key, where it came from), or None when none is configured. No network."""
-    env = os.environ.get("VAST_API_KEY")
-    if env:
-        return env.strip(), "VAST_API_KEY"
-    for path in key_files():
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except OSError:
-            continue
-        if text:
-            return text, str(path)
-    return None
 
 
 def error_for(status: int, body: Any, action: str, region: str | None = None) -> CloudError:
@@ -92,6 +73,8 @@ class VastAPI:
              action: str, region: str | None = None) -> Any:
         """The JSON of a successful answer (an object; `GET /ssh/` answers a list).
         Raises the typed errors above."""
+        from launcher.clouds.rest_cloud import request_json  # not needed to read the key
+
         status, payload = request_json(
             method, f"{self.endpoint}/{path.lstrip('/')}", body, key=self.key,
             timeout=self.timeout, action=action, region=region, cloud=CLOUD, service="Vast",

@@ -49,7 +49,7 @@ from launcher.clouds.rest_cloud import (
     with_recorded,
 )
 from launcher.clouds.rest_records import Records
-from launcher.clouds.vast.api import CLOUD, NotFound, VastAPI, api_key, key_files
+from launcher.clouds.vast.api import CLOUD, NotFound, VastAPI, api_key, key_files, presence
 from launcher.clouds.vast.offers import bid_price, in_region, parse_shape, search_body
 from launcher.config_gpu_clouds import VastSettings
 
@@ -116,8 +116,7 @@ class VastCloud(RestCloudBase[VastSettings, Timeouts]):
         A positive answer is reused for CHECK_TTL_S. Never raises."""
         found = api_key()
         if found is None:
-            return CredentialStatus(False, f"no API key: set VAST_API_KEY or write it to "
-                                           f"{key_files()[0]}")
+            return presence()
 
         def probe() -> CredentialStatus:
             try:

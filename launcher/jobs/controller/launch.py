@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
+from launcher.clouds.sdk import error_text
 from launcher.jobs.cluster_ops import (
     AttemptLaunch,
     LaunchAbortedError,
@@ -167,7 +168,7 @@ class AttemptLauncher:
                 Outcome.LAUNCH_ERROR)
             log.warning("job %d: launch error %d: %r", job.id, errors, exc)
             self.decisions.decide(job, att, outcome,
-                                  reason=f"launch error: {type(exc).__name__}: {exc}")
+                                  reason=f"launch error: {error_text(exc)}")
             return
         ctx.hit("provisioned")
         self.steps.mark(job.id, "submitted")
