@@ -15,8 +15,12 @@ from launcher.task import Task
 
 def test_gpudirect_gangs_on_an_enabled_gcp_are_refused_with_the_reason(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(core_planning, "_credential_status",
-                        lambda c: CredentialStatus(c in ("gcp", "local"), "no creds"))
+    def status(c: str) -> CredentialStatus:
+        return CredentialStatus(c in ("gcp", "local"), "no creds")
+
+    # dry runs and cost queries ask the presence probe, launches the full check
+    monkeypatch.setattr(core_planning, "_credential_status", status)
+    monkeypatch.setattr(core_planning, "_credential_presence", status)
     task = Task.from_yaml_str("num_nodes: 2\nresources:\n  infra: gcp\n"
                               "  accelerators: H100:8\nrun: echo\n")
     assert planning.plan(task).chosen is None

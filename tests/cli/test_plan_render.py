@@ -28,8 +28,12 @@ Run = Callable[..., str]
 def enable(monkeypatch: pytest.MonkeyPatch, *clouds: str) -> None:
     """Pretend these clouds (and local) pass their credential check."""
     on = {"local", *clouds}
-    monkeypatch.setattr(core_planning, "_credential_status",
-                        lambda c: CredentialStatus(c in on, "ok" if c in on else "no creds"))
+    def status(c: str) -> CredentialStatus:
+        return CredentialStatus(c in on, "ok" if c in on else "no creds")
+
+    # dry runs and cost queries ask the presence probe, launches the full check
+    monkeypatch.setattr(core_planning, "_credential_status", status)
+    monkeypatch.setattr(core_planning, "_credential_presence", status)
 
 
 @pytest.fixture
