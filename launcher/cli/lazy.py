@@ -59,7 +59,10 @@ class LazyGroup(click.Group):
                 matches = get_close_matches(args[0], list(self._entries))
                 if matches:
                     names = ", ".join(repr(m) for m in matches)
-                    err.message = f"{err.message.rstrip('.')}. Did you mean {names}?"
+                    # a new error: click >= 8.2 declares `message` Final
+                    raise click.UsageError(
+                        f"{err.message.rstrip('.')}. Did you mean {names}?", err.ctx
+                    ) from err
             raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
