@@ -176,16 +176,26 @@ class ProcessWatch:
 
     @staticmethod
     def wait_gone(procs: list[Proc], timeout: float) -> None:
-        """Wait up to `timeout` s for these processes to exit (pidfds: no polling)."""
+        """Wait up to `timeout` s for these processes to exit (pidfds: no polling; a kernel
+        without pidfd_open, before 5.3, is polled every 50 ms)."""
         fds = []
+        unwatched = []
         for p in procs:
-            with contextlib.suppress(OSError):  # gone already
+            try:
                 fds.append(os.pidfd_open(p.pid))
+            except ProcessLookupError:
+                continue  # gone already
+            except OSError:
+                unwatched.append(p.pid)
+        deadline = time.monotonic() + timeout
+        while unwatched and time.monotonic() < deadline:
+            unwatched = [pid for pid in unwatched if (st := _stat(pid)) and st[1] not in "ZX"]
+            if unwatched:
+                time.sleep(0.05)
         try:
             poller = select.poll()
             for fd in fds:
                 poller.register(fd, select.POLLIN)
-            deadline = time.monotonic() + timeout
             left = len(fds)
             while left and (remaining := deadline - time.monotonic()) > 0:
                 for fd, _ in poller.poll(remaining * 1000):

@@ -37,8 +37,10 @@ def test_child_left_running():
 """
 
 
-def _run(tmp_path: Path, tests: str, *args: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "conftest.py").write_text(CONFTEST)
+def _run(tmp_path: Path, tests: str, *args: str,
+         conftest: str = CONFTEST) -> subprocess.CompletedProcess[str]:
+    """pytest on `tests` in a directory of its own, with our check (no pyproject options)."""
+    (tmp_path / "conftest.py").write_text(conftest)
     (tmp_path / "test_inner.py").write_text(tests)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
@@ -73,3 +75,35 @@ def test_a_clean_session_passes(tmp_path: Path) -> None:
     proc = _run(tmp_path, clean)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "outlived" not in proc.stdout
+
+
+NODE_CONFTEST = """\
+from tests.conftest import (  # noqa: F401
+    netns_lab, no_process_left_behind, pytest_runtest_protocol, ssh_nodes,
+)
+"""
+
+NODE_TESTS = """\
+def test_node_process_left_running(ssh_nodes):
+    node = ssh_nodes(1)[0]
+    # a clean environment, as an sshd session has: only the lab check can see it
+    proc = node.exec_in_node(
+        "env", "-i", "sh", "-c", "setsid sleep 7775 </dev/null >/dev/null 2>&1 &")
+    assert proc.returncode == 0, proc.stderr
+"""
+
+
+def test_a_process_left_on_a_node_fails_the_session(tmp_path: Path) -> None:
+    from tests import netns
+
+    reason = netns.unavailable_reason()
+    if reason:
+        pytest.skip(f"sshd nodes unavailable: {reason}")
+    proc = _run(tmp_path, NODE_TESTS, conftest=NODE_CONFTEST)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    line = next((ln for ln in out.splitlines() if ln.endswith("sleep 7775")), None)
+    assert line is not None and "node lt" in line, out
+    assert "test_inner.py::test_node_process_left_running" in line, out
+    assert "sshd" not in out  # the node's own sshd is not a leftover
+    assert _alive("sleep 7775") == []
