@@ -74,7 +74,8 @@ def rank_hooks(spec: core.JobSpec) -> tuple[list[str], list[str], list[str]]:
         return [], [], []
     store, cdir = _words(spec)
     interval = getattr(spec, "checkpoint_save_seconds", None) or DEFAULT_SAVE_SECONDS
-    wait_s = f"{float(interval):.3f}".rstrip("0").rstrip(".")  # `read -t` takes no 1e+06
+    # `read -t` takes neither 1e+06 nor 0 (which would poll and end the loop)
+    wait_s = f"{max(float(interval), 0.001):.3f}".rstrip("0").rstrip(".")
     sync = f"python3 {NODE_SCRIPT}"
     before = [
         f"__launcher_cs={store}; __launcher_cd={cdir}",

@@ -108,6 +108,11 @@ def test_hooks_only_for_s3_stores() -> None:
                      checkpoint_save_seconds=42))
     assert "restore" in "\n".join(before) and "read -r -t 42 " in "\n".join(during)
     assert "save" in "\n".join(after)
+    for interval, shown in [(1e6, "1000000"), (0.25, "0.25"), (1e-5, "0.001")]:
+        _, during, _ = agent_storage.rank_hooks(AgentJobSpec(
+            "x", checkpoint_dir="c", checkpoint_store="s3://b/p",
+            checkpoint_save_seconds=interval))
+        assert f"read -r -t {shown} " in "\n".join(during)  # bash's read: no 1e+06, no 0
 
 
 def _session_processes(sid: int) -> list[str]:
