@@ -134,9 +134,24 @@ class ProcessWatch:
 
     # ---- scans ---------------------------------------------------------------------
 
+    @staticmethod
+    def _multiprocessing_helpers() -> set[int]:
+        """multiprocessing's resource tracker and forkserver: started on first use, they
+        serve this process until it exits (shared, like a thread pool: not a leak)."""
+        import sys
+
+        pids = set()
+        tracker = sys.modules.get("multiprocessing.resource_tracker")
+        pids.add(getattr(getattr(tracker, "_resource_tracker", None), "_pid", None))
+        forkserver = sys.modules.get("multiprocessing.forkserver")
+        pids.add(getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None))
+        return {pid for pid in pids if isinstance(pid, int)}
+
     def owned(self) -> list[Proc]:
-        """Live (non-zombie) processes this test process owns, itself excluded."""
+        """Live (non-zombie) processes this test process owns, itself and multiprocessing's
+        helpers excluded."""
         stats = {pid: st for pid in _pids() if (st := _stat(pid)) is not None}
+        shared = self._multiprocessing_helpers()
         children: dict[int, list[int]] = {}
         for pid, (ppid, _, _) in stats.items():
             children.setdefault(ppid, []).append(pid)
@@ -148,7 +163,7 @@ class ProcessWatch:
             todo.extend(children.get(pid, []))
         out = []
         for pid, (ppid, state, start) in stats.items():
-            if pid == self.me or state in ("Z", "X") or pid in self.baseline:
+            if pid == self.me or state in ("Z", "X") or pid in self.baseline or pid in shared:
                 continue
             if pid in descendants:
                 why = "descendant"
