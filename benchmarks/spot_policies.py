@@ -40,12 +40,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.spot.optimum import optimum
-from launcher.spot.policy import Greedy, OnDemandOnly, Ours, UniformProgress
-from launcher.spot.simulate import Prices, simulate
-from launcher.spot.traces import SpotTrace, TraceError, load_trace
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # `benchmarks.spot_optimum` when run as a script
+
+from benchmarks.spot_optimum import optimum  # noqa: E402
+from launcher.spot.policy import Greedy, OnDemandOnly, Ours, UniformProgress  # noqa: E402
+from launcher.spot.simulate import Prices, simulate  # noqa: E402
+from launcher.spot.traces import SpotTrace, TraceError, load_trace  # noqa: E402
+
 DEFAULT_DIR = REPO.parent / "shared" / "spot-traces"
 TARGET_TICK_S = 300.0
 JOB_HOURS = (12.0, 24.0, 48.0)

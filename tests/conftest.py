@@ -2,14 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.leaks import WATCH
+
 if TYPE_CHECKING:
     from tests.netns import NetnsLab, SSHNodeSet
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    """Fails the session when a test left a process running (tests/leaks.py): set up
+    before every other session fixture, so it checks after all of them are torn down."""
+    WATCH.start()
+    yield
+    left = WATCH.leftovers()
+    if left:
+        WATCH.kill(left)
+        pytest.fail(WATCH.report(left), pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    """Remembers when each test ran, to name the test that started a leaked process."""
+    WATCH.test_started(item.nodeid)
+    yield
+    WATCH.test_ended()
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +55,10 @@ def netns_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsLab]:
     try:
         yield lab
     finally:
-        lab.close()
+        try:
+            WATCH.check_lab(lab.live_namespaces())  # before close() kills what runs there
+        finally:
+            lab.close()
 
 
 @pytest.fixture(scope="session")

@@ -590,6 +590,16 @@ class NetnsLab:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
 
+    def live_namespaces(self) -> dict[str, set[int]]:
+        """{namespace: the pids of its node's own sshd} for every live node."""
+        out: dict[str, set[int]] = {}
+        for node_set in self.sets:
+            for node in node_set:
+                if node.netns and not node.destroyed:
+                    own = {node.sshd_pid(), node.process.pid if node.process else None}
+                    out[node.netns] = {pid for pid in own if pid is not None}
+        return out
+
     def close(self) -> None:
         """Stop every node set and delete the bridge. Idempotent."""
         for node_set in self.sets:

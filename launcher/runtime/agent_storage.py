@@ -9,8 +9,9 @@ bash program (agent.rank_script) do, on its own node:
    (`bucket_sync.py restore`); a failed restore fails the rank (exit 1) rather than
    start from scratch and later overwrite newer objects;
 2. while the run runs: a saver loop uploads the directory every
-   `checkpoint_save_seconds` (default 300), without deleting objects; it stops by
-   itself when the rank's bash program is gone;
+   `checkpoint_save_seconds` (default 300), without deleting objects; the rank's bash
+   program stops it when the run ends, and it stops by itself as soon as that program
+   is gone (even SIGKILLed: see `rank_hooks`);
 3. after the run ended (success, failure, or SIGTERM from an interruption notice,
    i.e. after the job wrote its last checkpoint): a final upload, before the rank
    is reported ended (unless the SIGKILL at the end of the grace comes first).
@@ -61,11 +62,20 @@ def rank_hooks(spec: core.JobSpec) -> tuple[list[str], list[str], list[str]]:
     """(before, during, after) shell lines for agent.rank_script: `before` runs after
     the exports and before the run starts, `during` right after the run started (in
     job-control mode, so the saver gets its own process group), `after` once the run
-    and its leftovers are gone. All empty when the spec has no synced store."""
+    and its leftovers are gone. All empty when the spec has no synced store.
+
+    The saver is a bash coprocess that waits for its interval with `read -t` on its stdin,
+    a pipe whose only writer is the rank's bash program (bash keeps a coprocess's pipe out
+    of every other child). When that program exits, however it dies (SIGKILL included,
+    where no trap runs), the pipe closes, `read` returns at once, and the loop ends: no
+    subshell or timer outlives the rank. `after` also kills the saver's group, so a save
+    in flight does not race the final one."""
     if not _active(spec):
         return [], [], []
     store, cdir = _words(spec)
     interval = getattr(spec, "checkpoint_save_seconds", None) or DEFAULT_SAVE_SECONDS
+    # `read -t` takes neither 1e+06 nor 0 (which would poll and end the loop)
+    wait_s = f"{max(float(interval), 0.001):.3f}".rstrip("0").rstrip(".")
     sync = f"python3 {NODE_SCRIPT}"
     before = [
         f"__launcher_cs={store}; __launcher_cd={cdir}",
@@ -81,9 +91,13 @@ def rank_hooks(spec: core.JobSpec) -> tuple[list[str], list[str], list[str]]:
     ]
     during = [
         'if [ -n "$__launcher_cs" ]; then',
-        f"  ( __w=$$; while sleep {float(interval):g}; do kill -0 \"$__w\" 2>/dev/null || exit 0;"
-        f' {sync} save "$__launcher_cd" "$__launcher_cs" 2>&1; done ) </dev/null &',
-        "  __launcher_sv=$!",
+        # read: >128 = the interval passed; 1 = EOF, the rank's program is gone
+        "  exec {__launcher_o}>&1",
+        f"  coproc __launcher_saver {{ while read -r -t {wait_s} __launcher_x; [ $? -gt 128 ]; do"
+        f' {sync} save "$__launcher_cd" "$__launcher_cs" </dev/null 2>&1; done; }}'
+        ' >&"$__launcher_o" 2>&1',
+        # out of the job table: no "[2]+ Terminated coproc ..." notice on the .ctl channel
+        '  __launcher_sv=$!; disown "$__launcher_sv"',
         "fi",
     ]
     after = [

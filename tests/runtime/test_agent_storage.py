@@ -106,5 +106,73 @@ def test_hooks_only_for_s3_stores() -> None:
     before, during, after = agent_storage.rank_hooks(
         AgentJobSpec("x", checkpoint_dir="c", checkpoint_store="s3://b/p",
                      checkpoint_save_seconds=42))
-    assert "restore" in "\n".join(before) and "sleep 42" in "\n".join(during)
+    assert "restore" in "\n".join(before) and "read -r -t 42 " in "\n".join(during)
     assert "save" in "\n".join(after)
+    for interval, shown in [(1e6, "1000000"), (0.25, "0.25"), (1e-5, "0.001")]:
+        _, during, _ = agent_storage.rank_hooks(AgentJobSpec(
+            "x", checkpoint_dir="c", checkpoint_store="s3://b/p",
+            checkpoint_save_seconds=interval))
+        assert f"read -r -t {shown} " in "\n".join(during)  # bash's read: no 1e+06, no 0
+
+
+def _session_processes(sid: int) -> list[str]:
+    """'pid cmdline' of each live process in session `sid` (zombies excluded)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmd = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            out.append(f"{stat.parent.name} {cmd}")
+    return out
+
+
+@pytest.mark.parametrize("how", ["sigkill", "normal"])
+def test_saver_loop_ends_with_its_rank(tmp_path: Path, how: str) -> None:
+    """The periodic saver runs while the rank runs and is gone as soon as the rank's bash
+    program is, even when that program is SIGKILLed (no trap runs) with an hour left on the
+    saver's interval."""
+    import os
+    import signal
+    import subprocess
+
+    from launcher.runtime import agent
+
+    home = tmp_path / "home"
+    (home / ".launcher-storage").mkdir(parents=True)
+    calls = tmp_path / "calls.txt"
+    (home / ".launcher-storage" / "bucket_sync.py").write_text(
+        f"import sys\nopen({str(calls)!r}, 'a').write(sys.argv[1] + '\\n')\n")
+    spec = AgentJobSpec("x", checkpoint_dir="ckpt", checkpoint_store="s3://b/p",
+                        checkpoint_save_seconds=0.2 if how == "normal" else 3600)
+    run = "sleep 1.5" if how == "normal" else "sleep 60"
+    script = agent.rank_script([], None, run, job_id=1, rank=0,
+                               hooks=agent_storage.rank_hooks(spec))
+    proc = subprocess.Popen(["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "HOME": str(home)},
+                            start_new_session=True)
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.write(script.encode())
+    proc.stdin.close()
+    line = proc.stderr.readline().decode()
+    assert line.startswith("LAUNCHER_PGID="), line
+    run_pgid = int(line.split("=")[1])
+    try:
+        if how == "sigkill":
+            _until(lambda: len(_session_processes(proc.pid)) >= 3)  # wrapper, run, saver
+            proc.kill()  # as a lost node or a SIGKILLed agent would
+            proc.wait(timeout=10)
+            os.killpg(run_pgid, signal.SIGKILL)  # the run: the agent's stale-group cleanup
+        else:
+            assert proc.wait(timeout=30) == 0
+            saves = calls.read_text().split()
+            assert saves[0] == "restore" and saves[-1] == "save"
+            assert saves.count("save") >= 2, saves  # periodic (every 0.2 s), then at exit
+            # only the wrapper's own lines on its control channel (no job notices)
+            assert proc.stderr.read().decode().splitlines() == ["LAUNCHER_EXIT=0"]
+        _until(lambda: _session_processes(proc.pid) == [], timeout=3.0)
+    finally:
+        for entry in _session_processes(proc.pid):
+            os.kill(int(entry.split()[0]), signal.SIGKILL)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launcher.spot.optimum import optimum
+from benchmarks.spot_optimum import optimum
 from launcher.spot.policy import Greedy, OnDemandOnly, Ours, UniformProgress
 from launcher.spot.simulate import Prices, simulate
 from tests.spot.conftest import H, trace

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launcher.spot.optimum import optimum
+from benchmarks.spot_optimum import optimum
 from launcher.spot.policy import (
     POLICIES,
     Greedy,

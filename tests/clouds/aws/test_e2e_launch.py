@@ -78,7 +78,10 @@ def test_two_node_launch_exec_queue_logs_down_on_aws(aws_cloud: AWSFake, tmp_pat
 
         # two instances in one AZ of the test VPC, each with a body at its private IP
         live = sorted(aws_cloud.instances(), key=lambda i: i.private_ip)
-        assert len(live) == 2 and len({str(i.placement) for i in live}) == 1
+        # moto's Instance: `placement` is an InstancePlacement object (its str() is a repr
+        # unique per instance); `availability_zone` is the zone name
+        zones = {i.availability_zone for i in live}
+        assert len(live) == 2 and len(zones) == 1 and None not in zones, zones
         nodes = aws_cloud.bodies.wait_for([i.id for i in live])
         hostnames = {nodes[i.id].hostname for i in live}
         for rank in (0, 1):

@@ -1,5 +1,9 @@
 """The offline optimum: the cheapest schedule that meets the deadline, knowing the whole trace.
 
+A yardstick for the online policies (benchmarks/spot_policies.py, tests/spot), not product
+code: it needs numpy, which only the `[test]` extra installs. Import it as
+`benchmarks.spot_optimum` with the repository root on sys.path (as pytest run from the root has).
+
 Dynamic programming over ticks under exactly the simulator's model (launcher/spot/simulate.py):
 state = (current gang: idle / on-demand / spot in zone z / on-demand with a spot launch pending in
 zone z, the restart overhead left, in ticks), value = minimal cost to finish from (tick, progress).
@@ -11,8 +15,6 @@ Discretisation: progress and the restart overhead are counted in whole ticks. Th
 (the simulator reproduces its cost for the same schedule) when the work and the restart overhead
 are multiples of the tick length; otherwise both are rounded up to whole ticks and the deadline
 down, which makes the optimum slightly pessimistic. The benchmark uses whole ticks.
-
-numpy is imported lazily (only this module needs it, never the CLI's other commands).
 """
 
 from __future__ import annotations
@@ -20,13 +22,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from launcher.spot.simulate import Prices
 from launcher.spot.traces import SpotTrace, align
-
-if TYPE_CHECKING:
-    import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +145,6 @@ def optimum(
     start_tick: int = 0,
 ) -> OptimumResult:
     """Minimal cost to do `work_s` by `deadline_s` from `start_tick` with perfect knowledge."""
-    import numpy as np
 
     zones = align(traces)
     g = zones[0].gap_s
