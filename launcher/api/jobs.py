@@ -334,6 +334,19 @@ def setup_line(line: str) -> str:
     return line if _SETUP_PREFIX.match(line) else f"(setup) {line}"
 
 
+def _show_new_setup_lines(path: Path, already: int, on_line: LineCallback) -> int:
+    """Show the complete lines of an attempt's setup log after the first `already`
+    (setup_line); returns how many complete lines there are now."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return already
+    lines = text.split("\n")[:-1]  # the part after the last newline is still being written
+    for line in lines[already:]:
+        on_line(setup_line(line))
+    return max(already, len(lines))
+
+
 def attempt_header(a: AttemptRow) -> str:
     what = a.instance_type or "?"
     nodes = f"{a.num_nodes}x " if a.num_nodes else ""
@@ -368,6 +381,7 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
     # CLI) ensures one at the start, so the first check here comes 5 s later.
     checked = time.monotonic()
     shown: dict[int, int] = {}  # attempt -> job lines already shown
+    setup_shown: dict[int, int] = {}  # attempt -> setup-phase lines already shown
     headed: set[int] = set()
     runs: dict[int, int] = {}  # attempt -> the gang run being shown
     try:
@@ -388,8 +402,9 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
                 if a.attempt not in headed:
                     on_line(attempt_header(a))
                     headed.add(a.attempt)
-                    for line in _read_lines(saved.with_suffix(".setup.log")):
-                        on_line(setup_line(line))
+                # the setup phase's lines, as they come (setup runs after the header)
+                setup_shown[a.attempt] = _show_new_setup_lines(
+                    saved.with_suffix(".setup.log"), setup_shown.get(a.attempt, 0), on_line)
                 # Earlier gang runs of this attempt (nodes replaced in place): their saved
                 # copies end with a line saying why the gang restarted.
                 while runs.get(a.attempt, 1) < a.gang_runs:

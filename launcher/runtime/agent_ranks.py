@@ -7,7 +7,7 @@ Split out of agent.py, which re-exports every name here (`agent.rank_script` etc
 - `rank_script(env, workdir, run, job_id, rank, hooks)`: the bash program a rank runs
   (fed to `bash -s`, locally or over ssh); `stale_kill_lines`/`stale_kill_command`:
   the node-side cleanup of rank process groups whose job ended.
-- `task_shell(keep, cd, body)`: how a task's script (run, and setup: see
+- `task_shell(keep, cd)`: how a task's script (run, and setup: see
   launcher.runtime.node_setup) is started, with SkyPilot's semantics (`task_prelude`).
 - `ssh_argv`/`ssh_kill_command`: how the head reaches a worker.
 - `RankControl`, `parse_control`, `read_control`: what a rank's wrapper reported on its
@@ -115,18 +115,22 @@ def task_prelude(keep: list[str], cd: str) -> str:
     return "\n".join(lines)
 
 
-def task_shell(keep: list[str], cd: str, body: str) -> str:
-    """A command that runs `body` (e.g. `eval "$1"` or `. "$1"`) after task_prelude in an
-    interactive bash, as SkyPilot does. Append `$0` (a name) and the script argument. The body runs in a subshell, so an `exit` in the task's
-    script prints no "exit" and SIGTERM ends it (an interactive shell ignores SIGTERM;
-    the subshell does not); the shell's own job-control warnings (no terminal) and its
+def task_shell(keep: list[str], cd: str) -> str:
+    """A command that runs the task script in the file given as its argument after
+    task_prelude, in an interactive bash, as SkyPilot does: append the file's path.
+
+    The script runs in a subshell, read from the file (no argument-size limit), which is
+    then deleted, and parsed as it runs, like `bash -c` (`$0` is `launcher-task`, no
+    positional parameters). So an `exit` prints no "exit", and SIGTERM ends it (an
+    interactive shell ignores SIGTERM; the subshell does not). The shell's own job-control warnings (no terminal) and its
     stderr go to /dev/null, the prelude's and the script's to stdout. The exit status is
     the script's (128+N for a signal).
     """
     import shlex
 
+    body = ('__launcher_s=$(< "$1") && rm -f -- "$1" && set -- && eval "$__launcher_s"')
     text = task_prelude(keep, cd) + f"( {body} ) 2>&1\n"
-    return f"bash --norc -i -c {shlex.quote(text)} 2>/dev/null"
+    return f"bash --norc -i -c {shlex.quote(text)} launcher-task 2>/dev/null"
 
 
 # Where each node records its ranks' process groups ("PGID BOOT_ID" per file), so a later
@@ -144,7 +148,7 @@ def stale_kill_lines(keep_job: int | None = None) -> list[str]:
         'for __f in "$__launcher_d"/*.pgid; do [ -e "$__f" ] || continue; ' + skip
         + '__g=; __b=; read -r __g __b < "$__f"; '
         '[ -n "$__g" ] && [ "$__b" = "$__launcher_boot" ] && kill -KILL -- "-$__g" 2>/dev/null; '
-        'rm -f "$__f"; done',
+        'rm -f "$__f" "${__f%.pgid}.run"; done',
     ]
 
 
@@ -159,7 +163,9 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
     """The bash program one rank runs (fed to `bash -s` on stdin, locally or over ssh).
 
     Its stdout is the rank's log; the user's run gets stdout+stderr merged there
-    and runs in its own process group. The wrapper's stderr (the .ctl file)
+    and runs in its own process group, started by task_shell (SkyPilot's semantics:
+    ~/.bashrc, conda, PYTHONUNBUFFERED, the variables of `env` restored after them) from
+    a copy in RANKS_DIR (`job-J-rank-R.run`, deleted once read). The wrapper's stderr (the .ctl file)
     carries `LAUNCHER_PGID=<pgid>` at start and `LAUNCHER_EXIT=<code>` at the
     end; a SIGTERM/HUP/INT to the wrapper is forwarded to the run's group. The
     whole program is one function so bash has read all of stdin before running.
@@ -182,12 +188,14 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
               and not v.startswith("/") else f"export {k}={shlex.quote(v)}" for k, v in env]
     wd = _workdir_expr(workdir)
     lines += hooks[0]
-    shell = task_shell([k for k, _ in env], wd, 'eval "$1"')
+    runf = f'"$__launcher_d"/job-{int(job_id)}-rank-{int(rank)}.run'
     lines += [
         f"cd {wd} || {{ echo \"launcher: cannot enter workdir {workdir or '~'}\";"
         ' echo "LAUNCHER_EXIT=1" >&2; exit 1; }',
+        f"printf '%s\\n' {shlex.quote(run)} > {runf} || {{ echo \"launcher: cannot write "
+        f"{RANKS_DIR}\"; echo \"LAUNCHER_EXIT=1\" >&2; exit 1; }}",
         "set -m",
-        f"{shell} launcher-run {shlex.quote(run)} </dev/null &",
+        f"{task_shell([k for k, _ in env], wd)} {runf} </dev/null &",
         "__launcher_p=$!",
         f'echo "$__launcher_p $__launcher_boot" > {rec} 2>/dev/null',
         'echo "LAUNCHER_PGID=$__launcher_p" >&2',
@@ -200,7 +208,7 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
         'if kill -TERM -- "-$__launcher_p" 2>/dev/null; then for __i in 1 2 3 4 5 6 7 8 9 10; do'
         ' kill -0 -- "-$__launcher_p" 2>/dev/null || break; sleep 0.2; done;'
         ' kill -KILL -- "-$__launcher_p" 2>/dev/null; fi',
-        f"rm -f {rec}",
+        f"rm -f {rec} {runf}",
         *hooks[2],
         'echo "LAUNCHER_EXIT=$__launcher_rc" >&2',
         'exit "$__launcher_rc"',

@@ -98,7 +98,7 @@ def setup_command(token: str, keep: list[str], workdir: str | None) -> str:
     """
     t = _token_ok(token)
     cd = workdir if workdir else '"$HOME"'
-    run = task_shell(keep, cd, '. "$1"')
+    run = task_shell(keep, cd)
     leader = "\n".join([
         f"d={_D}; t={t}; b={_BOOT}; h=$(hostname 2>/dev/null || uname -n)",
         _LIVE,
@@ -118,7 +118,7 @@ def setup_command(token: str, keep: list[str], workdir: str | None) -> str:
         'eval "$__launcher_env"; unset __launcher_env',
         # SIGTERM (an abort) is for the script; this leader stays to clean up after it
         "trap : TERM",
-        f'{run} launcher-setup "$d/$t.sh" 9>&- </dev/null',
+        f'{run} "$d/$t.sh" 9>&- </dev/null',
         "rc=$?",
         'rm -f "$d/owner" "$d/$t.pgid" "$d/$t.sh"',
         'exit "$rc"',
