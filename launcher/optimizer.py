@@ -14,7 +14,8 @@ the first one that fails is the offer's rejection reason):
 2. instance type, cloud, region, zone (the `local` cloud only takes part when the
    candidate names it, or when the caller passes `include_local=True`; a cloud in
    NAMED_ONLY_CLOUDS, e.g. kubernetes, only when the candidate names it);
-3. vCPUs and memory (at least, or exactly);
+3. vCPUs and memory (at least, or exactly; an offer of SIZED_TO_REQUEST_CLOUDS, the
+   local cloud's processes, serves an exact request as an at-least one);
 4. the market: a spot price for `use_spot`, an on-demand price otherwise;
 5. gang size: `num_nodes <= max_nodes` when the offer has a limit;
 6. network (multi-node only: on one node an inter-node fabric is moot; not checked on
@@ -51,7 +52,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from launcher.catalog.interruption import InterruptionRate
-from launcher.catalog.offer import NAMED_ONLY_CLOUDS, WHOLE_HOST_CLOUDS, Offer, fabric_satisfies
+from launcher.catalog.offer import (
+    NAMED_ONLY_CLOUDS,
+    SIZED_TO_REQUEST_CLOUDS,
+    WHOLE_HOST_CLOUDS,
+    Offer,
+    fabric_satisfies,
+)
 
 # The expected-cost model (module docstring) lives in launcher.expected_cost; re-exported.
 from launcher.expected_cost import DEFAULT_RESTART_OVERHEAD_HOURS as DEFAULT_RESTART_OVERHEAD_HOURS
@@ -274,12 +281,13 @@ def candidate_failures(
     ):
         return out
     # 3. cpus / memory
+    sized = offer.cloud in SIZED_TO_REQUEST_CLOUDS
     if cand.cpus is not None:
         v = offer.vcpus
         if v is None:
             if fail(KIND_CPUS, "vCPUs unknown"):
                 return out
-        elif cand.cpus_at_least:
+        elif cand.cpus_at_least or sized:
             if v + _EPS < cand.cpus and fail(
                 KIND_CPUS, f"{fmt_count(v)} vCPUs < {fmt_count(cand.cpus)}"
             ):
@@ -293,7 +301,7 @@ def candidate_failures(
         if m is None:
             if fail(KIND_MEMORY, "memory unknown"):
                 return out
-        elif cand.memory_at_least:
+        elif cand.memory_at_least or sized:
             if m + _EPS < cand.memory_gib and fail(
                 KIND_MEMORY, f"memory {fmt_count(m)} GiB < {fmt_count(cand.memory_gib)}"
             ):
@@ -430,11 +438,12 @@ class _Matcher:
             return None
         if self.zone is not None and o.zone != self.zone:
             return None
+        sized = o.cloud in SIZED_TO_REQUEST_CLOUDS
         if self.cpus is not None:
             v = o.vcpus
             if v is None:
                 return None
-            if self.cpus_min:
+            if self.cpus_min or sized:
                 if v + _EPS < self.cpus:
                     return None
             elif abs(v - self.cpus) > _EPS:
@@ -443,7 +452,7 @@ class _Matcher:
             m = o.memory_gib
             if m is None:
                 return None
-            if self.mem_min:
+            if self.mem_min or sized:
                 if m + _EPS < self.mem:
                     return None
             elif abs(m - self.mem) > _EPS:

@@ -91,13 +91,13 @@ _T = TypeVar("_T")
 # Largest gang: beyond any cloud's cluster placement limits (and a typo guard).
 MAX_NUM_NODES = 4096
 # Input limits (docs/task-format.md, "Limits"). A task file is refused before parsing
-# above MAX_TASK_FILE_BYTES. `run` reaches each node as one argument of `bash -c`, and
-# Linux refuses any single argument over 128 KiB (MAX_ARG_STRLEN) with "Argument list
-# too long"; so `run` and `setup` are held to MAX_SCRIPT_BYTES, well under that.
+# above MAX_TASK_FILE_BYTES. `run` and `setup` are stored with every job (the head's
+# queue, a managed job's saved task) and copied to every node: a script longer than
+# MAX_SCRIPT_BYTES belongs in a file under workdir. (Nodes read them from a file, so no
+# argument-size limit applies there.)
 MAX_TASK_FILE_BYTES = 10 * 1024 * 1024
 MAX_SCRIPT_BYTES = 64 * 1024
-# envs + secrets reach `setup` on SSH nodes as `export` lines on the ssh command line
-# (one `bash -c` argument there too), next to the LAUNCHER_* values.
+# envs + secrets are likewise stored with every job and exported on every node.
 MAX_ENV_BYTES = 64 * 1024
 
 
@@ -114,8 +114,8 @@ def script_size_problem(text: str, what: str) -> str | None:
     if size <= MAX_SCRIPT_BYTES:
         return None
     return (f"{what} is {_human_bytes(size)}; the limit is {_human_bytes(MAX_SCRIPT_BYTES)} "
-            "(it is passed to bash on each node as one argument, and Linux refuses arguments "
-            "over 128 KiB). Put a long script in a file under workdir and run that file.")
+            "(a script is stored with every job and copied to every node). Put a long "
+            "script in a file under workdir and run that file.")
 
 
 @dataclass(frozen=True)
@@ -532,8 +532,8 @@ def _build_task(
         raise origin.error(
             ("envs",),
             f"envs and secrets together are {_human_bytes(env_bytes)}; the limit is "
-            f"{_human_bytes(MAX_ENV_BYTES)} (on SSH nodes they reach setup on its command "
-            "line, one argument of at most 128 KiB). Ship bulk data as a file (file_mounts).",
+            f"{_human_bytes(MAX_ENV_BYTES)} (they are stored with every job and exported on "
+            "every node). Ship bulk data as a file (file_mounts).",
         )
 
     resources_value, legacy_notes = legacy_autostop_hook(

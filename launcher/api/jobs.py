@@ -10,6 +10,7 @@ A managed job is submitted to the state DB and driven by the controller process
     jobs_cancel(job_id) -> JobSummary                   also during recovery
     jobs_logs(job_id, on_line, follow=True) -> JobSummary
     jobs_wait(job_id, timeout=None) -> JobSummary
+    jobs_current_cluster(job_id) -> str                 the cluster it runs on now
     jobs_controller_status() / jobs_controller_start() / jobs_controller_stop()
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -286,7 +288,59 @@ def jobs_wait(job_id: int, timeout: float | None = None, poll_s: float = 0.2) ->
         store.close()
 
 
+def jobs_current_cluster(job_id: int) -> str:
+    """The cluster a managed job runs on now (its latest attempt's, what `jobs queue`
+    shows). Raises ManagedJobNotFoundError; LauncherError when the job has ended, has no
+    cluster right now (waiting, or between attempts), or is still starting on one
+    (provisioning or setup: name that cluster to preempt it there)."""
+    from launcher.jobs.store import AttemptPhase
+
+    store = JobStore()
+    try:
+        job = store.job(job_id)
+        attempts = store.attempts(job_id)
+    finally:
+        store.close()
+    if job.status.is_terminal:
+        raise LauncherError(f"Managed job {job_id} has ended ({job.status.value}): "
+                            "it has no cluster to preempt.")
+    current = attempts[-1] if attempts else None
+    if current is None or current.torn_down_at is not None or current.phase == AttemptPhase.ENDED:
+        raise LauncherError(
+            f"Managed job {job_id} has no cluster right now ({job.status.value}). Try again "
+            "when `launcher jobs queue` shows its cluster.")
+    if current.phase == AttemptPhase.PROVISIONING:
+        raise LauncherError(
+            f"Managed job {job_id} is still starting on cluster {current.cluster_name} "
+            f"(provisioning or setup). Preempt it once it runs, or now by name: "
+            f"`launcher local preempt {current.cluster_name}`.")
+    return current.cluster_name
+
+
 # ---- logs -----------------------------------------------------------------------------
+
+
+_SETUP_PREFIX = re.compile(r"\(setup(?: \d+)?\) ")
+
+
+def setup_line(line: str) -> str:
+    """A line of an attempt's saved setup log as `jobs logs` shows it: the setup's own
+    output already carries its "(setup) " / "(setup N) " prefix (run_setup adds it); the
+    launch's progress lines saved beside it get "(setup) "."""
+    return line if _SETUP_PREFIX.match(line) else f"(setup) {line}"
+
+
+def _show_new_setup_lines(path: Path, already: int, on_line: LineCallback) -> int:
+    """Show the complete lines of an attempt's setup log after the first `already`
+    (setup_line); returns how many complete lines there are now."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return already
+    lines = text.split("\n")[:-1]  # the part after the last newline is still being written
+    for line in lines[already:]:
+        on_line(setup_line(line))
+    return max(already, len(lines))
 
 
 def attempt_header(a: AttemptRow) -> str:
@@ -323,6 +377,7 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
     # CLI) ensures one at the start, so the first check here comes 5 s later.
     checked = time.monotonic()
     shown: dict[int, int] = {}  # attempt -> job lines already shown
+    setup_shown: dict[int, int] = {}  # attempt -> setup-phase lines already shown
     headed: set[int] = set()
     runs: dict[int, int] = {}  # attempt -> the gang run being shown
     try:
@@ -343,8 +398,9 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
                 if a.attempt not in headed:
                     on_line(attempt_header(a))
                     headed.add(a.attempt)
-                    for line in _read_lines(saved.with_suffix(".setup.log")):
-                        on_line(f"(setup) {line}")
+                # the setup phase's lines, as they come (setup runs after the header)
+                setup_shown[a.attempt] = _show_new_setup_lines(
+                    saved.with_suffix(".setup.log"), setup_shown.get(a.attempt, 0), on_line)
                 # Earlier gang runs of this attempt (nodes replaced in place): their saved
                 # copies end with a line saying why the gang restarted.
                 while runs.get(a.attempt, 1) < a.gang_runs:

@@ -14,6 +14,10 @@ LOCAL_CLOUD = "local"
 # Clouds whose offers are whole machines of the user's own (SSH node pools): a task that
 # asks for no accelerator may run on any such host with enough CPUs and memory, GPU or not.
 WHOLE_HOST_CLOUDS = frozenset({"ssh"})
+# Clouds whose nodes take the vCPUs and memory a task asks for, up to the row's (the
+# local cloud's nodes are processes sharing this machine): an exact request (`cpus: 1`,
+# `memory: 8`) is served by any row at least that large, like an at-least one.
+SIZED_TO_REQUEST_CLOUDS = frozenset({LOCAL_CLOUD})
 # The cloud of a user's own Kubernetes cluster: no catalog rows (the cluster's price is
 # the user's business). Its plan-only offers are derived from the task that names it.
 KUBERNETES_CLOUD = "kubernetes"

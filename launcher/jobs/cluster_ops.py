@@ -430,7 +430,7 @@ class RealClusterOps:
                 store, interval = checkpoint_store_for(cluster.cloud, task, req.task_id, emit)
                 try:
                     client = prepare_cluster(db, cluster, task, on_event=emit, on_setup_line=emit,
-                                             checkpoint_store=store)
+                                             checkpoint_store=store, task_id=req.task_id)
                 except execution.SetupFailedError as exc:
                     raise SetupFailedError(str(exc), rank=getattr(exc, "rank", None)) from None
                 except execution.FileMountError as exc:  # e.g. a MOUNT-mode bucket: never runs
@@ -675,7 +675,7 @@ class RealClusterOps:
                 try:
                     client = prepare_cluster(db, info, req.task, on_event=req.on_output or
                                              (lambda _m: None), on_setup_line=req.on_output,
-                                             checkpoint_store=store)
+                                             checkpoint_store=store, task_id=req.task_id)
                 except execution.SetupFailedError as exc:
                     raise SetupFailedError(str(exc), rank=getattr(exc, "rank", None)) from None
                 except execution.FileMountError as exc:  # e.g. a MOUNT-mode bucket: never runs

@@ -46,6 +46,9 @@ def prepare_cluster(
 ) -> AgentClient:
     """Install the agent (in parallel with the file sync), sync files, run setup.
 
+    Refuses (SetupBusyError, before anything is synced) while a setup of an earlier
+    launch still runs on a node. Ctrl-C during setup stops it on every node.
+
     The sync includes the task's S3 mounts, copied by the nodes from S3 before setup;
     an s3:// `checkpoint_store` (a managed job's) installs the node-side bucket tool
     and the nodes' credentials too (launcher.runtime.storage_nodes). Blocking. Marks the cluster UP as soon as the agent is running (so a setup
@@ -68,6 +71,8 @@ def prepare_cluster(
     try:
         sync_error: BaseException | None = None
         if task is not None:
+            # an earlier launch's setup still running (its client was killed): touch nothing
+            execution.check_no_setup_running(cluster, runners)
             try:
                 execution.sync_task_files(runners, task, on_event=on_event, cloud=cluster.cloud,
                                           checkpoint_store=checkpoint_store)
@@ -98,14 +103,18 @@ def prepare_cluster(
                 }
                 for node in cluster.nodes
             ]
-            execution.run_setup(
-                cluster,
-                runners,
-                setup_script,
-                envs=envs,
-                log_dir=execution.setup_log_dir(cluster.cluster_name),
-                on_line=on_setup_line,
-            )
+            try:
+                execution.run_setup(
+                    cluster,
+                    runners,
+                    setup_script,
+                    envs=envs,
+                    log_dir=execution.setup_log_dir(cluster.cluster_name),
+                    on_line=on_setup_line,
+                )
+            except KeyboardInterrupt:
+                on_event(f"Interrupted: setup stopped on all {len(runners)} node(s)")
+                raise
             db.add_event(cluster.cluster_name, "setup-done", f"{len(runners)} node(s)")
     finally:
         installer.join()

@@ -7,6 +7,8 @@ Split out of agent.py, which re-exports every name here (`agent.rank_script` etc
 - `rank_script(env, workdir, run, job_id, rank, hooks)`: the bash program a rank runs
   (fed to `bash -s`, locally or over ssh); `stale_kill_lines`/`stale_kill_command`:
   the node-side cleanup of rank process groups whose job ended.
+- `task_shell(keep, cd)`: how a task's script (run, and setup: see
+  launcher.runtime.node_setup) is started, with SkyPilot's semantics (`task_prelude`).
 - `ssh_argv`/`ssh_kill_command`: how the head reaches a worker.
 - `RankControl`, `parse_control`, `read_control`: what a rank's wrapper reported on its
   .ctl file; `explain_rank_end`: a rank's exit code and failure reason from it.
@@ -25,6 +27,14 @@ if TYPE_CHECKING:
 
 def _fmt_num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def skypilot_gpus(x: float) -> str:
+    """SKYPILOT_NUM_GPUS_PER_NODE's value: SkyPilot rounds a fraction up (`A100:0.5` -> 1),
+    so a script passing it to `torchrun --nproc_per_node` works; LAUNCHER_* keeps `0.5`."""
+    import math
+
+    return str(math.ceil(float(x) - 1e-9))
 
 
 def rank_env(spec: JobSpec, nodes: NodesConfig, job_id: int, rank: int,
@@ -53,7 +63,8 @@ def rank_env(spec: JobSpec, nodes: NodesConfig, job_id: int, rank: int,
     out.append(("LAUNCHER_JOB_ID", str(job_id)))
     if spec.checkpoint_dir:
         out.append(("LAUNCHER_CHECKPOINT_DIR", spec.checkpoint_dir))
-    out += [("SKYPILOT_" + k, v) for k, v in shared]
+    out += [("SKYPILOT_" + k, skypilot_gpus(spec.gpus_per_node) if k == "NUM_GPUS_PER_NODE"
+             else v) for k, v in shared]
     return out
 
 
@@ -67,6 +78,59 @@ def _workdir_expr(workdir: str | None) -> str:
     if workdir.startswith("/"):
         return shlex.quote(workdir)
     return '"$HOME"/' + shlex.quote(workdir)
+
+
+# SkyPilot runs a task's setup and run in `bash -i` after a prelude (its
+# log_lib.make_task_bash_script); task files written for it rely on that. The same here.
+TASK_PRELUDE_DOC = """\
+- `source ~/.bashrc` (an interactive shell, so the usual `case $- in *i*` guard of a
+  stock ~/.bashrc lets the rest of it run: conda init blocks, exports setup appended);
+- conda's profile script when conda is installed (so `conda activate` works), its
+  variables exported;
+- `PYTHONUNBUFFERED=1`;
+- then the task's own variables again (user envs, secrets, LAUNCHER_*/SKYPILOT_*), so
+  ~/.bashrc cannot override them, and `cd` into the workdir."""
+
+
+def task_prelude(keep: list[str], cd: str) -> str:
+    """The bash lines run before a task's script (see TASK_PRELUDE_DOC), in a brace group
+    whose stderr goes to stdout. `keep`: names of the variables to restore after
+    ~/.bashrc (names only: values never appear in a command line); `cd`: the shell
+    words of the directory to enter (missing: stay in $HOME)."""
+    names = " ".join(n for n in keep if n.replace("_", "a").isalnum() and not n[:1].isdigit())
+    lines = ["{"]
+    if names:
+        lines.append(f"__launcher_keep=$(declare -p {names} 2>/dev/null)")
+    lines += [
+        '[ -f "$HOME/.bashrc" ] && source "$HOME/.bashrc"',
+        "set -a",
+        '. "$(conda info --base 2>/dev/null)/etc/profile.d/conda.sh" >/dev/null 2>&1',
+        "set +a",
+        "set +o history; unset HISTFILE",
+        "export PYTHONUNBUFFERED=1",
+    ]
+    if names:
+        lines.append('eval "$__launcher_keep"; unset __launcher_keep')
+    lines += [f'cd {cd} 2>/dev/null || cd "$HOME"', "} 2>&1", ""]
+    return "\n".join(lines)
+
+
+def task_shell(keep: list[str], cd: str) -> str:
+    """A command that runs the task script in the file given as its argument after
+    task_prelude, in an interactive bash, as SkyPilot does: append the file's path.
+
+    The script runs in a subshell, read from the file (no argument-size limit), which is
+    then deleted, and parsed as it runs, like `bash -c` (`$0` is `launcher-task`, no
+    positional parameters). So an `exit` prints no "exit", and SIGTERM ends it (an
+    interactive shell ignores SIGTERM; the subshell does not). The shell's own job-control warnings (no terminal) and its
+    stderr go to /dev/null, the prelude's and the script's to stdout. The exit status is
+    the script's (128+N for a signal).
+    """
+    import shlex
+
+    body = ('__launcher_s=$(< "$1") && rm -f -- "$1" && set -- && eval "$__launcher_s"')
+    text = task_prelude(keep, cd) + f"( {body} ) 2>&1\n"
+    return f"bash --norc -i -c {shlex.quote(text)} launcher-task 2>/dev/null"
 
 
 # Where each node records its ranks' process groups ("PGID BOOT_ID" per file), so a later
@@ -84,7 +148,7 @@ def stale_kill_lines(keep_job: int | None = None) -> list[str]:
         'for __f in "$__launcher_d"/*.pgid; do [ -e "$__f" ] || continue; ' + skip
         + '__g=; __b=; read -r __g __b < "$__f"; '
         '[ -n "$__g" ] && [ "$__b" = "$__launcher_boot" ] && kill -KILL -- "-$__g" 2>/dev/null; '
-        'rm -f "$__f"; done',
+        'rm -f "$__f" "${__f%.pgid}.run"; done',
     ]
 
 
@@ -99,7 +163,9 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
     """The bash program one rank runs (fed to `bash -s` on stdin, locally or over ssh).
 
     Its stdout is the rank's log; the user's run gets stdout+stderr merged there
-    and runs in its own process group. The wrapper's stderr (the .ctl file)
+    and runs in its own process group, started by task_shell (SkyPilot's semantics:
+    ~/.bashrc, conda, PYTHONUNBUFFERED, the variables of `env` restored after them) from
+    a copy in RANKS_DIR (`job-J-rank-R.run`, deleted once read). The wrapper's stderr (the .ctl file)
     carries `LAUNCHER_PGID=<pgid>` at start and `LAUNCHER_EXIT=<code>` at the
     end; a SIGTERM/HUP/INT to the wrapper is forwarded to the run's group. The
     whole program is one function so bash has read all of stdin before running.
@@ -122,11 +188,14 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
               and not v.startswith("/") else f"export {k}={shlex.quote(v)}" for k, v in env]
     wd = _workdir_expr(workdir)
     lines += hooks[0]
+    runf = f'"$__launcher_d"/job-{int(job_id)}-rank-{int(rank)}.run'
     lines += [
         f"cd {wd} || {{ echo \"launcher: cannot enter workdir {workdir or '~'}\";"
         ' echo "LAUNCHER_EXIT=1" >&2; exit 1; }',
+        f"printf '%s\\n' {shlex.quote(run)} > {runf} || {{ echo \"launcher: cannot write "
+        f"{RANKS_DIR}\"; echo \"LAUNCHER_EXIT=1\" >&2; exit 1; }}",
         "set -m",
-        f"bash -c {shlex.quote(run)} 2>&1 &",
+        f"{task_shell([k for k, _ in env], wd)} {runf} </dev/null &",
         "__launcher_p=$!",
         f'echo "$__launcher_p $__launcher_boot" > {rec} 2>/dev/null',
         'echo "LAUNCHER_PGID=$__launcher_p" >&2',
@@ -139,7 +208,7 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
         'if kill -TERM -- "-$__launcher_p" 2>/dev/null; then for __i in 1 2 3 4 5 6 7 8 9 10; do'
         ' kill -0 -- "-$__launcher_p" 2>/dev/null || break; sleep 0.2; done;'
         ' kill -KILL -- "-$__launcher_p" 2>/dev/null; fi',
-        f"rm -f {rec}",
+        f"rm -f {rec} {runf}",
         *hooks[2],
         'echo "LAUNCHER_EXIT=$__launcher_rc" >&2',
         'exit "$__launcher_rc"',

@@ -7,12 +7,14 @@ block until done; work on several nodes runs in parallel threads.
 - `sync_task_files`: the task's workdir to `~/sky_workdir` (the path SkyPilot
   uses, so scripts written for it keep working) and its `file_mounts` of local
   paths, on every node at once; S3 mounts are copied by the nodes from S3.
-- `run_setup`: the task's `setup` on every node at once, each node's output in
+- `run_setup`: the task's `setup` on every node at once (node_setup: SkyPilot's script
+  semantics, one setup per node at a time), each node's output in
   `$LAUNCHER_HOME/logs/<cluster>/<launch>/setup-node-<rank>.log`. The first
   node to fail stops the others (their setup's process group is killed) and
-  `SetupFailedError` names it with its last output lines.
+  `SetupFailedError` names it with its last output lines; Ctrl-C stops it everywhere.
 - `install_agent`: the head-node agent, with how it reaches every worker.
-- `node_env`: the `LAUNCHER_*` / `SKYPILOT_*` environment of a node.
+- `node_env`: the `LAUNCHER_*` / `SKYPILOT_*` environment of a node's setup.
+- `check_no_setup_running`: refuse to touch a cluster whose nodes still run a setup.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import json
 import os
 import queue
 import re
-import shlex
 import threading
 import time
 from collections import deque
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from launcher.clouds.base import ClusterInfo
 from launcher.errors import LauncherError
+from launcher.runtime.node_setup import SETUP_DIR as SETUP_DIR
 from launcher.runtime.runner import CommandRunner, runner_for
 
 if TYPE_CHECKING:
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
     from launcher.task import Task
 
 REMOTE_WORKDIR = "~/sky_workdir"
-SETUP_DIR = ".launcher-setup"  # under each node's home
 SETUP_TAIL_LINES = 20
 
 LineCallback = Callable[[str], None]
@@ -134,14 +135,26 @@ def node_env(
     checkpoint_dir: str | None = None,
     cuda_visible_devices: str | None = None,
 ) -> dict[str, str]:
-    """The LAUNCHER_* variables of node `rank` (and the SKYPILOT_* twins) for setup.
+    """The variables of node `rank` during setup: LAUNCHER_* names and their SKYPILOT_*
+    twins, as SkyPilot sets them for setup (docs/environment.md).
 
-    The agent builds the same set for the job's ranks.
+    Setup runs on every node of the cluster, so `SETUP_NODE_RANK` / `SETUP_NODE_IPS` /
+    `NUM_NODES` count the cluster's nodes (`num_nodes` overrides the count), and
+    `SETUP_NUM_GPUS_PER_NODE` is the accelerators per node. `NODE_RANK`, `NODE_IPS` and
+    `NUM_GPUS_PER_NODE` are set too, with the same values (older SkyPilot task files read
+    them in setup). SKYPILOT_*_GPUS_PER_NODE round a fraction up, as SkyPilot does.
+    `TASK_ID` only when given (a managed job's, stable across its recoveries). The agent
+    builds the run's set (agent_ranks.rank_env).
     """
+    from launcher.runtime.agent_ranks import skypilot_gpus
+
     n = num_nodes or len(cluster.nodes)
     ips = "\n".join(node.internal_ip for node in cluster.nodes[:n])
     gpus = f"{gpus_per_node:g}"
     values = {
+        "SETUP_NODE_RANK": str(rank),
+        "SETUP_NODE_IPS": ips,
+        "SETUP_NUM_GPUS_PER_NODE": gpus,
         "NODE_RANK": str(rank),
         "NODE_IPS": ips,
         "NUM_NODES": str(n),
@@ -151,7 +164,8 @@ def node_env(
     if task_id:
         values["TASK_ID"] = task_id
     env = {f"LAUNCHER_{k}": v for k, v in values.items()}
-    env.update({f"SKYPILOT_{k}": v for k, v in values.items()})
+    env.update({f"SKYPILOT_{k}": skypilot_gpus(gpus_per_node) if k.endswith("GPUS_PER_NODE")
+                else v for k, v in values.items()})
     if checkpoint_dir:
         env["LAUNCHER_CHECKPOINT_DIR"] = checkpoint_dir
     if cuda_visible_devices is not None:
@@ -256,27 +270,7 @@ def setup_log_dir(cluster_name: str) -> Path:
     return path
 
 
-def _setup_command(workdir_exists_check: bool) -> str:
-    # The script runs as the leader of its own process group, whose id is written
-    # first, so another thread can kill the whole setup tree on that node.
-    inner = (
-        f'echo $$ > "$HOME/{SETUP_DIR}/pgid"; '
-        + (f'if [ -d {REMOTE_WORKDIR} ]; then cd {REMOTE_WORKDIR}; fi; ' if workdir_exists_check else "")
-        + f'exec bash "$HOME/{SETUP_DIR}/setup.sh"'
-    )
-    return (
-        "if command -v setsid >/dev/null 2>&1; then "
-        f"exec setsid -w bash -c {shlex.quote(inner)}; "
-        f"else exec bash -c {shlex.quote(inner)}; fi"
-    )
-
-
 _SETSID_NOISE = re.compile(r"^setsid: child \d+ did not exit normally")
-
-_ABORT_SETUP = (
-    f'pg=$(cat "$HOME/{SETUP_DIR}/pgid" 2>/dev/null) && '
-    '[ -n "$pg" ] && kill -KILL -- "-$pg" 2>/dev/null; true'
-)
 
 
 def run_setup(
@@ -289,27 +283,48 @@ def run_setup(
     on_line: LineCallback | None = None,
     timeout: float | None = None,
 ) -> None:
-    """Run `script` on every node at once (cwd: the synced workdir when present).
+    """Run `script` on every node at once, as SkyPilot runs setup (node_setup: an
+    interactive bash after ~/.bashrc and conda, PYTHONUNBUFFERED=1, in the synced workdir
+    when there is one), node `i` with the variables `envs[i]`. Blocking.
 
-    Blocking. Each node's output goes to `log_dir/setup-node-<rank>.log` and, with
-    a "(setup N) " prefix, to `on_line`. Returns when all succeeded. As soon as one
-    node fails, the others' setup is killed and SetupFailedError names the first
-    failing node with its last lines. Runner errors are reported the same way.
+    Each node's output goes to `log_dir/setup-node-<rank>.log` and, with a "(setup N) "
+    prefix, to `on_line`. Returns when all succeeded. As soon as one node fails, the
+    others' setup is stopped (their whole process group) and SetupFailedError names the
+    first failing node with its last lines; runner errors are reported the same way.
+    A node that another setup still holds (an earlier launch's, e.g. after its client was
+    killed) refuses to start a second one: SetupBusyError, naming it. Interrupted
+    (Ctrl-C: KeyboardInterrupt in the calling thread), it stops the setup on every node
+    before re-raising, so nothing keeps running there.
     """
+    import secrets
+
+    from launcher.runtime.node_setup import (
+        BUSY_EXIT,
+        SetupBusyError,
+        parse_busy,
+        setup_command,
+    )
+    from launcher.runtime.runner import export_prefix
+
     multi = len(runners) > 1
     results: queue.Queue[_NodeOutcome] = queue.Queue()
     lock = threading.Lock()
-    command = _setup_command(True)
+    token = secrets.token_hex(8)
+    workdir = f'"$HOME"/{REMOTE_WORKDIR[2:]}'
 
     def work(i: int) -> None:
         runner = runners[i]
         rank = runner.node.rank
         path = log_dir / f"setup-node-{rank}.log"
         tail: deque[str] = deque(maxlen=SETUP_TAIL_LINES)
+        busy: list[str] = []
         with open(path, "w", buffering=1) as log:
 
             def line(text: str) -> None:
                 if _SETSID_NOISE.match(text):  # `setsid -w` on a node whose setup we killed
+                    return
+                if parse_busy(text) is not None:
+                    busy.append(text)
                     return
                 log.write(text + "\n")
                 tail.append(text)
@@ -318,32 +333,75 @@ def run_setup(
                         on_line(f"(setup {rank}) {text}" if multi else f"(setup) {text}")
 
             try:
-                runner.put_text(script + "\n", f"~/{SETUP_DIR}/setup.sh", mode=0o700)
-                res = runner.run(command, env=envs[i], timeout=timeout, on_output=line)
+                runner.put_text(script + "\n", f"~/{SETUP_DIR}/{token}.sh", mode=0o600)
+                command = setup_command(token, list(envs[i]), workdir)
+                res = runner.run(command, stdin=export_prefix(envs[i]), timeout=timeout,
+                                 on_output=line)
+                running = parse_busy(busy[-1]) if busy else None
+                if res.returncode == BUSY_EXIT and running is not None:
+                    where = runner.node.external_ip or runner.node.internal_ip
+                    err = SetupBusyError(cluster.cluster_name, rank, where, running)
+                    log.write(f"[launcher] {err}\n")
+                    results.put(_NodeOutcome(rank, res.returncode, list(tail), path, err))
+                    return
                 results.put(_NodeOutcome(rank, res.returncode, list(tail), path))
             except BaseException as exc:
                 log.write(f"[launcher] {type(exc).__name__}: {exc}\n")
                 results.put(_NodeOutcome(rank, -1, [*tail, str(exc)], path, exc))
 
     threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(runners))]
-    for t in threads:
-        t.start()
-    for _ in runners:
-        outcome = results.get()
-        if outcome.returncode == 0 and outcome.error is None:
-            continue
-        others = [r for r in runners if r.node.rank != outcome.rank]
-        _abort_setup(others)
-        raise SetupFailedError(cluster.cluster_name, outcome.rank, outcome.returncode, outcome.tail, outcome.log_path)
+    try:
+        for t in threads:
+            t.start()
+        for _ in runners:
+            outcome = results.get()
+            if outcome.returncode == 0 and outcome.error is None:
+                continue
+            others = [r for r in runners if r.node.rank != outcome.rank]
+            abort_setup(others, token)
+            if isinstance(outcome.error, SetupBusyError):
+                raise outcome.error
+            raise SetupFailedError(cluster.cluster_name, outcome.rank, outcome.returncode,
+                                   outcome.tail, outcome.log_path)
+    except (KeyboardInterrupt, SystemExit):
+        abort_setup(runners, token)  # Ctrl-C: nothing may keep running on the nodes
+        raise
 
 
-def _abort_setup(runners: Sequence[CommandRunner]) -> None:
+def abort_setup(runners: Sequence[CommandRunner], token: str) -> None:
+    """Stop setup `token` on these nodes (node_setup.abort_command), in parallel. Best
+    effort: an unreachable node is skipped. Blocking, at most a few seconds."""
+    from launcher.runtime.node_setup import abort_command
+
     def abort(runner: CommandRunner) -> None:
         with contextlib.suppress(Exception):  # best effort: the node may be unreachable
-            runner.run(_ABORT_SETUP, timeout=10)
+            runner.run(abort_command(token), timeout=15)
 
     if runners:
         parallel(abort, list(runners))
+
+
+def check_no_setup_running(cluster: ClusterInfo, runners: Sequence[CommandRunner]) -> None:
+    """Raise SetupBusyError when a setup (of an earlier launch) still runs on a node, so
+    nothing is synced or started under it. Nodes that cannot be reached are skipped (the
+    sync reports them). Parallel, one short command per node."""
+    from launcher.runtime.node_setup import SetupBusyError, parse_busy, probe_command
+
+    def probe(runner: CommandRunner) -> SetupBusyError | None:
+        try:
+            res = runner.run(probe_command(), timeout=30)
+        except LauncherError:
+            return None
+        for text in res.stdout.splitlines():
+            running = parse_busy(text)
+            if running is not None:
+                where = runner.node.external_ip or runner.node.internal_ip
+                return SetupBusyError(cluster.cluster_name, runner.node.rank, where, running)
+        return None
+
+    for err in parallel(probe, list(runners)):
+        if err is not None:
+            raise err
 
 
 # ------------------------------------------------------------------ agent
