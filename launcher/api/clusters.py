@@ -157,7 +157,7 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
                     out_notes.append(line)
                     continue
             if refresh:
-                checked, why = _refresh_one(db, rec, cloud_fn)
+                checked, why = _refresh_one(db, rec, cloud_fn, out_notes)
                 if why:
                     health_store.record(db, rec, DEGRADED, why, time.time())
                     out_notes.append(f"{rec.name}: DEGRADED: {why}")
@@ -184,11 +184,10 @@ def _scan_orphans(cloud_fn: CloudFn, notes: list[str], out: list[Orphan] | None,
     scan = find_orphans(enabled_cloud_names() if clouds is None else clouds, cloud_fn=cloud_fn)
     for o in scan.orphans:
         notes.append(
-            f"Orphan on {o.cloud}: {len(o.node_ids)} instance(s) tagged for cluster "
-            f"{o.cluster!r} ({', '.join(o.node_ids)}), which no cluster here owns; "
-            f"remove with `{o.command}`")
+            f"Orphan on {o.cloud}: {o.summary()} tagged for cluster {o.cluster!r}, which "
+            f"no cluster here owns; remove with `{o.command}`")
     for cloud, why in sorted(scan.errors.items()):
-        notes.append(f"Could not list {cloud} instances for orphans: {why}")
+        notes.append(f"Could not list {cloud} resources for orphans: {why}")
     if out is not None:
         out.extend(scan.orphans)
 
@@ -245,7 +244,8 @@ def _check_autodowned(rec: ClusterRecord, cloud_fn: CloudFn) -> str | None:
     return None
 
 
-def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> tuple[bool, str | None]:
+def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn,
+                 notes: list[str]) -> tuple[bool, str | None]:
     """Reconcile one cluster with its cloud's view: (checked, why it is degraded if it is).
     `checked` is False when the cluster was left alone (busy, or no such cloud here)."""
     try:
@@ -257,17 +257,30 @@ def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> tuple[bo
             view = cloud_fn(rec.cloud).query(rec.name)
         except KeyError:
             return False, None
-        return True, _reconcile(db, rec, view, cloud_fn)
+        return True, _reconcile(db, rec, view, cloud_fn, notes)
     finally:
         lock.release()
 
 
 def _reconcile(db: StateDB, rec: ClusterRecord, view: dict[str, NodeState],
-               cloud_fn: CloudFn) -> str | None:
-    """Apply the cloud's `view` of one cluster to the state DB; why it is degraded, if it is."""
+               cloud_fn: CloudFn, notes: list[str]) -> str | None:
+    """Apply the cloud's `view` of one cluster to the state DB; why it is degraded, if it is.
+    A cluster with no node left is torn down on its cloud(s) before its record is
+    forgotten; when that teardown fails the record stays and a line goes to `notes`."""
     states = set(view.values())
-    if not view:
+    if not view or (rec.cloud not in NEVER_PREEMPTED and states <= {NodeState.TERMINATED}):
+        # No node left (or none was ever made: a launch killed before its instances).
+        # What else the cluster holds (a security group, a placement group, addresses)
+        # goes first: a record is forgotten only once its cloud teardown has run.
+        try:
+            terminate_everywhere(db, rec, cloud_fn)  # idempotent: release what may remain
+        except LauncherError as exc:
+            notes.append(f"{rec.name}: no node is left on {rec.cloud}, but its teardown "
+                         f"failed, so it is kept (`launcher down {rec.name}` retries): {exc}")
+            return None
         db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
+        notes.append(f"{rec.name}: no node is left on {rec.cloud} ({rec.status.value} "
+                     f"before); what remained of it there was removed and it is forgotten")
     elif rec.cloud in NEVER_PREEMPTED and states & {NodeState.TERMINATED, NodeState.UNKNOWN}:
         # Before the "all gone" case: a pool host that does not answer is still held by
         # this cluster, and only `down` gives it back (forgetting the row would leak it).
@@ -278,9 +291,6 @@ def _reconcile(db: StateDB, rec: ClusterRecord, view: dict[str, NodeState],
         why = "node(s) " + ", ".join(bad)
         db.add_event(rec.name, "degraded", why)
         return why
-    elif states <= {NodeState.TERMINATED}:
-        terminate_everywhere(db, rec, cloud_fn)  # idempotent: release what may remain
-        db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
     elif NodeState.PREEMPTED in states or NodeState.TERMINATED in states:
         if rec.status is not ClusterStatus.PREEMPTED:
             db.set_status(rec.name, ClusterStatus.PREEMPTED, _describe(view))
