@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from launcher.jobs import paths
+from launcher.jobs import log_sync, paths
 from launcher.jobs.cluster_ops import lost_nodes
 from launcher.jobs.controller_base import ControllerBase
 from launcher.jobs.controller_types import FINAL_STATUS, Outcome
@@ -166,7 +166,7 @@ class FinishMixin(ControllerBase):
         reports the head node gone, and once more at most when it goes meanwhile. True once saved whole; what is saved is never
         replaced by a failed or partial fetch (see `_save_logs`). Says in controller.log
         how it went."""
-        path = path or paths.attempt_log_path(att.job_id, att.attempt)
+        path = path or log_sync.reclaimed_log_path(att)
         # A head already gone (preempted) is tried once: its node does not come back; not
         # at all when its logs went with it (what the watch synced is what there is).
         gone = await self._head_gone(att)

@@ -161,10 +161,11 @@ class RecoveryMixin(FinishMixin):
                              reason: str, at: float, *, draining: bool,
                              grace_s: float = 0.0) -> None:
         if (not draining and att.num_nodes and att.num_nodes > 1 and len(lost) < att.num_nodes
-                and att.cluster_job_id is not None):
+                and att.cluster_job_id is not None and self.ops.can_replace_nodes(att.cluster_name)):
             if await self._replace_in_place(job, att, lost, reason, at):
                 return
             job = self.store.job(job.id)
+            reason += "; they could not be replaced in place: relaunching the whole cluster"
         self._decide_preempted(job, att, reason, at, draining=draining, grace_s=grace_s)
 
     def _decide_preempted(self, job: JobRow, att: AttemptRow, reason: str, at: float, *,
