@@ -37,7 +37,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from launcher.jobs import paths
+from launcher.jobs import log_sync, paths
 from launcher.jobs.cluster_ops import (
     AttemptLaunch,
     JobRun,
@@ -230,6 +230,7 @@ class Controller(DeadlineMixin):
             return
         if last is not None and last.outcome is None and last.phase == AttemptPhase.PROVISIONING:
             adopted = await self._launch_call(self.ops.adopt, last.cluster_name)
+            log_sync.note_controller_restart(last, adopted=adopted is not None)
             if adopted is not None:
                 log.info("job %d: adopted cluster %s", job.id, last.cluster_name)
                 self._record_running(job, last, adopted)

@@ -22,14 +22,21 @@ controller restarted meanwhile and relaunched the whole cluster), that copy is s
 the attempt's current output: it is moved back to `attempt-<n>.log`, without the lines
 that ended it, before the attempt's own end is written there. So `jobs logs` shows what
 was synced, and no line claims a restart that did not happen.
+
+`note_controller_restart`: a controller that finds an attempt it had not finished
+building (killed while provisioning or setting it up) either adopts the cluster or tears
+it down and builds it again under the same name; the attempt's setup log (shown by
+`jobs logs` as `(setup) ...`) says which, between the first build's lines and the next.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -136,3 +143,26 @@ def reclaimed_log_path(att: AttemptRow) -> Path:
     is back in it (`reclaim_gang_run`): where the attempt's end is saved."""
     reclaim_gang_run(att.job_id, att.attempt, att.gang_runs)
     return paths.attempt_log_path(att.job_id, att.attempt)
+
+
+log = logging.getLogger("launcher.jobs.controller")
+
+
+def note_controller_restart(att: AttemptRow, *, adopted: bool) -> str:
+    """Say in the attempt's setup log (and controller.log) that a restarted controller
+    found the attempt half-built: it `adopted` the cluster (already running the job), or
+    tears it down and builds it again. Returns the line written. Blocking, short."""
+    when = time.strftime("%H:%M:%S")
+    if adopted:
+        line = (f"=== {when} the controller restarted and found {att.cluster_name} up and "
+                "running the job: adopted ===")
+    else:
+        line = (f"=== {when} the controller restarted while {att.cluster_name} was being "
+                "provisioned or set up: the half-built cluster is torn down and built "
+                "again ===")
+    path = paths.attempt_log_path(att.job_id, att.attempt).with_suffix(".setup.log")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+    log.info("job %d: attempt %d: %s", att.job_id, att.attempt, line.strip("= "))
+    return line
