@@ -33,6 +33,7 @@ from launcher.state import (
     StateDB,
     acquire_cluster_lock,
     cluster_lock,
+    launch_process_gone,
 )
 
 if TYPE_CHECKING:
@@ -89,8 +90,9 @@ class ClusterStatusView:
         """{name, cloud, region, zone, num_nodes, status, hourly_cost, autostop,
         status_reason, status_seen_at}; autostop is null or {"idle_minutes": int, "down":
         bool}; status_reason / status_seen_at (epoch seconds) say what the `status
-        --refresh` that found a DEGRADED cluster saw, and when (null otherwise).
-        Never carries keys or secrets."""
+        --refresh` that found a DEGRADED cluster saw, and when; for an INIT cluster whose
+        launching process is gone, status_reason says so (status_seen_at null); both
+        null otherwise. Never carries keys or secrets."""
         return {
             "name": self.name,
             "cloud": self.cloud,
@@ -137,7 +139,9 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
     in the view (the DB keeps UP; the next refresh re-checks). A cluster being
     launched (lock held) is left alone.
 
-    Always (refresh or not): an UP cluster with autostop --down on a cloud whose
+    Always (refresh or not): an INIT cluster whose launching process (pid and host in
+    its row) is gone gets a `status_reason` and a line in `notes` saying so, with what to
+    do (`launch -c NAME`, `down`; for a managed job's, start the controller). An UP cluster with autostop --down on a cloud whose
     nodes cannot take themselves down (ssh) is asked whether its agent autodowned it;
     if so its nodes are released and it is removed. One line per such event (and per
     DEGRADED cluster) is appended to `notes`.
@@ -171,10 +175,33 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
         h = health.get(r.name)
         if h is not None and r.status is ClusterStatus.UP:
             v = replace(v, status=h.status, status_reason=h.reason, status_seen_at=h.seen_at)
+        gone = _launch_gone(r)
+        if gone is not None:
+            reason, hint = gone
+            v = replace(v, status_reason=reason)
+            out_notes.append(f"{r.name}: INIT, but {reason}; {hint}")
         views.append(v)
     if refresh:
         _scan_orphans(cloud_fn, out_notes, orphans, orphan_clouds)
     return views
+
+
+def _launch_gone(rec: ClusterRecord) -> tuple[str, str] | None:
+    """(why, what to do) for an INIT cluster whose launching process (recorded in the
+    cluster's row) is known to be gone; None otherwise."""
+    if rec.status is not ClusterStatus.INIT or not launch_process_gone(rec.launch_pid,
+                                                                       rec.launch_host):
+        return None
+    who = f"pid {rec.launch_pid} on {rec.launch_host}"
+    if rec.owner and rec.owner.startswith("managed-job:"):
+        job = rec.owner.split(":", 1)[1]
+        return (f"the managed-jobs controller that was bringing it up ({who}) is gone",
+                f"`launcher jobs controller start` resumes managed job {job} (it rebuilds "
+                "the half-built cluster)")
+    return (f"the launch that was bringing it up ({who}) is gone",
+            f"`launcher launch -c {rec.name} TASK` finishes it (reusing its nodes when they "
+            f"all answer, else provisioning it again), or `launcher down {rec.name}` "
+            "removes it")
 
 
 def _scan_orphans(cloud_fn: CloudFn, notes: list[str], out: list[Orphan] | None,
