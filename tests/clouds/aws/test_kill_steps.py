@@ -35,7 +35,8 @@ left afterwards. Client: 40 kill points (27 by default); controller: 10; all lea
 
 Also: a launch with `ports:` killed after its security group was made and before
 RunInstances, then `status --refresh` (which must tear that group down before it forgets
-the cluster).
+the cluster); and a launch killed once its nodes are up but its agent is not, which
+`status` must call gone and `launch -c NAME` must resume on the same gang.
 
 Not covered here: placement groups and Elastic IPs (an EFA gang's): this m6i.large path
 makes neither; `leaks()` still checks both. That path's faults and kills are tested on
@@ -284,6 +285,37 @@ def test_client_killed_between_ports_group_and_run_instances_then_status_refresh
     assert "sgkill: no node is left on aws" in out and "No clusters." in out, out
     assert not (launcher_home / "aws" / "clusters" / "sgkill.json").exists()
     assert json.loads(_cli("status", "--json").stdout) == []
+
+
+def test_client_killed_after_provisioning_then_relaunch_reuses_the_gang(
+    aws_cloud: AWSFake, meter: MotoMeter, tmp_path: Path
+) -> None:
+    """Issue 16 (4.4): SIGKILL `launch` once its nodes are provisioned (it prints
+    `Syncing`; the agent is not running yet): the cluster stays INIT, `status` says its
+    launch is gone, and `launch -c NAME` reuses the gang (its nodes answer over SSH)
+    without a RunInstances."""
+    task = _task(tmp_path)
+    client = Client(task, "reuse", kill_on=PHASES["ssh-up"])
+    try:
+        client.wait()
+    finally:
+        client.kill()
+    assert client.killed_on_line, client.lines
+    status = _cli("status")
+    shown = status.stdout + status.stderr
+    assert f"reuse: INIT, but the launch that was bringing it up (pid {client.pid} " in shown, \
+        shown
+    assert "launcher launch -c reuse TASK" in shown, shown
+    meter.reset()
+    again = _cli("launch", str(task), "-c", "reuse", "-y", "--detach-run")
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    assert "Resuming cluster reuse" in out and "2 node(s) answer" in out, out
+    assert ("ec2", "RunInstances") not in meter.calls, meter.calls
+    rows = json.loads(_cli("status", "--json").stdout)
+    assert [(r["name"], r["status"], r["status_reason"]) for r in rows] == [
+        ("reuse", "UP", None)], rows
+    assert not _down_and_check(aws_cloud, "reuse", "relaunched INIT gang")
 
 
 # ---- the controller ------------------------------------------------------------------
