@@ -22,7 +22,8 @@ Concurrency rules:
 - Short writes use `transaction()` (BEGIN IMMEDIATE, so a writer never deadlocks
   upgrading a read lock).
 - Long operations on one cluster (launch, exec's sync+setup, stop/start/down)
-  hold `cluster_lock(name)`: an `fcntl.flock` on `$LAUNCHER_HOME/locks/<name>.lock`.
+  hold `cluster_lock(name)` (launcher/state_locks.py, re-exported here): an
+  `fcntl.flock` on `$LAUNCHER_HOME/locks/<name>.lock`.
   The kernel drops the lock when its holder dies, so a lock left by a killed
   process is recovered by construction; the file only keeps the holder's pid for
   error messages.
@@ -32,9 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import errno
-import fcntl
-import os
 import re
 import sqlite3
 import time
@@ -47,8 +45,18 @@ from launcher.clouds.base import ClusterInfo, NodeInfo
 from launcher.errors import ClusterBusyError, ClusterNotFoundError, LauncherError
 from launcher.money import format_money
 from launcher.state_files import StateDamagedError, StateError
+from launcher.state_locks import (
+    ClusterLock,
+    acquire_cluster_lock,
+    cluster_lock,
+    launch_process_gone,
+    launcher_process,
+)
 
-__all__ = ["StateDamagedError", "StateError"]  # re-exported: callers import them from here
+__all__ = [  # re-exported: callers import them from here
+    "ClusterLock", "StateDamagedError", "StateError", "acquire_cluster_lock", "cluster_lock",
+    "launch_process_gone", "launcher_process",
+]
 
 
 class InvalidClusterNameError(LauncherError):
@@ -110,6 +118,10 @@ class ClusterRecord:
     resources: str  # human summary, e.g. "2x local (cpu)"
     ssh_key_path: str | None  # private key the client uses (never shown by status)
     owner: str | None  # None = the user; "managed-job:<id>" for controller clusters
+    # The process that created it or last took it over to bring it up (a launch, the
+    # managed-jobs controller): how `status` tells an INIT cluster whose launch died.
+    launch_pid: int | None = None
+    launch_host: str | None = None
 
 
 @dataclass(frozen=True)
@@ -245,12 +257,20 @@ CORE_MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX IF NOT EXISTS cost_ledger_by_cluster ON cost_ledger (cluster, ended_at)",
         ),
     ),
+    Migration(
+        2,
+        "clusters: the pid and host of the process bringing the cluster up",
+        (
+            "ALTER TABLE clusters ADD COLUMN launch_pid INTEGER",
+            "ALTER TABLE clusters ADD COLUMN launch_host TEXT",
+        ),
+    ),
 )
 
 _CLUSTER_COLUMNS = (
     "name, cloud, region, zone, instance_type, num_nodes, use_spot, accelerator, "
     "accelerator_count, status, hourly_cost, autostop_minutes, autostop_down, launched_at, "
-    "status_changed_at, task_name, resources, ssh_key_path, owner"
+    "status_changed_at, task_name, resources, ssh_key_path, owner, launch_pid, launch_host"
 )
 _NODE_COLUMNS = (
     "cluster, rank, node_id, internal_ip, external_ip, ssh_user, ssh_port, ssh_host_key, local_root"
@@ -282,6 +302,8 @@ def _cluster_row(r: sqlite3.Row) -> ClusterRecord:
         resources=r[16],
         ssh_key_path=r[17],
         owner=r[18],
+        launch_pid=None if r[19] is None else int(r[19]),
+        launch_host=r[20],
     )
 
 
@@ -498,15 +520,17 @@ class StateDB:
         """Insert an INIT row for a new cluster. Raises ClusterBusyError if the name exists.
 
         Call this BEFORE asking a cloud for anything, so a crash mid-provision
-        leaves a row that `down` can clean up from.
+        leaves a row that `down` can clean up from. The calling process is recorded as
+        the one launching it (`launch_pid` / `launch_host`).
         """
         now = time.time()
+        pid, host = launcher_process()
         with self.transaction() as conn:
             if conn.execute("SELECT 1 FROM clusters WHERE name = ?", (name,)).fetchone():
                 raise ClusterBusyError(f"Cluster {name!r} already exists.")
             conn.execute(
                 f"INSERT INTO clusters ({_CLUSTER_COLUMNS}) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?, ?, ?, ?)",
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     name,
                     placement.cloud,
@@ -525,6 +549,8 @@ class StateDB:
                     placement.resources,
                     ssh_key_path,
                     owner,
+                    pid,
+                    host,
                 ),
             )
             self._event(conn, name, "created", placement.cloud, _describe(placement))
@@ -554,6 +580,14 @@ class StateDB:
                 ),
             )
             self._event(conn, name, "provision-attempt", placement.cloud, _describe(placement))
+
+    def claim_launch(self, name: str) -> None:
+        """Record the calling process as the one bringing `name` up now (a relaunch that
+        takes over a cluster a dead launch left INIT)."""
+        pid, host = launcher_process()
+        with self.transaction() as conn:
+            conn.execute("UPDATE clusters SET launch_pid=?, launch_host=? WHERE name=?",
+                         (pid, host, name))
 
     def set_status(self, name: str, status: ClusterStatus, reason: str = "") -> None:
         with self.transaction() as conn:
@@ -723,76 +757,3 @@ def _describe(p: PlacementRecord) -> str:
     where = "/".join(x for x in (p.cloud, p.region, p.zone) if x)
     spot = " spot" if p.use_spot else ""
     return f"{p.num_nodes}x {p.instance_type}{spot} in {where} ({format_money(p.hourly_cost)}/h)"
-
-
-# ------------------------------------------------------------------------- locks
-
-
-@dataclass
-class ClusterLock:
-    """A held per-cluster lock; release with `release()` or by leaving `cluster_lock`."""
-
-    name: str
-    path: Path
-    fd: int | None
-
-    def release(self) -> None:
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-
-def _lock_holder(path: Path) -> str:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return "another process"
-    return f"process {text}" if text else "another process"
-
-
-def acquire_cluster_lock(name: str, *, wait: float = 0.0, purpose: str = "") -> ClusterLock:
-    """Take the per-cluster lock, waiting up to `wait` seconds. Blocking.
-
-    Raises ClusterBusyError naming the holder when it stays taken. The kernel
-    releases the lock if the holder dies, so stale locks never block anyone.
-    """
-    lock_dir = launcher_home() / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    path = lock_dir / f"{name}.lock"
-    fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + wait
-    delay = 0.01
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                os.close(fd)
-                raise
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                holder = _lock_holder(path)
-                os.close(fd)
-                raise ClusterBusyError(
-                    f"Cluster {name!r} is busy: {holder} is operating on it. "
-                    "Wait for it to finish (or stop it), then retry."
-                ) from None
-            # flock has no timed wait; back off briefly (lock waits are rare and short).
-            time.sleep(min(delay, remaining))
-            delay = min(delay * 2, 0.2)
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}{' (' + purpose + ')' if purpose else ''}\n".encode())
-    return ClusterLock(name, path, fd)
-
-
-@contextlib.contextmanager
-def cluster_lock(name: str, *, wait: float = 0.0, purpose: str = "") -> Iterator[ClusterLock]:
-    """Context-manager form of `acquire_cluster_lock`; releases on exit."""
-    lock = acquire_cluster_lock(name, wait=wait, purpose=purpose)
-    try:
-        yield lock
-    finally:
-        lock.release()

@@ -276,8 +276,8 @@ class AWSFake:
 
     def live_instances(self) -> dict[str, int]:
         """Counts of `leaks()`: {"instances", "eips", "placement_groups",
-        "security_groups", "nodes"} (moto 5.2 cannot create placement groups: always 0
-        here; that path is tested with recorded responses)."""
+        "security_groups", "nodes"} (placement groups: moto 5.2 has none of its own;
+        tests/moto_placement_groups.py adds them to the fixtures' moto)."""
         leaks = self.leaks()
         return {k: len(v) for k, v in vars(leaks).items()}
 
@@ -344,8 +344,13 @@ def _lab_or_none(request: pytest.FixtureRequest) -> NetnsLab | None:
 
 @pytest.fixture(scope="session")
 def moto_server(request: pytest.FixtureRequest) -> Iterator[MotoServer]:
-    """moto's server, in this process, on the lab's gateway (or 127.0.0.1)."""
+    """moto's server, in this process, on the lab's gateway (or 127.0.0.1), with EC2
+    placement groups added (tests/moto_placement_groups.py)."""
     from moto.server import ThreadedMotoServer
+
+    from tests import moto_placement_groups
+
+    moto_placement_groups.install()
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
     lab = _lab_or_none(request)

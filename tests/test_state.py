@@ -227,3 +227,31 @@ def test_lock_wait_succeeds_when_holder_releases() -> None:
     threading.Timer(0.2, first.release).start()
     with cluster_lock("w", wait=5):
         pass
+
+
+def test_core_migration_2_adds_the_launching_process_to_existing_clusters(
+        launcher_home: Path) -> None:
+    """A DB written before migration 2 (no launch_pid / launch_host): its clusters are
+    kept, with no launching process known; new rows record the creating process."""
+    path = launcher_home / "state.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_version (component TEXT NOT NULL, version INTEGER NOT "
+                 "NULL, description TEXT NOT NULL, applied_at REAL NOT NULL, PRIMARY KEY "
+                 "(component, version))")
+    for stmt in CORE_MIGRATIONS[0].statements:
+        conn.execute(stmt)
+    conn.execute("INSERT INTO schema_version VALUES ('core', 1, 'v1', 0)")
+    conn.execute("INSERT INTO clusters (name, cloud, region, instance_type, num_nodes, use_spot,"
+                 " status, launched_at, status_changed_at) VALUES ('old', 'local', 'local',"
+                 " 'local-cpu', 1, 0, 'INIT', 1, 1)")
+    conn.commit()
+    conn.close()
+    os.chmod(path, 0o600)
+    with StateDB() as db:
+        assert db.schema_version("core") == 2
+        old = db.require_cluster("old")
+        assert (old.launch_pid, old.launch_host) == (None, None)
+        new = db.create_cluster("new", PLACEMENT)
+        assert new.launch_pid == os.getpid() and new.launch_host
+        db.claim_launch("old")
+        assert db.require_cluster("old").launch_pid == os.getpid()

@@ -71,7 +71,7 @@ class LaunchResult:
     num_nodes: int
     hourly_cost: float
     created: bool = False  # a new cluster was provisioned by this call
-    reused: bool = False  # an UP cluster was reused as is
+    reused: bool = False  # an existing cluster was reused as is (UP, or a healthy INIT gang)
     job_id: int | None = None
     exit_code: int | None = None
     job_status: str | None = None

@@ -33,6 +33,7 @@ from launcher.state import (
     StateDB,
     acquire_cluster_lock,
     cluster_lock,
+    launch_process_gone,
 )
 
 if TYPE_CHECKING:
@@ -89,8 +90,9 @@ class ClusterStatusView:
         """{name, cloud, region, zone, num_nodes, status, hourly_cost, autostop,
         status_reason, status_seen_at}; autostop is null or {"idle_minutes": int, "down":
         bool}; status_reason / status_seen_at (epoch seconds) say what the `status
-        --refresh` that found a DEGRADED cluster saw, and when (null otherwise).
-        Never carries keys or secrets."""
+        --refresh` that found a DEGRADED cluster saw, and when; for an INIT cluster whose
+        launching process is gone, status_reason says so (status_seen_at null); both
+        null otherwise. Never carries keys or secrets."""
         return {
             "name": self.name,
             "cloud": self.cloud,
@@ -137,7 +139,9 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
     in the view (the DB keeps UP; the next refresh re-checks). A cluster being
     launched (lock held) is left alone.
 
-    Always (refresh or not): an UP cluster with autostop --down on a cloud whose
+    Always (refresh or not): an INIT cluster whose launching process (pid and host in
+    its row) is gone gets a `status_reason` and a line in `notes` saying so, with what to
+    do (`launch -c NAME`, `down`; for a managed job's, start the controller). An UP cluster with autostop --down on a cloud whose
     nodes cannot take themselves down (ssh) is asked whether its agent autodowned it;
     if so its nodes are released and it is removed. One line per such event (and per
     DEGRADED cluster) is appended to `notes`.
@@ -157,7 +161,7 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
                     out_notes.append(line)
                     continue
             if refresh:
-                checked, why = _refresh_one(db, rec, cloud_fn)
+                checked, why = _refresh_one(db, rec, cloud_fn, out_notes)
                 if why:
                     health_store.record(db, rec, DEGRADED, why, time.time())
                     out_notes.append(f"{rec.name}: DEGRADED: {why}")
@@ -171,10 +175,33 @@ def status(refresh: bool = False, *, cloud_fn: CloudFn = default_cloud,
         h = health.get(r.name)
         if h is not None and r.status is ClusterStatus.UP:
             v = replace(v, status=h.status, status_reason=h.reason, status_seen_at=h.seen_at)
+        gone = _launch_gone(r)
+        if gone is not None:
+            reason, hint = gone
+            v = replace(v, status_reason=reason)
+            out_notes.append(f"{r.name}: INIT, but {reason}; {hint}")
         views.append(v)
     if refresh:
         _scan_orphans(cloud_fn, out_notes, orphans, orphan_clouds)
     return views
+
+
+def _launch_gone(rec: ClusterRecord) -> tuple[str, str] | None:
+    """(why, what to do) for an INIT cluster whose launching process (recorded in the
+    cluster's row) is known to be gone; None otherwise."""
+    if rec.status is not ClusterStatus.INIT or not launch_process_gone(rec.launch_pid,
+                                                                       rec.launch_host):
+        return None
+    who = f"pid {rec.launch_pid} on {rec.launch_host}"
+    if rec.owner and rec.owner.startswith("managed-job:"):
+        job = rec.owner.split(":", 1)[1]
+        return (f"the managed-jobs controller that was bringing it up ({who}) is gone",
+                f"`launcher jobs controller start` resumes managed job {job} (it rebuilds "
+                "the half-built cluster)")
+    return (f"the launch that was bringing it up ({who}) is gone",
+            f"`launcher launch -c {rec.name} TASK` finishes it (reusing its nodes when they "
+            f"all answer, else provisioning it again), or `launcher down {rec.name}` "
+            "removes it")
 
 
 def _scan_orphans(cloud_fn: CloudFn, notes: list[str], out: list[Orphan] | None,
@@ -184,11 +211,10 @@ def _scan_orphans(cloud_fn: CloudFn, notes: list[str], out: list[Orphan] | None,
     scan = find_orphans(enabled_cloud_names() if clouds is None else clouds, cloud_fn=cloud_fn)
     for o in scan.orphans:
         notes.append(
-            f"Orphan on {o.cloud}: {len(o.node_ids)} instance(s) tagged for cluster "
-            f"{o.cluster!r} ({', '.join(o.node_ids)}), which no cluster here owns; "
-            f"remove with `{o.command}`")
+            f"Orphan on {o.cloud}: {o.summary()} tagged for cluster {o.cluster!r}, which "
+            f"no cluster here owns; remove with `{o.command}`")
     for cloud, why in sorted(scan.errors.items()):
-        notes.append(f"Could not list {cloud} instances for orphans: {why}")
+        notes.append(f"Could not list {cloud} resources for orphans: {why}")
     if out is not None:
         out.extend(scan.orphans)
 
@@ -245,7 +271,8 @@ def _check_autodowned(rec: ClusterRecord, cloud_fn: CloudFn) -> str | None:
     return None
 
 
-def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> tuple[bool, str | None]:
+def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn,
+                 notes: list[str]) -> tuple[bool, str | None]:
     """Reconcile one cluster with its cloud's view: (checked, why it is degraded if it is).
     `checked` is False when the cluster was left alone (busy, or no such cloud here)."""
     try:
@@ -257,17 +284,30 @@ def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn) -> tuple[bo
             view = cloud_fn(rec.cloud).query(rec.name)
         except KeyError:
             return False, None
-        return True, _reconcile(db, rec, view, cloud_fn)
+        return True, _reconcile(db, rec, view, cloud_fn, notes)
     finally:
         lock.release()
 
 
 def _reconcile(db: StateDB, rec: ClusterRecord, view: dict[str, NodeState],
-               cloud_fn: CloudFn) -> str | None:
-    """Apply the cloud's `view` of one cluster to the state DB; why it is degraded, if it is."""
+               cloud_fn: CloudFn, notes: list[str]) -> str | None:
+    """Apply the cloud's `view` of one cluster to the state DB; why it is degraded, if it is.
+    A cluster with no node left is torn down on its cloud(s) before its record is
+    forgotten; when that teardown fails the record stays and a line goes to `notes`."""
     states = set(view.values())
-    if not view:
+    if not view or (rec.cloud not in NEVER_PREEMPTED and states <= {NodeState.TERMINATED}):
+        # No node left (or none was ever made: a launch killed before its instances).
+        # What else the cluster holds (a security group, a placement group, addresses)
+        # goes first: a record is forgotten only once its cloud teardown has run.
+        try:
+            terminate_everywhere(db, rec, cloud_fn)  # idempotent: release what may remain
+        except LauncherError as exc:
+            notes.append(f"{rec.name}: no node is left on {rec.cloud}, but its teardown "
+                         f"failed, so it is kept (`launcher down {rec.name}` retries): {exc}")
+            return None
         db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
+        notes.append(f"{rec.name}: no node is left on {rec.cloud} ({rec.status.value} "
+                     f"before); what remained of it there was removed and it is forgotten")
     elif rec.cloud in NEVER_PREEMPTED and states & {NodeState.TERMINATED, NodeState.UNKNOWN}:
         # Before the "all gone" case: a pool host that does not answer is still held by
         # this cluster, and only `down` gives it back (forgetting the row would leak it).
@@ -278,9 +318,6 @@ def _reconcile(db: StateDB, rec: ClusterRecord, view: dict[str, NodeState],
         why = "node(s) " + ", ".join(bad)
         db.add_event(rec.name, "degraded", why)
         return why
-    elif states <= {NodeState.TERMINATED}:
-        terminate_everywhere(db, rec, cloud_fn)  # idempotent: release what may remain
-        db.delete_cluster(rec.name, reason="gone from the cloud (refresh)")
     elif NodeState.PREEMPTED in states or NodeState.TERMINATED in states:
         if rec.status is not ClusterStatus.PREEMPTED:
             db.set_status(rec.name, ClusterStatus.PREEMPTED, _describe(view))

@@ -411,6 +411,13 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
                     shown[a.attempt] = 0
                     runs[a.attempt] = run + 1
                 if a.torn_down_at is not None or (finished and saved.exists()):
+                    if not shown.get(a.attempt):
+                        # the attempt's output left in a gang run's copy by a replacement
+                        # that never restarted the gang (controllers before the fix kept
+                        # it there: see jobs/log_sync.reclaim_gang_run)
+                        for line in _read_lines(paths.gang_run_log_path(
+                                job_id, a.attempt, a.gang_runs)):
+                            on_line(line)
                     for line in _read_lines(saved)[shown.get(a.attempt, 0):]:
                         on_line(line)
                     on_line(attempt_footer(a))

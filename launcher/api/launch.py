@@ -5,8 +5,10 @@ The launch flow (blocking; `on_event` gets progress lines, `on_line` job output)
 2. Take the cluster's lock (a second launch of the same name fails at once with
    ClusterBusyError) - held until the job is submitted, not while logs stream.
 3. An existing UP cluster that fits the task is reused (sync + setup + run, like
-   `sky launch -c`); a STOPPED one is started; one left INIT by a dead launch,
-   or PREEMPTED, is terminated and provisioned afresh. Otherwise: plan and
+   `sky launch -c`); a STOPPED one is started; one left INIT after provisioning (a
+   dead launch, a failed agent install) is reused when the task fits it and all its
+   recorded nodes are RUNNING and answer (launcher.provisioning.resume); otherwise
+   an INIT or PREEMPTED one is terminated and provisioned afresh. Otherwise: plan and
    provision with failover (launcher.provisioning.failover), recording the cluster
    before any cloud call.
 4. Agent install (in parallel with the file sync), sync workdir + file_mounts,
@@ -57,6 +59,7 @@ from launcher.provisioning.failover import (
 )
 from launcher.provisioning.prepare import prepare_cluster
 from launcher.state import (
+    ClusterRecord,
     ClusterStatus,
     StateDB,
     acquire_cluster_lock,
@@ -219,6 +222,10 @@ def _get_cluster(
     rec = db.get_cluster(name)
     if rec is not None:
         require_user_owned(rec)
+    if rec is not None and rec.status is ClusterStatus.INIT:
+        reused = _resume_init(db, rec, task, cloud_fn, emit)
+        if reused is not None:
+            return reused, [], False, True
     if rec is not None and rec.status in (ClusterStatus.UP, ClusterStatus.STOPPED):
         problem = fit_problem(rec, task)
         if problem:
@@ -257,6 +264,35 @@ def _get_cluster(
                 db.delete_cluster(name, reason="launch failed")
         raise
     return got.cluster, got.attempts, True, False
+
+
+def _resume_init(db: StateDB, rec: ClusterRecord, task: Task, cloud_fn: CloudFn,
+                 emit: EventCallback) -> ClusterInfo | None:
+    """A cluster left INIT (its launch died, or its agent install failed; this launch
+    holds its lock, so nobody else is bringing it up): its gang when every node is still
+    there and answers (launcher.provisioning.resume) and the task fits it, else None
+    (the caller terminates it and provisions afresh), saying why either way."""
+    from launcher.provisioning.resume import check_init_gang
+
+    problem = fit_problem(rec, task)
+    if problem:
+        emit(f"Cluster {rec.name} was left INIT and cannot run this task ({problem}): "
+             "provisioning it again")
+        return None
+    try:
+        cloud = cloud_fn(rec.cloud)
+    except KeyError:
+        return None
+    check = check_init_gang(db, rec, cloud)
+    if check.info is None:
+        emit(f"Cluster {rec.name} was left INIT by a launch that did not finish, and its "
+             f"nodes cannot be reused ({check.why}): provisioning it again")
+        return None
+    db.claim_launch(rec.name)
+    db.add_event(rec.name, "resumed", f"INIT gang of {len(check.info.nodes)} node(s) reused")
+    emit(f"Resuming cluster {rec.name} ({rec.resources}), left INIT by a launch that did "
+         f"not finish: its {len(check.info.nodes)} node(s) answer, reusing them")
+    return check.info
 
 
 def _states(view: dict[str, NodeState]) -> str:

@@ -504,7 +504,7 @@ def down_cmd(
     names: Annotated[list[str] | None, typer.Argument(help="Cluster names.", autocompletion=complete_cluster_name)] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     all_: Annotated[bool, typer.Option("--all", "-a", help="Every cluster.")] = False,
-    orphan: Annotated[str | None, typer.Option("--orphan", help="Terminate the instances tagged with this cluster name that no cluster here owns (listed by `status --refresh`); needs --cloud.", metavar="NAME")] = None,
+    orphan: Annotated[str | None, typer.Option("--orphan", help="Remove everything (instances, security groups, placement groups, addresses...) tagged with this cluster name that no cluster here owns (listed by `status --refresh`); needs --cloud.", metavar="NAME")] = None,
     cloud: Annotated[str | None, typer.Option("--cloud", help="With --orphan: the cloud the instances run on.")] = None,
 ) -> int:
     """Terminate clusters and everything on them."""
@@ -517,7 +517,7 @@ def down_cmd(
         from launcher.api.clusters import down_orphan
 
         down_orphan(orphan, cloud)
-        _say(f"Terminated the instances tagged {orphan!r} on {cloud}.")
+        _say(f"Removed what was tagged {orphan!r} on {cloud}.")
         return 0
     targets = _names_or_all(names, all_, "down")
     if not targets:

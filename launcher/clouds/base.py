@@ -189,6 +189,34 @@ class SupportsOrphans(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TaggedResource:
+    """One resource a cloud holds under launcher's cluster tag. `kind` is what a
+    person reads ("instance", "security group", "placement group", "Elastic IP",
+    "volume", "network interface", "resource group", "disk", ...); `id` is the
+    cloud's own id (or name, where the cloud names things, like placement groups)."""
+
+    kind: str
+    id: str
+
+
+INSTANCE = "instance"
+
+
+@runtime_checkable
+class SupportsResourceScan(Protocol):
+    """Optional capability beside SupportsOrphans: list EVERY kind of resource the cloud
+    holds under launcher's tags, not only instances, so a cluster killed after its
+    security group or placement group was made but before any instance existed is
+    still found (and `launcher down --orphan` removes it)."""
+
+    def list_tagged_resources(self) -> dict[str, list[TaggedResource]]:
+        """cluster name -> its live tagged resources of every kind (instances:
+        pending, running or stopped), over every region the cloud may have used.
+        Blocking; raises CloudError when the cloud cannot be listed."""
+        ...
+
+
 class SupportsStop(Protocol):
     def stop(self, cluster: str) -> None: ...
     def start(self, cluster: str) -> ClusterInfo: ...

@@ -226,6 +226,12 @@ class ClusterOps(Protocol):
         `teardown` still follows. Idempotent."""
         ...
 
+    def can_replace_nodes(self, cluster_name: str) -> bool:
+        """Whether `replace_nodes` can replace lost nodes of this cluster in place (it may
+        still fail, e.g. no spare host). False: it always answers None, and the controller
+        relaunches the whole cluster without announcing a replacement. Cheap; never raises."""
+        ...
+
     def replace_nodes(
         self, cluster_name: str, lost_node_ids: tuple[str, ...], req: LaunchRequest
     ) -> AttemptLaunch | None:
@@ -235,6 +241,10 @@ class ClusterOps(Protocol):
         controller then relaunches the whole cluster). Like a launch, it may be aborted
         by `abort_launch` from another thread (the job was cancelled)."""
         ...
+
+
+# Clouds whose lost nodes RealClusterOps.replace_nodes replaces in place.
+_REPLACES_IN_PLACE = ("local", "ssh")
 
 
 def lost_nodes(view: Mapping[str, NodeState], expected: tuple[str, ...]) -> tuple[str, ...]:
@@ -630,6 +640,13 @@ class RealClusterOps:
         with contextlib.suppress(KeyError):
             default_cloud(cloud or "local").terminate(cluster_name)
 
+    def can_replace_nodes(self, cluster_name: str) -> bool:
+        """The local cloud and SSH pools replace nodes in place (see `replace_nodes`)."""
+        try:
+            return self._cloud_name(cluster_name) in _REPLACES_IN_PLACE
+        except Exception:
+            return False
+
     def replace_nodes(self, cluster_name: str, lost_node_ids: tuple[str, ...],
                       req: LaunchRequest) -> AttemptLaunch | None:
         """Local cloud: re-provisioning the same cluster replaces exactly its PREEMPTED
@@ -640,7 +657,7 @@ class RealClusterOps:
         resubmitted (after `req.before_run`; False = LaunchAbortedError). Other clouds:
         None until their provisioners can replace single nodes in place."""
         cloud = self._cloud_name(cluster_name)
-        if cloud not in ("local", "ssh"):
+        if cloud not in _REPLACES_IN_PLACE:
             return None
         from launcher.clouds.base import CapacityError, ProvisionRequest
         from launcher.clouds.local import LocalCloud

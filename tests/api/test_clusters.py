@@ -476,3 +476,39 @@ def test_no_stray_processes_after_the_module() -> None:
             os.close(fd)
         strays = _processes_under(homes)
     assert strays == {}, f"stray processes: {strays}"
+
+
+class _NothingLeftCloud:
+    """A cloud that reports no node at all for any cluster (a launch killed after its
+    security group was made, before RunInstances); its teardown may fail."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.terminated: list[str] = []
+
+    def query(self, cluster: str) -> dict[str, NodeState]:
+        return {}
+
+    def terminate(self, cluster: str) -> None:
+        if self.fail:
+            raise RuntimeError("DependencyViolation (injected)")
+        self.terminated.append(cluster)
+
+
+def test_status_refresh_tears_down_a_cluster_with_no_node_before_forgetting_it() -> None:
+    fake = _NothingLeftCloud()
+    with StateDB() as db:  # left INIT by a launch killed before any instance existed
+        db.create_cluster("half", PlacementRecord("aws", "us-east-1", None, "m6i.large", 2, False))
+    views = api.status(refresh=True, cloud_fn=lambda _name: fake)  # type: ignore[arg-type,return-value]
+    assert views == [] and fake.terminated == ["half"]
+
+
+def test_status_refresh_keeps_a_cluster_whose_teardown_failed_and_says_so() -> None:
+    fake = _NothingLeftCloud(fail=True)
+    with StateDB() as db:
+        db.create_cluster("half", PlacementRecord("aws", "us-east-1", None, "m6i.large", 2, False))
+    notes: list[str] = []
+    views = api.status(refresh=True, cloud_fn=lambda _name: fake, notes=notes)  # type: ignore[arg-type,return-value]
+    assert [v.name for v in views] == ["half"]  # kept: `down` can retry
+    assert any("half" in n and "teardown failed" in n and "launcher down half" in n
+               and "DependencyViolation" in n for n in notes), notes

@@ -301,6 +301,9 @@ class FakeOps:
                 for n in c.nodes:
                     c.nodes[n] = NodeState.TERMINATED
 
+    def can_replace_nodes(self, cluster_name: str) -> bool:
+        return self.replace_supported
+
     def replace_nodes(self, cluster_name: str, lost_node_ids: tuple[str, ...],
                       req: LaunchRequest) -> AttemptLaunch | None:
         if not self.replace_supported:

@@ -195,3 +195,78 @@ def test_a_restarted_controller_continues_the_sync_where_it_stopped(tmp_path) ->
     assert path.read_text().splitlines() == [f"(rank 0) {x}" for x in "abcd"]
     LogSync(path, 8)  # another gang run: starts its copy afresh
     assert not path.exists()
+
+
+class _ReplaceFails(FakeOps):
+    """A cloud that can replace nodes in place, but whose replacement fails."""
+
+    def replace_nodes(self, cluster_name, lost_node_ids, req):  # type: ignore[no-untyped-def]
+        from launcher.jobs.cluster_ops import TransientOpsError
+
+        raise TransientOpsError("no capacity for the replacement (injected)")
+
+
+@pytest.mark.parametrize("replace", ["unsupported", "fails"])
+def test_a_head_lost_on_a_gang_keeps_its_synced_output_and_says_what_happened(
+        store: JobStore, replace: str) -> None:
+    """Issue 16 (4.2): one node (the head) of a 2-node gang lost without notice. On a cloud
+    that cannot replace nodes (AWS), no in-place replacement is announced; where one is
+    tried and fails, the event trail says the whole cluster was relaunched. Either way
+    attempt 1's log holds the lines synced before the loss, ended by the lost-head line
+    once, and no line claims the gang restarted; no gang-run copy is left behind."""
+    from launcher.api.jobs import jobs_logs
+
+    from .fake_ops import Behaviour
+
+    cls = _ReplaceFails if replace == "fails" else FakeOps
+    ops = cls(PLACES + [Place("aws", "us-east-1", "us-east-1b", 1.1)],
+              behaviours=lambda n: Behaviour(duration_s=30.0 if n == 1 else 0.3),
+              replace_supported=replace == "fails")
+    r = Running(ops, num_nodes=2)
+    try:
+        job = submit(store)
+        wait_for(lambda: store.job(job.id).status == S.RUNNING, what="RUNNING")
+        log_path = paths.attempt_log_path(job.id, 1)
+        with ops.lock:
+            ops.clusters["mj-1-1"].logs.extend(["step 0", "step 1"])
+        wait_for(lambda: log_path.exists() and "(rank 0) step 1" in log_path.read_text(),
+                 what="steps synced")
+        ops.preempt("mj-1-1", node_index=0)  # the head only
+        wait_for(lambda: store.job(job.id).status.is_terminal, what="terminal status")
+        wait_for(lambda: ops.live() == [], what="teardown")
+    finally:
+        r.stop()
+    assert store.job(job.id).status == S.SUCCEEDED
+    reasons = [e.reason for e in store.events(job.id)]
+    announced = [x for x in reasons if "replacing only those nodes" in x]
+    if replace == "unsupported":
+        assert announced == [], reasons
+    else:
+        assert len(announced) == 1 and any(
+            "could not be replaced in place: relaunching the whole cluster" in x
+            for x in reasons), reasons
+    assert len(store.attempts(job.id)) == 2  # the whole cluster was relaunched
+    lines = _saved(job.id)
+    assert lines[:2] == ["(rank 0) step 0", "(rank 0) step 1"], lines
+    assert len(lines) == 3 and lines[2].startswith("=== mj-1-1's head node was lost"), lines
+    assert not paths.gang_run_log_path(job.id, 1, 1).exists()
+    shown: list[str] = []
+    jobs_logs(job.id, shown.append, follow=False)
+    first = shown[:shown.index(next(x for x in shown if x.startswith("=== attempt 1 ended")))]
+    assert "(rank 0) step 0" in first and "(rank 0) step 1" in first, shown
+    assert not any("gang restarted" in x for x in shown), shown
+
+
+def test_jobs_logs_shows_output_left_in_a_gang_run_copy_by_an_older_controller(
+        store: JobStore) -> None:
+    """A job recorded before the fix: attempt 1's synced output sits in
+    attempt-1.run-1.log (gang_runs still 1) and attempt-1.log holds only the lost-head
+    line. `jobs logs` shows that output too."""
+    from launcher.api.jobs import jobs_logs
+
+    ops = FakeOps(PLACES)
+    job_id = _run_to_end(store, ops)
+    paths.gang_run_log_path(job_id, 1, 1).write_text("(rank 0) synced before the loss\n")
+    shown: list[str] = []
+    jobs_logs(job_id, shown.append, follow=False)
+    assert shown.index("(rank 0) synced before the loss") < shown.index(FULL[0]), shown

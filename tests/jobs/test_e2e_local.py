@@ -348,6 +348,45 @@ def test_kill9_controller_at_crash_point_then_restart(
     _no_clusters_left(launcher_home)
 
 
+def test_kill9_controller_during_a_recoverys_setup_is_said_in_the_logs(
+        tmp_path: Path, launcher_home: Path) -> None:
+    """Issue 16 (4.3): kill -9 of the controller while the recovery's attempt 2 runs its
+    setup; the restarted controller tears the half-built mj-1-2 down and builds it again.
+    `jobs logs` shows attempt 2's first provisioning, then one line saying the
+    controller restarted and rebuilt the half-built cluster, then the second one."""
+    import os
+    import signal
+
+    marker = tmp_path / "attempt-2-setup-started"
+    setup = (f'if [ -e "{marker}.armed" ]; then touch "{marker}"; sleep 30; fi; '
+             "echo setup done")
+    job = api.jobs_launch(_task(tmp_path, count_to=10, step_s=0.1, setup=setup))
+    first = _running_attempt(job.id, 1)
+    (tmp_path / "attempt-2-setup-started.armed").touch()  # attempt 2's setup hangs
+    _preempt(first)
+    _wait(marker.exists, what="attempt 2's setup running")
+    pid = api.jobs_controller_status().pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    _wait(lambda: not api.jobs_controller_status().running, what="controller dead")
+    (tmp_path / "attempt-2-setup-started.armed").unlink()
+    api.jobs_controller_start()
+    final = api.jobs_wait(job.id, timeout=60)
+    assert final.status == "SUCCEEDED", api.jobs_detail(job.id).events
+    lines = _logs(job.id)
+    start = lines.index(next(ln for ln in lines if ln.startswith("=== attempt 2 ")))
+    second = lines[start:]
+    provisioning = [i for i, ln in enumerate(second) if ln.startswith("(setup) Provisioning mj-1-2")]
+    restarted = [i for i, ln in enumerate(second)
+                 if "the controller restarted while mj-1-2 was being provisioned or set up" in ln]
+    assert len(provisioning) == 2 and len(restarted) == 1, second
+    assert provisioning[0] < restarted[0] < provisioning[1], second
+    assert second[restarted[0]].startswith("(setup) === ")
+    assert "torn down and built again" in second[restarted[0]]
+    assert _counts(lines)[-1] == 10
+    _no_clusters_left(launcher_home)
+
+
 def test_queue_json_shape_and_controller_status(tmp_path: Path) -> None:
     job = api.jobs_launch(_task(tmp_path, count_to=3, step_s=0.05))
     api.jobs_wait(job.id, timeout=60)

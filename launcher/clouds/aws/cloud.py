@@ -1,4 +1,5 @@
-"""`AWSCloud`: the `aws` cloud on EC2 (the Cloud protocol, SupportsStop, SupportsOrphans).
+"""`AWSCloud`: the `aws` cloud on EC2 (the Cloud protocol, SupportsStop, SupportsOrphans,
+SupportsResourceScan).
 
 provision (blocking, all or nothing): instance-type facts and image (images.py) -> the
 region's key pair / security group / subnet (network.py, cached; the cluster's region
@@ -10,9 +11,9 @@ keys pinned, cluster key installed). Any failure after the first create call del
 what exists for the cluster in that region (teardown.py) before the error is raised.
 
 terminate (idempotent, blocking): in every region recorded for the cluster (or, with
-no record, every AWS region of the catalog, in parallel) terminate by tag, wait for
-`terminated`, release EIPs, delete the placement group and the security groups; then
-drop the record. query: recorded instance ids (else the tag) -> NodeState; spot
+no record, every AWS region of the catalog where anything carries its tag: inventory.py)
+terminate by tag, wait for `terminated`, release EIPs, delete detached volumes and
+network interfaces, the placement group and the security groups; then drop the record. query: recorded instance ids (else the tag) -> NodeState; spot
 instances ended by EC2 are PREEMPTED. stop/start: on-demand gangs only, EBS kept.
 
 Tests inject `clients` (a ClientFactory), `node_waiter` (instead of real SSH) and
@@ -24,13 +25,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from launcher.clouds.aws import records
 from launcher.clouds.aws.errors import CLOUD, aws_errors, error_code
 from launcher.clouds.aws.images import TypeFacts, resolve_image, type_facts
+from launcher.clouds.aws.inventory import PLACEMENT_GROUP, region_resources
 from launcher.clouds.aws.network import (
     RegionNetwork,
     create_ports_group,
@@ -60,6 +62,7 @@ from launcher.clouds.base import (
     NodeInfo,
     NodeState,
     ProvisionRequest,
+    TaggedResource,
 )
 from launcher.config import AWSSettings, load_config
 
@@ -69,6 +72,7 @@ _STALE_CACHE_CODES = ("InvalidKeyPair.NotFound", "InvalidGroup.NotFound",
                       "InvalidSubnetID.NotFound", "InvalidVpcID.NotFound")
 _MAX_REGION_WORKERS = 8
 CHECK_TTL_S = 60.0
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,22 +304,27 @@ class AWSCloud:
         waits until the instances are terminated. Raises CloudError (the record is kept
         then, so a retry looks in the same regions)."""
         regions = records.cluster_regions(cluster)
-        if regions is None:
-            regions = self._live_regions(cluster)
+        groups: dict[str, list[str]] = {}
+        if regions is None:  # no record (an orphan): wherever anything of it is tagged
+            found = self._tagged_by_region(cluster)
+            regions = sorted(found)
+            groups = {r: [x.id for x in res if x.kind == PLACEMENT_GROUP]
+                      for r, res in found.items()}
         errors = []
         for region in regions:
             try:
-                self._teardown(self._ec2(region), region, cluster)
+                self._teardown(self._ec2(region), region, cluster, groups.get(region, ()))
             except CloudError as exc:
                 errors.append(exc)
         if errors:
             raise errors[0]
         records.drop_cluster(cluster)
 
-    def _teardown(self, ec2: Any, region: str, cluster: str) -> None:
+    def _teardown(self, ec2: Any, region: str, cluster: str,
+                  placement_groups: Sequence[str] = ()) -> None:
         t = self._timeouts
         teardown_region(ec2, region, cluster, deadline=time.monotonic() + t.teardown,
-                        poll=t.poll, sleep=self._sleep)
+                        poll=t.poll, sleep=self._sleep, placement_groups=placement_groups)
 
     # ---- SupportsStop ----
 
@@ -381,8 +390,7 @@ class AWSCloud:
     def list_tagged_clusters(self) -> dict[str, list[str]]:
         """cluster tag -> ids of its pending/running/stopping/stopped instances, over the
         recorded regions and the catalog's AWS regions. Raises CloudError."""
-        regions = sorted({r for rs in records.recorded_clusters().values() for r in rs}
-                         | set(self._regions()))
+        regions = self._scan_regions()
         out: dict[str, list[str]] = {}
         states = ("pending", "running", "stopping", "stopped")
 
@@ -402,10 +410,35 @@ class AWSCloud:
                     out.setdefault(name, []).append(str(inst["InstanceId"]))
         return {k: sorted(v) for k, v in out.items()}
 
+    # ---- SupportsResourceScan ----
+
+    def list_tagged_resources(self) -> dict[str, list[TaggedResource]]:
+        """cluster tag -> its tagged resources of every kind (inventory.py), over the
+        recorded regions and the catalog's AWS regions. Raises CloudError."""
+        out: dict[str, list[TaggedResource]] = {}
+        for found in self._each_region(self._scan_regions(), self._region_inventory(None)):
+            for cluster, res in found.items():
+                out.setdefault(cluster, []).extend(res)
+        return {k: sorted(v, key=lambda r: (r.kind, r.id)) for k, v in out.items()}
+
+    def _tagged_by_region(self, cluster: str) -> dict[str, list[TaggedResource]]:
+        """region -> `cluster`'s tagged resources there (regions with some only)."""
+        regions = self._scan_regions()
+        found = self._each_region(regions, self._region_inventory(cluster))
+        return {r: f.get(cluster, []) for r, f in zip(regions, found, strict=True)
+                if f.get(cluster)}
+
+    def _region_inventory(self, cluster: str | None
+                          ) -> Callable[[str], dict[str, list[TaggedResource]]]:
+        return lambda region: region_resources(self._ec2(region), region, cluster)
+
+    def _scan_regions(self) -> list[str]:
+        return sorted({r for rs in records.recorded_clusters().values() for r in rs}
+                      | set(self._regions()))
+
     # ---- helpers ----
 
-    def _each_region(self, regions: list[str],
-                     fn: Callable[[str], list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    def _each_region(self, regions: list[str], fn: Callable[[str], _T]) -> list[_T]:
         if not regions:
             return []
         with ThreadPoolExecutor(min(_MAX_REGION_WORKERS, len(regions))) as ex:
@@ -420,9 +453,6 @@ class AWSCloud:
         found = self._each_region(
             regions, lambda r: _rank_sorted(instances(self._ec2(r), r, cluster, states)))
         return {r: insts for r, insts in zip(regions, found, strict=True) if insts}
-
-    def _live_regions(self, cluster: str) -> list[str]:
-        return list(self._scan(cluster))
 
 
 def _public_key() -> str:

@@ -3,8 +3,10 @@
 `teardown_region`: terminate every instance tagged with the cluster (any live state),
 WAIT until EC2 reports them `terminated` (a placement group or a security group in use
 cannot be deleted; an EIP of a live instance would be re-billed), then release the
-cluster's Elastic IPs (by tag), delete its placement group (by the name recorded in
-records.py: EC2 deletes groups by name) and its security groups (by tag). Idempotent:
+cluster's Elastic IPs (by tag), delete its detached volumes and network interfaces (by
+tag, inventory.py), its placement group (by the name recorded in records.py, EC2
+deletes groups by name, and any other names the caller found by tag) and its security
+groups (by tag). Idempotent:
 a second call finds nothing and returns. Blocking up to `deadline`; raises CloudError
 (typed) when EC2 refuses, or when the instances are not gone by the deadline.
 """
@@ -12,7 +14,7 @@ a second call finds nothing and returns. Blocking up to `deadline`; raises Cloud
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from launcher.clouds.aws import records
@@ -70,8 +72,11 @@ def wait_states(ec2: Any, region: str, ids: list[str], done: tuple[str, ...], *,
 
 
 def teardown_region(ec2: Any, region: str, cluster: str, *, deadline: float, poll: float,
-                    sleep: Sleep = time.sleep) -> None:
-    """Delete everything of `cluster` in `region` (see the module docstring)."""
+                    sleep: Sleep = time.sleep, placement_groups: Sequence[str] = ()) -> None:
+    """Delete everything of `cluster` in `region` (see the module docstring).
+    `placement_groups`: names found by tag, deleted besides the recorded one."""
+    from launcher.clouds.aws.inventory import delete_detached
+
     live = instances(ec2, region, cluster)
     ids = [str(i["InstanceId"]) for i in live]
     to_terminate = [str(i["InstanceId"]) for i in live if i["State"]["Name"] != "shutting-down"]
@@ -81,14 +86,16 @@ def teardown_region(ec2: Any, region: str, cluster: str, *, deadline: float, pol
     wait_states(ec2, region, ids, ("terminated",), deadline=deadline, poll=poll, sleep=sleep,
                 what=f"instances of {cluster}")
     release_addresses(ec2, region, cluster)
-    group = records.placement_groups(cluster).get(region)
-    if group:
+    delete_detached(ec2, region, cluster)
+    recorded = records.placement_groups(cluster).get(region)
+    for group in dict.fromkeys([*([recorded] if recorded else []), *placement_groups]):
         with aws_errors(region=region, action="delete placement group"):
             try:
                 ec2.delete_placement_group(GroupName=group)
             except Exception as exc:
                 if error_code(exc) != "InvalidPlacementGroup.Unknown":
                     raise
+    if recorded:
         records.drop_placement_group(cluster, region)
     delete_groups(ec2, region, cluster, deadline=deadline, poll=poll, sleep=sleep)
 

@@ -1,5 +1,5 @@
 """`AzureCloud`: the `azure` cloud on Azure Resource Manager (Cloud, SupportsStop,
-SupportsOrphans).
+SupportsOrphans, SupportsResourceScan).
 
 provision (blocking, all or nothing): record the resource group (records.py) -> create
 it (tagged) -> NSG + vnet/subnet (network.py) -> for an InfiniBand gang a zonal proximity
@@ -16,7 +16,8 @@ PREEMPTED (launcher never deletes single VMs, and refuses to stop spot clusters)
 otherwise gone is TERMINATED and deallocated is STOPPED.
 terminate (idempotent, blocking): delete every recorded group (no record: the groups
 tagged with the cluster), wait, drop the record. stop/start: deallocate/start (on-demand
-only). list_tagged_clusters: groups tagged `launcher-cluster` -> their VM ids.
+only). list_tagged_resources: groups tagged `launcher-cluster` and their VMs, by cluster
+(list_tagged_clusters: the VM ids, or the group's where it has none).
 
 Tests inject `clients` (built with a credential and endpoint of their own) and
 `node_waiter`; the product uses the real ones.
@@ -51,6 +52,7 @@ from launcher.clouds.azure.session import Clients, check_credentials, local_cred
 from launcher.clouds.azure.states import node_state
 from launcher.clouds.azure.teardown import delete_group
 from launcher.clouds.base import (
+    INSTANCE,
     CapacityError,
     ClusterInfo,
     CredentialStatus,
@@ -58,6 +60,7 @@ from launcher.clouds.base import (
     NodeInfo,
     NodeState,
     ProvisionRequest,
+    TaggedResource,
 )
 from launcher.config_azure import AzureSettings
 
@@ -356,11 +359,21 @@ class AzureCloud:
     def list_tagged_clusters(self) -> dict[str, list[str]]:
         """cluster tag -> ids of its VMs (a group with none: the group's id, so leftover
         networks show too). Raises CloudError."""
+        out: dict[str, list[str]] = {}
+        for cluster, res in self.list_tagged_resources().items():
+            vms = [r.id for r in res if r.kind == INSTANCE]
+            out[cluster] = sorted(vms or [r.id for r in res])
+        return out
+
+    def list_tagged_resources(self) -> dict[str, list[TaggedResource]]:
+        """cluster tag -> its resource groups (everything of a cluster lives in one: its
+        network, disks, addresses) and the VMs in them (SupportsResourceScan). Raises
+        CloudError."""
         resource, compute = self.clients.resource(), self.clients.compute()
         with azure_errors(action="list resource groups"):
             groups = [g.as_dict() for g in resource.resource_groups.list(
                 filter=f"tagName eq '{names.CLUSTER_TAG}'")]
-        out: dict[str, list[str]] = {}
+        out: dict[str, list[TaggedResource]] = {}
         for g in groups:
             cluster = (g.get("tags") or {}).get(names.CLUSTER_TAG)
             if not cluster:
@@ -371,5 +384,7 @@ class AzureCloud:
                 if not is_not_found(exc.__cause__ or exc):
                     raise
                 continue  # deleted meanwhile
-            out.setdefault(str(cluster), []).extend(vms or [str(g["id"])])
-        return {k: sorted(v) for k, v in out.items()}
+            out.setdefault(str(cluster), []).extend(
+                [TaggedResource(INSTANCE, v) for v in vms]
+                + [TaggedResource("resource group", str(g["id"]))])
+        return {k: sorted(v, key=lambda r: (r.kind, r.id)) for k, v in out.items()}

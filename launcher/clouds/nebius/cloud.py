@@ -1,4 +1,5 @@
-"""`NebiusCloud`: the `nebius` cloud on the Nebius AI Cloud API (Cloud, SupportsOrphans).
+"""`NebiusCloud`: the `nebius` cloud on the Nebius AI Cloud API (Cloud, SupportsOrphans,
+SupportsResourceScan).
 
 provision (blocking, all or nothing): the region's project (`nebius.projects[<region>]`
 when that map is set: a region without one is a QuotaError, blocking the region; else
@@ -15,8 +16,9 @@ instance when it is preempted (`on_preemption: STOP`); launcher never stops a sp
 cluster, so a STOPPED/STOPPING preemptible instance is PREEMPTED (an on-demand one
 STOPPED); a recorded instance that is gone or DELETING is TERMINATED.
 terminate (idempotent, blocking): delete by label in the recorded project (no record:
-the configured project), wait, drop the record. list_tagged_clusters: instances (and
-leftover disks / GPU clusters) labelled `launcher-cluster`, by cluster.
+the configured project), wait, drop the record. list_tagged_resources: instances, boot
+disks and GPU clusters labelled `launcher-cluster`, by cluster (list_tagged_clusters:
+the instances, or the leftovers where none is left).
 
 Tests inject `session` (settings pointing at a local fake) and `node_waiter`; the
 product uses the real ones. Constructing it imports no SDK.
@@ -31,6 +33,7 @@ import time
 from typing import Any
 
 from launcher.clouds.base import (
+    INSTANCE,
     AuthError,
     ClusterInfo,
     CredentialStatus,
@@ -39,9 +42,12 @@ from launcher.clouds.base import (
     NodeState,
     ProvisionRequest,
     QuotaError,
+    TaggedResource,
 )
 from launcher.clouds.nebius import records, shapes
 from launcher.config_nebius import NebiusSettings
+
+_KIND_NAMES = {"instances": INSTANCE, "disks": "disk", "gpu_clusters": "GPU cluster"}
 
 CLOUD = "nebius"
 NodeWaiter = Any  # Callable[[ClusterInfo, float], ClusterInfo] (aws/nodes.py)
@@ -236,6 +242,15 @@ class NebiusCloud:
     def list_tagged_clusters(self) -> dict[str, list[str]]:
         """cluster label -> ids of its instances (none left: its disks / GPU cluster, so
         leftovers show too), over the configured and every recorded project."""
+        out: dict[str, list[str]] = {}
+        for name, res in self.list_tagged_resources().items():
+            instances = [r.id for r in res if r.kind == INSTANCE]
+            out[name] = sorted(set(instances or [r.id for r in res]))
+        return out
+
+    def list_tagged_resources(self) -> dict[str, list[TaggedResource]]:
+        """cluster label -> its labelled instances, boot disks and GPU clusters, over the
+        configured and every recorded project (SupportsResourceScan)."""
         from launcher.clouds.nebius.teardown import KINDS, list_labeled
 
         session = self.session()
@@ -243,14 +258,14 @@ class NebiusCloud:
         projects.update(session.settings.projects.values())
         if session.project():
             projects.add(str(session.project()))
-        out: dict[str, list[str]] = {}
+        out: dict[str, set[TaggedResource]] = {}
         for project in sorted(projects):
             for kind in KINDS:
                 for item in list_labeled(session, project, kind, None):
                     name = str(dict(item.metadata.labels)[shapes.CLUSTER_LABEL])
-                    if kind == "instances" or name not in out:
-                        out.setdefault(name, []).append(str(item.metadata.id))
-        return {k: sorted(set(v)) for k, v in out.items()}
+                    out.setdefault(name, set()).add(
+                        TaggedResource(_KIND_NAMES[kind], str(item.metadata.id)))
+        return {k: sorted(v, key=lambda r: (r.kind, r.id)) for k, v in out.items()}
 
 
 def node_state(inst: Any, spot: bool) -> NodeState:

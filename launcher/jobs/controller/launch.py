@@ -10,6 +10,7 @@ import logging
 import time
 
 from launcher.clouds.sdk import error_text
+from launcher.jobs import log_sync
 from launcher.jobs.cluster_ops import (
     AttemptLaunch,
     LaunchAbortedError,
@@ -97,6 +98,7 @@ class AttemptLauncher:
             return
         if last is not None and last.outcome is None and last.phase == AttemptPhase.PROVISIONING:
             adopted = await ctx.launch_call(ops.adopt, last.cluster_name)
+            log_sync.note_controller_restart(last, adopted=adopted is not None)
             if adopted is not None:
                 log.info("job %d: adopted cluster %s", job.id, last.cluster_name)
                 self.running.record(job, last, adopted)

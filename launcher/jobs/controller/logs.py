@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from launcher.jobs import paths
+from launcher.jobs import log_sync, paths
 from launcher.jobs.controller.context import Context
 from launcher.jobs.controller.loss import LossDetector
 from launcher.jobs.log_sync import LogSync
@@ -86,7 +86,7 @@ class AttemptLogs:
         once saved whole; what is saved is never replaced by a failed or partial fetch
         (see `save`). Says in controller.log how it went."""
         cfg = self.ctx.cfg
-        path = path or paths.attempt_log_path(att.job_id, att.attempt)
+        path = path or log_sync.reclaimed_log_path(att)
         # A head already gone (preempted) is tried once: its node does not come back; not
         # at all when its logs went with it (what the watch synced is what there is).
         gone = await self.loss.head_gone(att)

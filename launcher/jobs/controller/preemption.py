@@ -49,10 +49,12 @@ class Recovery:
         `at`: replace them in place when only some of a gang's nodes went and the cloud
         can, else decide the attempt PREEMPTED."""
         if (not draining and att.num_nodes and att.num_nodes > 1 and len(lost) < att.num_nodes
-                and att.cluster_job_id is not None):
+                and att.cluster_job_id is not None
+                and self.ctx.ops.can_replace_nodes(att.cluster_name)):
             if await self.replace_in_place(job, att, lost, reason, at):
                 return
             job = self.store.job(job.id)
+            reason += "; they could not be replaced in place: relaunching the whole cluster"
         self.decide_preempted(job, att, reason, at, draining=draining, grace_s=grace_s)
 
     def decide_preempted(self, job: JobRow, att: AttemptRow, reason: str, at: float, *,

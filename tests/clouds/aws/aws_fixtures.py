@@ -69,6 +69,10 @@ def seeded_moto() -> Iterator[None]:
     import moto.ec2.models.amis  # noqa: F401  (loads the base list before the variable is set)
     from moto import mock_aws
 
+    from tests import moto_placement_groups
+
+    moto_placement_groups.install()  # moto 5.2 has no placement groups
+
     saved = os.environ.get("MOTO_AMIS_PATH")
     os.environ["MOTO_AMIS_PATH"] = saved or "(base list already loaded)"
     try:

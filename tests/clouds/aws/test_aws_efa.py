@@ -135,6 +135,8 @@ def queue_teardown(f: StubFactory, *, instances: bool = True, eips: int = 2,
         for n in range(eips)]})
     for _ in range(eips):
         e.add_response("release_address", {})
+    e.add_response("describe_volumes", {"Volumes": []})  # none left detached
+    e.add_response("describe_network_interfaces", {"NetworkInterfaces": []})
     if placement_group:
         e.add_response("delete_placement_group", {}, {"GroupName": "launcher-efa"})
     e.add_response("describe_security_groups", {"SecurityGroups": []})
@@ -242,3 +244,45 @@ def test_new_instances_not_yet_visible_are_waited_for() -> None:
                            poll=0, sleep=lambda _s: None)
         e.assert_no_pending_responses()
     assert [i["InstanceId"] for i in got] == list(IDS)
+
+
+def test_launch_killed_after_its_placement_group_then_status_refresh_deletes_it() -> None:
+    """kill -9 of a launch after CreatePlacementGroup and before RunInstances (the EFA
+    gang's window; moto has no placement groups, so on recorded responses). The launch
+    runs in a forked child that dies (`os._exit`, no cleanup, like SIGKILL) when it is
+    about to send RunInstances. `status --refresh` then finds no instance and must delete
+    the placement group before it forgets the INIT cluster."""
+    import os
+
+    from launcher.api.clusters import status
+    from launcher.state import PlacementRecord, StateDB
+
+    with StateDB() as db:  # the launch records its INIT row before any cloud call
+        db.create_cluster("efa", PlacementRecord("aws", REGION, "use1-az4", "p5.48xlarge", 2,
+                                                 False))
+    pid = os.fork()
+    if pid == 0:  # the launch, killed at RunInstances
+        try:
+            f = StubFactory()
+            queue_provision(f)
+            f.ec2_client.meta.events.register("provide-client-params.ec2.RunInstances",
+                                              lambda **_: os._exit(137))
+            with f.ec2_stub, f.ssm_stub:
+                _cloud(f).provision(request("efa", zone="use1-az4",
+                                            instance_type="p5.48xlarge", fabric="efa"))
+        finally:
+            os._exit(1)  # never reached when the kill point was
+    _, code = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(code) == 137
+    assert records.placement_groups("efa") == {REGION: "launcher-efa"}  # made, then killed
+    f = StubFactory()
+    f.ec2_stub.add_response("describe_instances", {"Reservations": []})  # query: no node
+    queue_teardown(f, instances=False, eips=0)
+    aws = _cloud(f)
+    with f.ec2_stub:
+        notes: list[str] = []
+        rows = status(refresh=True, cloud_fn=lambda _n: aws, notes=notes, orphan_clouds=[])
+        f.ec2_stub.assert_no_pending_responses()  # the whole teardown ran
+    assert rows == [] and f.params["DeletePlacementGroup"] == [{"GroupName": "launcher-efa"}]
+    assert records.cluster_regions("efa") is None
+    assert any(n.startswith("efa: no node is left on aws") for n in notes), notes

@@ -217,6 +217,43 @@ def test_orphans_listed_across_regions(cloud: AWSCloud) -> None:  # noqa: F811
     assert cloud.list_tagged_clusters() == {"b": [b.head.node_id]}
 
 
+def test_every_tagged_kind_is_listed_and_an_orphan_with_no_instance_is_removed(
+        cloud: AWSCloud) -> None:  # noqa: F811
+    """A cluster killed after its security group, placement group or Elastic IP was made
+    and before any instance (and whose record is gone): the resource scan lists each
+    kind, and terminate (`down --orphan`) finds and deletes them with no record."""
+    from launcher.clouds.aws.tags import cluster_tags, tag_specification
+    from launcher.clouds.base import INSTANCE, TaggedResource
+
+    kept = cloud.provision(request("kept", num_nodes=1, ports=("8080",)))
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    tags = cluster_tags("lost")
+    vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    sg = ec2.create_security_group(
+        GroupName="launcher-lost-ports", Description="x", VpcId=vpc,
+        TagSpecifications=[tag_specification("security-group", tags)])["GroupId"]
+    ec2.create_placement_group(GroupName="launcher-lost", Strategy="cluster",
+                               TagSpecifications=[tag_specification("placement-group", tags)])
+    eip = ec2.allocate_address(Domain="vpc", TagSpecifications=[
+        tag_specification("elastic-ip", tags)])["AllocationId"]
+    vol = ec2.create_volume(AvailabilityZone="us-west-2a", Size=8, TagSpecifications=[
+        tag_specification("volume", tags)])["VolumeId"]
+    found = cloud.list_tagged_resources()
+    assert found["lost"] == sorted([
+        TaggedResource("Elastic IP", eip), TaggedResource("placement group", "launcher-lost"),
+        TaggedResource("security group", sg), TaggedResource("volume", vol)],
+        key=lambda r: (r.kind, r.id))
+    assert {r.kind for r in found["kept"]} == {INSTANCE, "security group"}
+    assert TaggedResource(INSTANCE, kept.head.node_id) in found["kept"]
+    assert "lost" not in cloud.list_tagged_clusters()  # the instance-only view misses it
+    assert records.cluster_regions("lost") is None
+    cloud.terminate("lost")
+    assert "lost" not in cloud.list_tagged_resources()
+    assert ec2.describe_placement_groups()["PlacementGroups"] == []
+    cloud.terminate("kept")
+    assert cloud.list_tagged_resources() == {}
+
+
 def test_internal_ips_and_config(factory) -> None:  # noqa: F811
     settings = AWSSettings(use_internal_ips=True, ssh_user="ec2-user",
                            iam_instance_profile="my-role")

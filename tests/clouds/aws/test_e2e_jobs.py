@@ -159,3 +159,43 @@ def test_spot_gang_preempted_by_ec2_relaunches_in_another_az_and_resumes_from_s3
         print(f"spot job with one preemption: {time.monotonic() - t0:.1f}s", *reasons, sep="\n")
     finally:
         store.close()
+
+
+def test_spot_gang_whose_head_alone_is_preempted_keeps_attempt_1s_synced_output(
+    spot_env: AWSFake, tmp_path: Path
+) -> None:
+    """Issue 16 (4.2): EC2 reclaims only the head of the 2-node gang. AWS cannot replace a
+    node in place, so the controller relaunches the whole cluster and says so (no
+    "replacing only those nodes", no "gang restarted after the node(s) were replaced");
+    `jobs logs` shows attempt 1's lines synced before the loss, then the lost-head line."""
+    fake = spot_env
+    job = api.jobs_launch(_task(tmp_path))
+    store = JobStore()
+    try:
+        _wait(lambda: api.jobs_status(job.id).status == "RUNNING", 30, "RUNNING")
+        (first,) = store.attempts(job.id)
+        synced = paths.attempt_log_path(job.id, 1)
+
+        def counted() -> int:
+            text = synced.read_text() if synced.exists() else ""
+            return sum(ln.startswith("(rank 0) count ") for ln in text.splitlines())
+
+        _wait(lambda: counted() >= 3, 30, "attempt 1's output synced")
+        fake.preempt([first.node_ids[0]])  # the head only; the worker keeps running
+        final = api.jobs_wait(job.id, timeout=90)
+        reasons = [e.reason for e in api.jobs_detail(job.id).events]
+        assert final.status == "SUCCEEDED", reasons
+        assert not any("replacing only those nodes" in r for r in reasons), reasons
+        assert len(store.attempts(job.id)) == 2, reasons
+
+        lines: list[str] = []
+        api.jobs_logs(job.id, lines.append, follow=False)
+        end = next(i for i, ln in enumerate(lines) if ln.startswith("=== attempt 1 ended"))
+        attempt1 = lines[:end]
+        assert sum(ln.startswith("(rank 0) count ") for ln in attempt1) >= 3, lines
+        assert sum("head node was lost" in ln for ln in attempt1) == 1, attempt1
+        assert not any("gang restarted" in ln for ln in lines), lines
+        assert not paths.gang_run_log_path(job.id, 1, 1).exists()
+        _wait(lambda: fake.leaks().empty(), 20, "no instance, EIP or body left")
+    finally:
+        store.close()

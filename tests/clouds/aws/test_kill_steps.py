@@ -33,9 +33,14 @@ restarted; the job must succeed, no cluster may ever have had more than one gang
 make a new one under a new ClientToken: the old one is gone first), and nothing may be
 left afterwards. Client: 40 kill points (27 by default); controller: 10; all leak-free today.
 
-Not covered here: placement groups and Elastic IPs (an EFA gang's): moto 5.2 cannot
-create placement groups, so this m6i.large path makes neither; `leaks()` still checks
-both. That path's faults are tested on recorded responses (test_aws_efa.py).
+Also: a launch with `ports:` killed after its security group was made and before
+RunInstances, then `status --refresh` (which must tear that group down before it forgets
+the cluster); and a launch killed once its nodes are up but its agent is not, which
+`status` must call gone and `launch -c NAME` must resume on the same gang.
+
+Not covered here: placement groups and Elastic IPs (an EFA gang's): this m6i.large path
+makes neither; `leaks()` still checks both. That path's faults and kills are tested on
+recorded responses (test_aws_efa.py).
 """
 
 from __future__ import annotations
@@ -96,7 +101,7 @@ def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
                           cwd=REPO, env=_env())
 
 
-def _task(tmp_path: Path) -> Path:
+def _task(tmp_path: Path, resources: str = "") -> Path:
     work = tmp_path / "wd"
     work.mkdir(exist_ok=True)
     (work / "f.txt").write_text("synced")
@@ -104,6 +109,7 @@ def _task(tmp_path: Path) -> Path:
     path.write_text(
         f"name: kill\nnum_nodes: 2\nworkdir: {work}\n"
         "resources:\n  cloud: aws\n  region: us-east-1\n  instance_type: m6i.large\n"
+        + resources +
         "setup: echo setup done\n"
         'run: echo "started $LAUNCHER_NODE_RANK"; sleep 30\n'
     )
@@ -251,6 +257,65 @@ def test_client_kill9_at_every_request_and_phase(
     print(f"part {part}: {len(points)} of {len(all_points)} kill points "
           f"({len(calls)} requests, {len(PHASES)} phases) in {time.monotonic() - t0:.1f}s")
     assert not problems, "\n".join(problems)
+
+
+def test_client_killed_between_ports_group_and_run_instances_then_status_refresh(
+    aws_cloud: AWSFake, meter: MotoMeter, tmp_path: Path, launcher_home: Path
+) -> None:
+    """SIGKILL `launch` (a task with `ports:`) once it has made `launcher-NAME-ports` and
+    before RunInstances reaches EC2: no instance exists, only the group (and the INIT
+    row). `status --refresh` must remove the group before it forgets the cluster."""
+    task = _task(tmp_path, "  ports: [8080]\n")
+    meter.reset()
+    client = Client(task, "sgkill")
+    meter.kill_on(("ec2", "RunInstances"), 1, client.pid, "before")
+    try:
+        client.wait()
+    finally:
+        client.kill()
+    meter.disarm()
+    assert meter.killed, (client.lines, meter.calls)
+    assert ("ec2", "CreateSecurityGroup") in meter.calls
+    left = aws_cloud.leaks()
+    assert left.instances == [] and any("sgkill-ports" in g for g in left.security_groups), left
+    refresh = _cli("status", "--refresh")
+    out = refresh.stdout + refresh.stderr
+    assert refresh.returncode == 0 and "Traceback" not in out, out
+    assert aws_cloud.leaks().empty(), (aws_cloud.leaks(), out)
+    assert "sgkill: no node is left on aws" in out and "No clusters." in out, out
+    assert not (launcher_home / "aws" / "clusters" / "sgkill.json").exists()
+    assert json.loads(_cli("status", "--json").stdout) == []
+
+
+def test_client_killed_after_provisioning_then_relaunch_reuses_the_gang(
+    aws_cloud: AWSFake, meter: MotoMeter, tmp_path: Path
+) -> None:
+    """Issue 16 (4.4): SIGKILL `launch` once its nodes are provisioned (it prints
+    `Syncing`; the agent is not running yet): the cluster stays INIT, `status` says its
+    launch is gone, and `launch -c NAME` reuses the gang (its nodes answer over SSH)
+    without a RunInstances."""
+    task = _task(tmp_path)
+    client = Client(task, "reuse", kill_on=PHASES["ssh-up"])
+    try:
+        client.wait()
+    finally:
+        client.kill()
+    assert client.killed_on_line, client.lines
+    status = _cli("status")
+    shown = status.stdout + status.stderr
+    assert f"reuse: INIT, but the launch that was bringing it up (pid {client.pid} " in shown, \
+        shown
+    assert "launcher launch -c reuse TASK" in shown, shown
+    meter.reset()
+    again = _cli("launch", str(task), "-c", "reuse", "-y", "--detach-run")
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out
+    assert "Resuming cluster reuse" in out and "2 node(s) answer" in out, out
+    assert ("ec2", "RunInstances") not in meter.calls, meter.calls
+    rows = json.loads(_cli("status", "--json").stdout)
+    assert [(r["name"], r["status"], r["status_reason"]) for r in rows] == [
+        ("reuse", "UP", None)], rows
+    assert not _down_and_check(aws_cloud, "reuse", "relaunched INIT gang")
 
 
 # ---- the controller ------------------------------------------------------------------

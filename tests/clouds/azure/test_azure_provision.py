@@ -133,6 +133,8 @@ def test_terminate_without_record_finds_the_tagged_group(azure_fake: AzureFake,
     cloud.provision(req("lost"))
     records.drop_cluster("lost")  # a client killed before anything was written locally
     assert list(cloud.list_tagged_clusters()) == ["lost"]
+    kinds = [r.kind for r in cloud.list_tagged_resources()["lost"]]
+    assert "instance" in kinds and kinds.count("resource group") == 1
     cloud.terminate("lost")
     assert azure_fake.inventory() == []
 

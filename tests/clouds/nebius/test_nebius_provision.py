@@ -79,6 +79,8 @@ def test_infiniband_gang_gets_a_gpu_cluster_and_everything_is_deleted(
     fake.preempt(info.nodes[1].node_id)
     assert cloud.query("c1")[info.nodes[1].node_id] == NodeState.PREEMPTED
     assert cloud.list_tagged_clusters() == {"c1": sorted(n.node_id for n in info.nodes)}
+    kinds = [r.kind for r in cloud.list_tagged_resources()["c1"]]
+    assert kinds.count("instance") == len(info.nodes) and "disk" in kinds  # every kind
 
     cloud.terminate("c1")
     assert fake.inventory() == []
