@@ -161,9 +161,12 @@ def test_a_cloud_that_cannot_replace_falls_back_to_a_full_relaunch() -> None:
         run(recovery.on_preemption(job, att, (att.node_ids[1],), "cloud reports it",
                                    time.time(), draining=False))
         j, a = ctx.store.job(job.id), ctx.store.attempt(job.id, 1)
-    assert j.status == S.RECOVERING and j.recoveries == 0  # counted once it is applied
+    # The cloud says up front that it cannot replace nodes: no in-place attempt (no
+    # "replacing only those nodes" transition), the attempt is decided PREEMPTED and the
+    # loop applies it (RECOVERING, the recovery counted) on its next pass.
+    assert j.status == S.RUNNING and j.recoveries == 0
     assert a.outcome == Outcome.PREEMPTED and a.outcome_reason == "cloud reports it"
-    assert not a.replacing
+    assert not a.replacing and ops.replacements == 0
 
 
 def test_an_intent_left_by_a_crash_is_recovered_by_a_full_relaunch() -> None:
