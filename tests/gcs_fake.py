@@ -5,7 +5,7 @@ It speaks the wire shapes of the real API for what launcher uses (see
 https://cloud.google.com/storage/docs/json_api/v1): buckets get/insert
 (`storage/v1/b`), objects list (`storage#objects`, `items`, string `size`, RFC 3339
 `updated`, paged by `nextPageToken` — `page_size` items per page, small on purpose),
-objects get (`?alt=media` for the bytes), simple uploads (`uploadType=media`) and
+objects get (`?alt=media` for the bytes) and delete (204), simple uploads (`uploadType=media`) and
 resumable uploads (session URI in `Location`, chunked PUTs with `Content-Range`,
 `308` + `Range: bytes=0-N` until the last one), and error bodies
 `{"error": {"code", "message", "errors": [{"reason", ...}]}}`.
@@ -156,7 +156,10 @@ class _Handler(BaseHTTPRequestHandler):
         if name not in f.objects[bucket]:
             self._error(404, "notFound", f"No such object: {bucket}/{name}")
             return
-        if q.get("alt") == "media":
+        if method == "DELETE":
+            del f.objects[bucket][name]
+            self._send(204)
+        elif q.get("alt") == "media":
             self._send(200, f.objects[bucket][name][0],
                        {"Content-Type": "application/octet-stream"})
         else:
@@ -203,6 +206,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:  # noqa: N802
         self._route("PUT")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._route("DELETE")
 
 
 def _serve(host: str, monkeypatch: pytest.MonkeyPatch, project: str | None = "proj"
