@@ -21,6 +21,28 @@ def committed(keys: Iterable[str], read: Callable[[str], str], prefix: str) -> d
     return {rel: read(base + e["key"]) for rel, e in checkpoint_sync.merge(docs).items()}
 
 
+def committed_now(keys: Callable[[], list[str]], read: Callable[[str], str],
+                  prefix: str, *, per_task: bool = False, tries: int = 5) -> dict[str, str]:
+    """`committed` of a store that a running job keeps saving to: read again when a save
+    collected what the listing showed (the read of a collected object fails).
+    `per_task`: `prefix` is the store's root; the view is its one task's (see
+    `task_prefixes`; {} before the first save)."""
+    for attempt in range(tries):
+        try:
+            listing = keys()
+            if not per_task:
+                return committed(listing, read, prefix)
+            tasks = sorted(task_prefixes(listing, prefix))
+            assert len(tasks) <= 1, f"several task prefixes: {tasks}"
+            return committed(listing, read, tasks[0]) if tasks else {}
+        except AssertionError:
+            raise
+        except Exception:
+            if attempt == tries - 1:
+                raise
+    return {}
+
+
 def task_prefixes(keys: Iterable[str], root: str) -> set[str]:
     """The task-id prefixes (`root` + ID + "/") that hold committed saves."""
     out = set()

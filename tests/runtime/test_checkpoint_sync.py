@@ -47,7 +47,7 @@ def store(request: pytest.FixtureRequest) -> Store:
     if kind.startswith("s3"):
         server: S3Server = request.getfixturevalue("s3")
         server.client().create_bucket(Bucket="ck-bkt")
-        client = (s3_stdlib.S3Client() if kind == "s3-stdlib"
+        client: Any = (s3_stdlib.S3Client() if kind == "s3-stdlib"
                   else bucket_sync._Boto3(bucket_sync._boto3_client()))
         return Store(kind, client, "ck-bkt", lambda: server.keys("ck-bkt"),
                      lambda k: server.read("ck-bkt", k),
