@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from launcher.clouds.base import NodeState
 from launcher.errors import LauncherError
+from launcher.jobs.checkpoint_store import checkpoint_store_for
 from launcher.jobs.recovery import PlacementTier
 
 if TYPE_CHECKING:
@@ -278,45 +279,19 @@ def checkpoint_dir_for(cloud: str, region: str | None, job_id: int, task: Task |
     return None
 
 
-def checkpoint_store_for(cloud: str, task: Task | None, task_id: str,
-                         warn: Callable[[str], None] | None = None
-                         ) -> tuple[str | None, float | None]:
-    """(the s3:// prefix the nodes sync LAUNCHER_CHECKPOINT_DIR with, save interval s).
+def _require_stores(task: Task) -> None:
+    """Before anything is provisioned: the task's checkpoint store has credentials here
+    (PermanentLaunchError otherwise: they were there at submission, someone removed
+    them) and its bucket exists (created when missing; a failure is transient)."""
+    from launcher.jobs.checkpoint_store import require_store_access, stores_to_check
+    from launcher.runtime.storage_nodes import StoreCredentialsError, ensure_store_bucket
 
-    The prefix is `<store>/<task id>` (the task id is stable across recoveries, so
-    every attempt of a job reads and writes the same objects). The store is the
-    task's `checkpoint.store` when it is s3://, gs:// or Azure Blob; else, for a task on AWS that asks for
-    a checkpoint without a store, the config's `jobs.checkpoint_store`; else None
-    (node-local only: `warn` says it will not survive the loss of a node). Stores of
-    other schemes are not synced yet (`warn` says so). The interval is the config's
-    `jobs.checkpoint_save_interval` (None = the agent's default, 300 s).
-    """
-    if task is None or task.checkpoint is None:
-        return None, None
-    jobs_cfg = None
     try:
-        from launcher.config import load_config
-
-        jobs_cfg = getattr(load_config(), "jobs", None)
-    except Exception:  # a broken config is reported by the launch itself
-        pass
-    interval = getattr(jobs_cfg, "checkpoint_save_interval", None)
-    store = task.checkpoint.store
-    if store is None and cloud == "aws":
-        store = getattr(jobs_cfg, "checkpoint_store", None)
-        if store is None and warn is not None:
-            warn("checkpoint: no store given and no `jobs.checkpoint_store` in the config: "
-                 "LAUNCHER_CHECKPOINT_DIR stays on the nodes and is lost with them.")
-    if store is None:
-        return None, None
-    from launcher.runtime.storage_nodes import store_of
-
-    if store_of(store) is None:
-        if warn is not None and cloud not in ("local", "ssh"):
-            warn(f"checkpoint: store {store} is not synced by the nodes yet (only s3://, "
-                 "gs:// and Azure Blob are).")
-        return None, None
-    return f"{store.rstrip('/')}/{task_id}", interval
+        require_store_access(task, probe=False)
+    except StoreCredentialsError as exc:
+        raise PermanentLaunchError(str(exc)) from None
+    for store, _ in stores_to_check(task):
+        ensure_store_bucket(store)
 
 
 class RealClusterOps:
@@ -397,6 +372,7 @@ class RealClusterOps:
                                        source="deadline policy")
         emit = req.on_output or (lambda _m: None)
         owner = f"managed-job:{req.job_id}"
+        _require_stores(task)
         with StateDB() as db:
             lock = acquire_cluster_lock(req.cluster_name, wait=30.0, purpose=owner)
             try:

@@ -127,12 +127,16 @@ class BlobClient:
             delay = min(delay * 2, 20.0)
         raise BlobError(0, "retries exhausted")
 
-    def list(self, bucket: str, prefix: str) -> dict[str, tuple[int, float]]:
-        """Every blob under `prefix`: name -> (size, Last-Modified epoch seconds)."""
+    def list(self, bucket: str, prefix: str, limit: int | None = None
+             ) -> dict[str, tuple[int, float]]:
+        """Every blob under `prefix` (only the first page of at most `limit` when given):
+        name -> (size, Last-Modified epoch seconds)."""
         out: dict[str, tuple[int, float]] = {}
         marker = ""
         while True:
             query = {"restype": "container", "comp": "list", "prefix": prefix}
+            if limit is not None:
+                query["maxresults"] = str(limit)
             if marker:
                 query["marker"] = marker
             with self._open("GET", self._url(bucket, None, query)) as resp:
@@ -144,7 +148,7 @@ class BlobClient:
                 modified = props.findtext("Last-Modified") if props is not None else None
                 out[name] = (size, _parse_http_date(modified or ""))
             marker = root.findtext("NextMarker") or ""
-            if not marker:
+            if not marker or limit is not None:
                 return out
 
     def download_file(self, bucket: str, name: str, path: str) -> None:

@@ -288,8 +288,9 @@ def _save(client: Any, src: str, uri: str) -> str:
         raise SyncError(str(exc)) from None
     parts = []
     if res.count:
-        parts.append(f"saved {res.count} file(s), {res.bytes} bytes, from {src} to {uri} in "
-                     f"{time.monotonic() - started:.1f}s ({client.name}; save {res.seq})")
+        parts.append(f"saved {res.count} file(s), {res.bytes} bytes ({ck.writer_name()} save "
+                     f"{res.seq}), from {src} to {uri} in {time.monotonic() - started:.1f}s "
+                     f"({client.name})")
     if res.changed:
         shown = ", ".join(res.changed[:5]) + (" ..." if len(res.changed) > 5 else "")
         parts.append(f"{len(res.changed)} file(s) changed while being uploaded and wait for "
@@ -308,9 +309,9 @@ def _restore(client: Any, uri: str, dest: str) -> str:
                          lambda: _download(client, uri, dest, False, checkpoint=True))
     except ck.CheckpointError as exc:
         raise SyncError(str(exc)) from None
-    which = "; ".join(res.saves) if res.saves else "no manifest: every object"
-    return (f"restored {res.count} file(s), {res.bytes} bytes, from {uri} to {dest} in "
-            f"{time.monotonic() - started:.1f}s ({client.name}; {which})")
+    which = ", ".join(res.saves) if res.saves else "no manifest: every object"
+    return (f"restored {res.count} file(s), {res.bytes} bytes ({which}), from {uri} to {dest} "
+            f"in {time.monotonic() - started:.1f}s ({client.name})")
 
 
 # --------------------------------------------------------------------------- aws CLI

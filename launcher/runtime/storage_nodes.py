@@ -228,6 +228,65 @@ def require_credentials(task: Task, copies: Sequence[BucketCopy]) -> None:
                   "config.yaml lets them use a role instead.")
 
 
+class StoreCredentialsError(StorageError):
+    """This machine has no usable credentials for a checkpoint store (found before any
+    machine is provisioned; retrying cannot help until the user adds them)."""
+
+
+def require_store_credentials(store_uri: str, where: str) -> None:
+    """Refuse (StoreCredentialsError naming `where`, the field that set the store) a
+    checkpoint store this machine has no credentials for. No network, no SDK import.
+    The client always needs them: it creates the bucket and mints what the nodes get
+    (S3 nodes with an instance role still need the bucket created from here)."""
+    kind = store_of(store_uri)
+    if kind == "gcs":
+        from launcher.clouds.gcp.storage import has_local_credentials
+
+        if not has_local_credentials():
+            raise StoreCredentialsError(
+                f"{where}: the checkpoint store {store_uri} needs Google credentials on this "
+                "machine (it creates the bucket and mints the nodes' short-lived token), and "
+                "none are found: run `gcloud auth application-default login` or set "
+                "GOOGLE_APPLICATION_CREDENTIALS.")
+    elif kind == "azure":
+        from launcher.clouds.azure.storage import has_credentials
+
+        account = bucket_of(store_uri).split("/", 1)[0]
+        if not has_credentials(account):
+            raise StoreCredentialsError(
+                f"{where}: the checkpoint store {store_uri} needs credentials for storage "
+                f"account {account!r} on this machine (the nodes get a container SAS signed "
+                "with them): set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT and "
+                "AZURE_STORAGE_KEY, or sign in with `az login`.")
+    elif kind == "s3":
+        from launcher.clouds.aws.session import local_credentials_source
+
+        if local_credentials_source() is None:
+            raise StoreCredentialsError(
+                f"{where}: the checkpoint store {store_uri} needs AWS credentials on this "
+                "machine (it creates the bucket and gives the nodes a copy), and none are "
+                "configured: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE, "
+                "or run `aws configure`.")
+
+
+def check_store_access(store_uri: str, where: str) -> None:
+    """`require_store_credentials`, then one read request proving the credentials work
+    for the store's bucket (a bucket that does not exist yet passes: it is created at
+    launch). Raises StoreCredentialsError naming `where`."""
+    require_store_credentials(store_uri, where)
+    kind = store_of(store_uri) or "s3"
+    try:
+        _storage_module(kind).check_access(bucket_of(store_uri))
+    except ImportError as exc:
+        extra = {"s3": "aws", "gcs": "gcp", "azure": "azure"}[kind]
+        raise StoreCredentialsError(f"{where}: the checkpoint store {store_uri} needs "
+                                    f"{exc.name or 'an SDK'} on this machine: pip install "
+                                    f"'launcher[{extra}]'.") from None
+    except LauncherError as exc:
+        raise StoreCredentialsError(f"{where}: the checkpoint store {store_uri} cannot be "
+                                    f"used with this machine's credentials: {exc}") from None
+
+
 def prepare_buckets(copies: Sequence[BucketCopy],
                     on_event: Callable[[str], None] | None = None) -> None:
     """Create the buckets storage mounts name (when missing) and upload their local

@@ -255,6 +255,20 @@ def node_entries(buckets: set[str], deletable: frozenset[str] | set[str] = froze
     return out
 
 
+def check_access(bucket: str) -> None:
+    """Prove that a SAS can be minted here for "ACCOUNT/CONTAINER" and that Azure accepts
+    it (one List Blobs); a container that does not exist yet passes (it is created at
+    launch). Raises BucketError."""
+    from launcher.runtime.blob_stdlib import BlobClient, BlobError
+
+    _split(bucket)
+    try:
+        BlobClient(node_entries({bucket})).list(bucket, "", limit=1)
+    except BlobError as exc:
+        if exc.status != 404:
+            raise BucketError(f"container {bucket!r}: {exc}") from None
+
+
 def upload_dir(local_dir: str, bucket: str, prefix: str = "") -> tuple[int, int]:
     """Upload every file under `local_dir` whose blob is missing or whose size differs
     (the node-side stdlib client, with a SAS minted here). Returns (files, bytes)."""

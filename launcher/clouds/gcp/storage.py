@@ -151,6 +151,22 @@ def ensure_bucket(name: str, location: str | None = None) -> bool:
         raise BucketError(f"cannot reach GCS for bucket {name!r}: {exc}") from None
 
 
+def check_access(name: str) -> None:
+    """Prove that a token can be minted here and that it may use bucket `name` (one
+    `buckets.get`); a bucket that does not exist yet passes (it is created at launch).
+    Raises BucketError."""
+    import requests
+
+    s = _session()
+    try:
+        r = s.get(f"{endpoint()}/storage/v1/b/{urllib.parse.quote(name, safe='')}",
+                  timeout=TIMEOUT_S)
+    except requests.RequestException as exc:
+        raise BucketError(f"cannot reach GCS for bucket {name!r}: {exc}") from None
+    if r.status_code not in (200, 404):
+        raise BucketError(f"bucket {name!r}: HTTP {r.status_code}: {_message(r)}")
+
+
 def upload_dir(local_dir: str, bucket: str, prefix: str = "") -> tuple[int, int]:
     """Upload every file under `local_dir` to `gs://bucket/prefix/...` whose object is
     missing or whose size differs. Returns (files uploaded, bytes). Never deletes.
