@@ -304,10 +304,13 @@ class RealClusterOps:
     def __init__(self) -> None:
         import threading
 
+        from launcher.jobs.node_credentials import NodeCredentials
+
         self._lock = threading.Lock()
         self._clients: dict[str, object] = {}
         self._clouds: dict[str, str] = {}
         self._nodes: dict[str, tuple[str, ...]] = {}
+        self._credentials = NodeCredentials()  # short-lived store credentials, renewed
 
     # -- helpers
 
@@ -332,6 +335,7 @@ class RealClusterOps:
         return client
 
     def _forget(self, cluster_name: str) -> None:
+        self._credentials.forget(cluster_name)
         with self._lock:
             client = self._clients.pop(cluster_name, None)
             self._clouds.pop(cluster_name, None)
@@ -423,6 +427,7 @@ class RealClusterOps:
                                     extra_envs=dict(req.env_extra), checkpoint_store=store,
                                     checkpoint_save_seconds=interval)
                 job_id = int(client.submit(spec))
+                self._credentials.track(req.cluster_name, store)
                 db.add_event(req.cluster_name, "job-submitted", f"managed job {req.job_id}")
             finally:
                 lock.release()
@@ -458,6 +463,8 @@ class RealClusterOps:
             return None
         job = max(jobs, key=lambda j: j.id)
         job_id = int(owner_job_id(rec.owner) or 0)
+        self._credentials.track(cluster_name, _store_of_job(rec.cloud, job_id),
+                                shipped_now=False)  # what its nodes hold is unknown here
         return AttemptLaunch(
             cluster_name=cluster_name, cloud=rec.cloud, region=rec.region, zone=rec.zone,
             instance_type=rec.instance_type, num_nodes=rec.num_nodes, use_spot=rec.use_spot,
@@ -467,6 +474,7 @@ class RealClusterOps:
         )
 
     def job_status(self, cluster_name: str, cluster_job_id: int) -> JobRun:
+        self._credentials.poll(cluster_name)  # renews the nodes' store token when due
         client = self._client(cluster_name)
         try:
             rec = client.job(cluster_job_id)  # type: ignore[attr-defined]
@@ -665,6 +673,7 @@ class RealClusterOps:
                                     extra_envs=dict(req.env_extra), checkpoint_store=store,
                                     checkpoint_save_seconds=interval)
                 job_id = int(client.submit(spec))
+                self._credentials.track(cluster_name, store)
             finally:
                 lock.release()
         with self._lock:
@@ -689,6 +698,26 @@ def _plan_fn(tier: PlacementTier) -> PlanFn:
         return default_plan
     observed = tier.observed_rates()
     return lambda task, blocked: plan(task, blocked=blocked, observed=observed)
+
+
+def _store_of_job(cloud: str, job_id: int) -> str | None:
+    """The checkpoint store prefix the nodes of managed job `job_id` on `cloud` sync with
+    (from the submitted task), or None (none, or the job cannot be read)."""
+    import json
+
+    from launcher.jobs.store import JobStore
+    from launcher.task import Task
+
+    try:
+        store = JobStore()
+        try:
+            job = store.job(job_id)
+        finally:
+            store.close()
+        task = Task.from_dict(json.loads(job.task_yaml), source=f"managed job {job_id}")
+        return checkpoint_store_for(cloud, task, job.task_id)[0]
+    except Exception:  # an unreadable job: its credentials are renewed at its next launch
+        return None
 
 
 def owner_job_id(owner: str | None) -> int | None:

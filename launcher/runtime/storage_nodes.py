@@ -373,8 +373,7 @@ def short_lived_files(stores: Collection[str], azure_buckets: Collection[str] = 
     files: dict[str, tuple[str, int]] = {}
     expiries: list[float] = []
     if "gcs" in stores:
-        issued = time.time()
-        token, expires_at = _storage_module("gcs").access_token()
+        token, expires_at, issued = _storage_module("gcs").minted_token()
         files[GCS_TOKEN] = (json.dumps({"access_token": token, "expires_at": expires_at,
                                         "issued_at": issued}) + "\n", 0o600)
         expiries.append(expires_at)
@@ -405,6 +404,21 @@ def install_on_nodes(runners: Sequence[CommandRunner], cloud: str | None,
             runner.put_text(text, path, mode=mode)
 
     parallel(put, list(runners))
+
+
+def shipped_lifetime(store: str) -> tuple[float, float] | None:
+    """(issued_at, expires_at) of the short-lived credentials of checkpoint store `store`
+    the nodes got at their launch in this process (a GCS token: the one this process
+    minted last; an Azure SAS: minted just before, for SAS_HOURS); None when the store's
+    credentials do not expire. Mints a GCS token when this process has none."""
+    kind = store_of(store)
+    if kind == "gcs":
+        _, expires_at, issued = _storage_module("gcs").minted_token()
+        return issued, expires_at
+    if kind == "azure":
+        now = time.time()
+        return now, now + float(_storage_module("azure").SAS_HOURS) * 3600
+    return None
 
 
 def renew_on_nodes(runners: Sequence[CommandRunner], store: str) -> float | None:
