@@ -44,7 +44,7 @@ def short_tokens(gcs: GCSFake, tmp_path: Path,  # noqa: F811
 
 def test_saves_after_the_first_token_expired_still_succeed(
         tmp_path: Path, launcher_home: Path, short_tokens: GCSFake) -> None:
-    gcs = short_tokens
+    gcs = short_tokens  # noqa: F811
     (launcher_home / "config.yaml").write_text("jobs:\n  checkpoint_save_interval: 0.5\n")
     task = Path(_task(tmp_path, count_to=COUNT_TO, step_s=0.3))
     task.write_text(task.read_text().replace(
