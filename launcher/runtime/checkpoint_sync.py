@@ -241,16 +241,17 @@ def _walk(src: str) -> list[tuple[str, str]]:
 
 
 def _latest(client: Any, bucket: str, base: str, writer: str,
-            scratch: str) -> tuple[int, dict[str, Any]]:
-    """(seq, manifest) of the writer's newest readable manifest; (0, empty) for none."""
+            scratch: str) -> tuple[list[int], dict[str, Any]]:
+    """(the writer's save numbers, newest first; its newest readable manifest), or
+    ([], empty) for none."""
     for _ in range(3):
         seqs = manifests_by_writer(client.list(bucket, f"{base}{MANIFESTS}{writer}/"),
                                    base).get(writer, [])
         if not seqs:
-            return 0, {"files": {}}
+            return [], {"files": {}}
         try:
-            return seqs[0], _read_json(client, bucket, manifest_key(base, writer, seqs[0]),
-                                       scratch)
+            return seqs, _read_json(client, bucket, manifest_key(base, writer, seqs[0]),
+                                    scratch)
         except Exception as exc:
             if not not_found(exc):
                 raise
@@ -265,8 +266,8 @@ def save(client: Any, bucket: str, base: str, src: str, state: NodeState,
     os.makedirs(state.dir, exist_ok=True)
     with state.locked():
         state.load()
-        prev_seq, prev = _latest(client, bucket, base, writer, state.dir)
-        seq = prev_seq + 1
+        seqs, prev = _latest(client, bucket, base, writer, state.dir)
+        seq = (seqs[0] if seqs else 0) + 1
         save_dir = f"{base}{OBJECTS}{writer}/{seq:010d}-{secrets.token_hex(4)}/"
         files = {rel: dict(e) for rel, e in prev.get("files", {}).items()}
         for rel, path in _walk(src):
@@ -297,22 +298,20 @@ def save(client: Any, bucket: str, base: str, src: str, state: NodeState,
                    "files": files}
             _write_json(client, bucket, manifest_key(base, writer, seq), doc, state.dir)
             result.seq = seq
-            result.gc_error = _collect(client, bucket, base, writer, seq, [doc, prev])
+            result.gc_error = _collect(client, bucket, base, writer, seq, seqs, [doc, prev])
         state.store()
     return result
 
 
-def _collect(client: Any, bucket: str, base: str, writer: str, seq: int,
+def _collect(client: Any, bucket: str, base: str, writer: str, seq: int, older: list[int],
              kept: list[dict[str, Any]]) -> str:
-    """Delete `writer`'s manifests older than the `KEEP` newest and its objects (of saves
-    numbered below `seq`) that `kept` (those manifests) do not reference. Returns "" or
-    the first delete error, in one line."""
+    """Delete `writer`'s manifests (of `older`, its numbers before save `seq`) older than
+    the `KEEP` newest and its objects (of saves numbered below `seq`) that `kept` (those
+    manifests) do not reference. Returns "" or the first delete error, in one line."""
     referenced = {base + str(e.get("key")) for doc in kept[:KEEP]
                   for e in (doc.get("files") or {}).values()}
     oldest_kept = seq - KEEP + 1
-    doomed = [manifest_key(base, writer, s) for s in
-              manifests_by_writer(client.list(bucket, f"{base}{MANIFESTS}{writer}/"),
-                                  base).get(writer, []) if s < oldest_kept]
+    doomed = [manifest_key(base, writer, s) for s in older if s < oldest_kept]
     prefix = f"{base}{OBJECTS}{writer}/"
     for key in client.list(bucket, prefix):
         m = _SAVE_DIR.match(key[len(prefix):].split("/", 1)[0])

@@ -1,4 +1,5 @@
-"""`AWSCloud`: the `aws` cloud on EC2 (the Cloud protocol, SupportsStop, SupportsOrphans).
+"""`AWSCloud`: the `aws` cloud on EC2 (the Cloud protocol, SupportsStop, SupportsOrphans,
+SupportsCleanup).
 
 provision (blocking, all or nothing): instance-type facts and image (images.py) -> the
 region's key pair / security group / subnet (network.py, cached; the cluster's region
@@ -14,6 +15,7 @@ no record, every AWS region of the catalog, in parallel) terminate by tag, wait 
 `terminated`, release EIPs, delete the placement group and the security groups; then
 drop the record. query: recorded instance ids (else the tag) -> NodeState; spot
 instances ended by EC2 are PREEMPTED. stop/start: on-demand gangs only, EBS kept.
+list_leftovers / delete_leftover: the shared key pairs and security groups (cleanup.py).
 
 Tests inject `clients` (a ClientFactory), `node_waiter` (instead of real SSH) and
 `regions` (the fallback region list); the product uses the real ones.
@@ -57,6 +59,7 @@ from launcher.clouds.base import (
     ClusterInfo,
     CredentialStatus,
     InvalidRequestError,
+    Leftover,
     NodeInfo,
     NodeState,
     ProvisionRequest,
@@ -402,10 +405,25 @@ class AWSCloud:
                     out.setdefault(name, []).append(str(inst["InstanceId"]))
         return {k: sorted(v) for k, v in out.items()}
 
+    def list_leftovers(self, region: str | None = None) -> list[Leftover]:
+        """The launcher-created key pairs and shared security groups in `region` (None:
+        the recorded regions and the catalog's AWS regions), in-use ones marked."""
+        from launcher.clouds.aws import cleanup
+
+        regions = [region] if region else sorted(
+            set(records.recorded_regions()) | set(self._regions()))
+        found = self._each_region(regions, lambda r: cleanup.leftovers(self._ec2(r), r))
+        return [item for items in found for item in items]
+
+    def delete_leftover(self, item: Leftover) -> None:
+        from launcher.clouds.aws import cleanup
+
+        cleanup.delete(self._ec2(str(item.region)), item)
+
     # ---- helpers ----
 
-    def _each_region(self, regions: list[str],
-                     fn: Callable[[str], list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    def _each_region(self, regions: list[str], fn: Callable[[str], list[Any]]
+                     ) -> list[list[Any]]:
         if not regions:
             return []
         with ThreadPoolExecutor(min(_MAX_REGION_WORKERS, len(regions))) as ex:
