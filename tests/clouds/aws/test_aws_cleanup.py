@@ -111,7 +111,7 @@ def test_a_cluster_in_the_state_db_keeps_its_region_and_untagged_pieces_are_igno
     report = cleanup_leftovers("aws", REGION)
     assert sorted((i.kind, i.action) for i in report.items) == [
         ("key pair", KEPT), ("security group", KEPT)]
-    assert all("cluster(s) starting (INIT) on aws in us-east-1" == i.reason
+    assert all(i.reason == "cluster(s) starting (INIT) on aws in us-east-1"
                for i in report.items)
     with StateDB() as db:
         db.delete_cluster("starting")
