@@ -18,7 +18,7 @@ app.add_typer(clouds_app, name="clouds")
 
 
 def _where(region: str | None) -> str:
-    return region or "(account-wide)"
+    return region or "all regions"
 
 
 @clouds_app.command("cleanup")
