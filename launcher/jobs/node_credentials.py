@@ -115,9 +115,3 @@ class NodeCredentials:
             current = self._tracked.get(cluster)
             if current is t:
                 t.due, t.lifetime, t.busy = due, lifetime, False
-
-    def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
