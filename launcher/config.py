@@ -52,8 +52,10 @@ One pool = one region of the `ssh` cloud. All hosts of a pool share one identity
     vast: {...}
 
     jobs:                    # managed jobs
-      checkpoint_store: s3://my-bucket/checkpoints   # default store for AWS tasks that
-                                # ask for a checkpoint without one (docs/storage.md)
+      checkpoint_store: s3://my-bucket/checkpoints   # default store for tasks (not on the
+                                # local cloud or an SSH pool) that ask for a checkpoint
+                                # without one; also gs://BUCKET/..., az://ACCOUNT/CONTAINER/...
+                                # or https://ACCOUNT.blob.core.windows.net/CONTAINER/...
       checkpoint_save_interval: 5m   # how often nodes upload LAUNCHER_CHECKPOINT_DIR
 """
 
@@ -149,7 +151,7 @@ class GCPSettings:
 
 @dataclass(frozen=True)
 class JobsSettings:
-    """The `jobs:` section: `checkpoint_store` (an s3:// URI, or None),
+    """The `jobs:` section: `checkpoint_store` (an s3://, gs:// or Azure Blob URI, or None),
     `checkpoint_save_interval` in seconds (None = the agent's default, 300) and
     `deadline_tick` in seconds (how often the DEADLINE strategy's policy decides; None =
     the controller's default, 60)."""
@@ -464,6 +466,15 @@ def _fabric(value: Any, where: str, source: str) -> str | None:
 
 
 _JOBS_KEYS = ("checkpoint_store", "checkpoint_save_interval", "deadline_tick")
+# The stores nodes sync (launcher/runtime/storage_nodes.py): bucket (and Azure account /
+# container) names as each service allows them.
+_STORE_PATTERNS = (
+    r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?\Z",
+    r"gs://[a-z0-9][a-z0-9._\-]{1,220}[a-z0-9](/.*)?\Z",
+    r"az://[a-z0-9]{3,24}/[a-z0-9](?!.*--)[a-z0-9\-]{1,61}[a-z0-9](/.*)?\Z",
+    r"https://[a-z0-9]{3,24}\.blob\.core\.windows\.net/[a-z0-9](?!.*--)[a-z0-9\-]{1,61}"
+    r"[a-z0-9](/.*)?\Z",
+)
 
 
 def _parse_jobs(body: Any, source: str) -> JobsSettings:
@@ -476,9 +487,11 @@ def _parse_jobs(body: Any, source: str) -> JobsSettings:
     store = body.get("checkpoint_store")
     if store is not None:
         store = _str(store, "jobs.checkpoint_store", source).strip()
-        if not re.match(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?\Z", store):
+        if not any(re.match(pattern, store) for pattern in _STORE_PATTERNS):
             raise _err(source, "jobs.checkpoint_store",
-                       f"expected an S3 URI (s3://bucket/prefix), got {store!r}.")
+                       "expected a bucket URI the nodes can sync: s3://BUCKET/PREFIX, "
+                       "gs://BUCKET/PREFIX, az://ACCOUNT/CONTAINER/PREFIX or https://ACCOUNT"
+                       f".blob.core.windows.net/CONTAINER/PREFIX; got {store!r}.")
     interval = body.get("checkpoint_save_interval")
     seconds = None
     if interval is not None:

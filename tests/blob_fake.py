@@ -8,11 +8,11 @@ Container (`PUT ?restype=container`, 201 / 409 `ContainerAlreadyExists`), List B
 (`GET ?restype=container&comp=list&prefix=&marker=`, the `EnumerationResults` XML with
 `Blob/Name` and `Properties/Last-Modified` (RFC 1123) and `Content-Length`, paged by
 `NextMarker`, `page_size` per page), Get Blob, Put Blob (`x-ms-blob-type: BlockBlob`),
-Put Block / Put Block List, and `<Error><Code/><Message/></Error>` bodies with the
-`x-ms-error-code` header. Every request must carry `x-ms-version` and a SAS whose
-signature verifies against the account key (service SAS `sr=c` with the permission the
-operation needs, or an account SAS), else 403 `AuthenticationFailed` /
-`AuthorizationPermissionMismatch`, as Azure answers.
+Put Block / Put Block List, Delete Blob (202; SAS permission `d`), and
+`<Error><Code/><Message/></Error>` bodies with the `x-ms-error-code` header. Every
+request must carry `x-ms-version` and a SAS whose signature verifies against the account
+key (service SAS `sr=c` with the permission the operation needs, or an account SAS),
+else 403 `AuthenticationFailed` / `AuthorizationPermissionMismatch`, as Azure answers.
 """
 
 from __future__ import annotations
@@ -170,7 +170,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         container = urllib.parse.unquote(parts[2])
         name = urllib.parse.unquote(parts[3]) if len(parts) > 3 else ""
-        need = {"GET": "l" if not name else "r", "PUT": "c" if not name else "w"}.get(method, "r")
+        need = {"GET": "l" if not name else "r", "PUT": "c" if not name else "w",
+                "DELETE": "d"}.get(method, "r")
         denied = None if bearer and not name and method == "PUT" else \
             f.sas_error(q, container, need)
         if denied is not None:
@@ -195,6 +196,11 @@ class _Handler(BaseHTTPRequestHandler):
                                        "x-ms-blob-type": "BlockBlob"})
             elif method == "PUT":
                 self._put(container, name, q, body)
+            elif method == "DELETE":
+                if f.blobs[container].pop(name, None) is None:
+                    self._error(404, "BlobNotFound", "The specified blob does not exist.")
+                else:
+                    self._send(202)
             else:
                 self._error(405, "UnsupportedHttpVerb", "The resource doesn't support it.")
 
@@ -255,7 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
             f.blobs[container][name] = (body, time.time())
             self._send(201)
 
-    do_GET = do_PUT = do_HEAD = do_POST = _route  # noqa: N815
+    do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _route  # noqa: N815
 
 
 def _serve(host: str, monkeypatch: pytest.MonkeyPatch) -> tuple[BlobFake, ThreadingHTTPServer]:

@@ -12,7 +12,7 @@ transport sends and parses (camelCase JSON, `/compute/v1/projects/...` paths):
   the instance also moves it PROVISIONING -> STAGING -> RUNNING);
   failures inside the operation are `error.errors[]` with `code`/`message` and
   `httpErrorStatusCode`, as GCP reports ZONE_RESOURCE_POOL_EXHAUSTED;
-- firewalls (get/insert/delete), resourcePolicies (get/insert/delete), images
+- firewalls (get/list/insert/delete), resourcePolicies (get/insert/delete), images
   getFromFamily, machineTypes get (a small table; other types 404), `/token` (an
   OAuth token endpoint for ADC files whose `token_uri` points here);
 - recorded pages a test sets in `recorded` (Cloud Billing Catalog SKUs,
@@ -468,6 +468,16 @@ class GCPFake:
             return self._error(404, "notFound", f"firewall {name} not found")
         return 200, self.state.firewalls[name]
 
+    def _firewalls_list(self, project: str, q: dict[str, str], body: dict[str, Any],
+                        fault: Fault | None) -> tuple[int, dict[str, Any]]:
+        items = [f for _, f in sorted(self.state.firewalls.items())
+                 if _matches(f, q.get("filter", ""))]
+        page, token = _page(items, q)
+        out: dict[str, Any] = {"kind": "compute#firewallList", "items": page}
+        if token:
+            out["nextPageToken"] = token
+        return 200, out
+
     def _firewalls_insert(self, project: str, q: dict[str, str], body: dict[str, Any],
                           fault: Fault | None) -> tuple[int, dict[str, Any]]:
         if body["name"] in self.state.firewalls:
@@ -571,6 +581,7 @@ _ROUTES: list[tuple[str, str, str]] = [
     ("GET", r"global/operations/([^/]+)", "operations.get"),
     ("POST", r"global/operations/([^/]+)/wait", "operations.wait"),
     ("GET", r"global/firewalls/([^/]+)", "firewalls.get"),
+    ("GET", r"global/firewalls", "firewalls.list"),
     ("POST", r"global/firewalls", "firewalls.insert"),
     ("DELETE", r"global/firewalls/([^/]+)", "firewalls.delete"),
     ("POST", r"regions/([^/]+)/resourcePolicies", "policies.insert"),

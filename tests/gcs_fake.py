@@ -5,13 +5,16 @@ It speaks the wire shapes of the real API for what launcher uses (see
 https://cloud.google.com/storage/docs/json_api/v1): buckets get/insert
 (`storage/v1/b`), objects list (`storage#objects`, `items`, string `size`, RFC 3339
 `updated`, paged by `nextPageToken` — `page_size` items per page, small on purpose),
-objects get (`?alt=media` for the bytes), simple uploads (`uploadType=media`) and
+objects get (`?alt=media` for the bytes) and delete (204), simple uploads (`uploadType=media`) and
 resumable uploads (session URI in `Location`, chunked PUTs with `Content-Range`,
 `308` + `Range: bytes=0-N` until the last one), and error bodies
 `{"error": {"code", "message", "errors": [{"reason", ...}]}}`.
 
 The product reaches it only through the standard `STORAGE_EMULATOR_HOST` variable; a
-request without `Authorization: Bearer <token>` (the fixture's token) is answered 401.
+request without `Authorization: Bearer <token>` (the fixture's token, or one the fake
+minted that has not expired) is answered 401. `POST /token` is an OAuth token endpoint
+(for ADC files whose `token_uri` points here): every call mints a new token that lives
+`token_lifetime` seconds; `minted` keeps them, `auth` which token each request carried.
 """
 
 from __future__ import annotations
@@ -46,6 +49,21 @@ class GCSFake:
     requests: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
+    token_lifetime: float = 3600.0
+    minted: dict[str, tuple[float, float]] = field(default_factory=dict)  # -> (issued, expires)
+    auth: list[tuple[float, str, str, int]] = field(default_factory=list)  # at, token, req, status
+
+    def mint(self) -> tuple[str, float]:
+        """A new access token and its lifetime (what `POST /token` answers)."""
+        with self.lock:
+            token = f"ya29.minted-{len(self.minted) + 1}"
+            now = time.time()
+            self.minted[token] = (now, now + self.token_lifetime)
+            return token, self.token_lifetime
+
+    def accepts(self, token: str) -> bool:
+        with self.lock:
+            return token == self.token or self.minted.get(token, (0.0, 0.0))[1] > time.time()
 
     def create_bucket(self, name: str, project: str = "proj") -> None:
         with self.lock:
@@ -108,8 +126,20 @@ class _Handler(BaseHTTPRequestHandler):
         q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
         parts = [urllib.parse.unquote(p) for p in url.path.split("/")]
         f.requests.append(f"{method} {url.path}")
-        if self.headers.get("Authorization") != f"Bearer {f.token}":
-            self._error(401, "required", "Anonymous caller does not have storage access.")
+        if method == "POST" and url.path == "/token":
+            token, lifetime = f.mint()
+            self._send(200, {"access_token": token, "expires_in": int(lifetime),
+                             "token_type": "Bearer"})
+            return
+        header = self.headers.get("Authorization") or ""
+        token = header[len("Bearer "):] if header.startswith("Bearer ") else ""
+        ok = f.accepts(token)
+        with f.lock:
+            f.auth.append((time.time(), token, f"{method} {url.path}", 200 if ok else 401))
+        if not ok:
+            self._error(401, "authError" if token else "required",
+                        "Invalid Credentials" if token else
+                        "Anonymous caller does not have storage access.")
             return
         with f.lock:
             if parts[1:4] == ["upload", "storage", "v1"]:
@@ -156,7 +186,10 @@ class _Handler(BaseHTTPRequestHandler):
         if name not in f.objects[bucket]:
             self._error(404, "notFound", f"No such object: {bucket}/{name}")
             return
-        if q.get("alt") == "media":
+        if method == "DELETE":
+            del f.objects[bucket][name]
+            self._send(204)
+        elif q.get("alt") == "media":
             self._send(200, f.objects[bucket][name][0],
                        {"Content-Type": "application/octet-stream"})
         else:
@@ -203,6 +236,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:  # noqa: N802
         self._route("PUT")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._route("DELETE")
 
 
 def _serve(host: str, monkeypatch: pytest.MonkeyPatch, project: str | None = "proj"

@@ -5,7 +5,8 @@ types (`{"data": {name: {"instance_type": {...}, "regions_with_capacity_availabl
 [{"name", "description"}]}}}`), launch (`{"data": {"instance_ids": [...]}}`), terminate
 (`{"data": {"terminated_instances": [...]}}`), instances (list and by id: id, name, ip,
 private_ip, status booting/active/unhealthy/terminating/terminated, ssh_key_names,
-region, instance_type, hostname), ssh-keys (list, add), firewall-rules (list, replace). Errors are Lambda's
+region, instance_type, hostname), ssh-keys (list, add, delete), firewall-rules (list,
+replace). Errors are Lambda's
 `{"error": {"code", "message", "suggestion"}}`: 401 global/invalid-api-key, 404
 global/object-does-not-exist, 400 global/invalid-parameters,
 instance-operations/launch/insufficient-capacity, global/quota-exceeded; 429 with
@@ -116,6 +117,12 @@ class LambdaFake(RestFake):
             key = {"id": uuid.uuid4().hex, "name": body["name"], "public_key": body["public_key"]}
             self.ssh_keys.append(key)
             return 200, {"data": key}
+        if name.startswith("ssh-keys/") and name.endswith(" DELETE"):
+            kid = name.split("/", 1)[1].split()[0]
+            if not any(k["id"] == kid for k in self.ssh_keys):
+                return err(404, "global/object-does-not-exist", "SSH key does not exist.")
+            self.ssh_keys = [k for k in self.ssh_keys if k["id"] != kid]
+            return 200, {"data": {}}
         if name == "launch":
             return self._launch(body or {})
         if name == "terminate":

@@ -8,7 +8,8 @@ rented, verified), `PUT /asks/<offer>/` (-> `{"success": true, "new_contract": <
 an offer taken meanwhile -> `no_such_ask`), `GET /instances/` (-> `{"instances": [...]}`
 with id, label, actual_status, intended_status, is_bid, public_ipaddr,
 `ports: {"22/tcp": [{"HostIp", "HostPort"}]}`, ssh_host, ssh_port, status_msg),
-`DELETE /instances/<id>/`, `GET/POST /ssh/` (account keys, put on new instances), `GET
+`DELETE /instances/<id>/`, `GET/POST /ssh/`, `DELETE /ssh/<id>/` (account keys, put on
+new instances), `GET
 /users/current/`. Errors: `{"success": false, "error": "<code>", "msg": "..."}` (401
 not_authorized, no_such_ask, insufficient_credit, invalid_args), 429 "API requests too
 frequent" with Retry-After. An instance is `loading` for `boot_polls` listings, then
@@ -105,10 +106,17 @@ class VastFake(RestFake):
         if name == "ssh GET":
             return 200, list(self.ssh_keys)
         if name == "ssh POST":
-            key = {"id": len(self.ssh_keys) + 1, "user_id": 4242, "public_key": body["ssh_key"],
+            key = {"id": max((k["id"] for k in self.ssh_keys), default=0) + 1, "user_id": 4242,
+                   "public_key": body["ssh_key"],
                    "created_at": "2026-11-25T00:00:00Z"}
             self.ssh_keys.append(key)
             return 200, {"success": True, "key": key}
+        if name == "ssh DELETE":
+            kid = int(path.rstrip("/").rsplit("/", 1)[1])
+            if not any(k["id"] == kid for k in self.ssh_keys):
+                return err(404, "no_such_key", f"SSH key {kid} not found.")
+            self.ssh_keys = [k for k in self.ssh_keys if k["id"] != kid]
+            return 200, {"success": True}
         if name == "create":
             return self._create(int(path.rstrip("/").rsplit("/", 1)[1]), body)
         if name == "instances":

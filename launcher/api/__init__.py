@@ -46,6 +46,8 @@ _EXPORTS: dict[str, str] = {
     "down": "launcher.api.clusters",
     "autostop": "launcher.api.clusters",
     "local_preempt": "launcher.api.clusters",
+    # shared per-region / per-account resources (issue 16)
+    "cleanup_leftovers": "launcher.api.cleanup",
     # the state DB (issue 8)
     "check_state": "launcher.api.state_check",
 }

@@ -101,10 +101,16 @@ class ManagedJobDetail:
 
 
 def _validate(task: Task) -> None:
+    """Refuse, before the job is queued (so before anything is provisioned), what an
+    attempt could not run: missing env/secret values, bucket mounts a launch cannot do
+    or has no credentials for (as `launch` does), a checkpoint store this machine cannot
+    use (checked with one read request), a task without `run`."""
     task.check_values()  # every env/secret needs a value before the job is queued
-    from launcher.runtime.storage_nodes import plan_bucket_copies
+    from launcher.jobs.checkpoint_store import require_store_access
+    from launcher.runtime.storage_nodes import plan_bucket_copies, require_credentials
 
-    plan_bucket_copies(task)  # bucket mounts a launch cannot do (MOUNT mode...) fail now
+    require_credentials(task, plan_bucket_copies(task))  # MOUNT mode, no credentials...
+    require_store_access(task)
     if not task.run:
         raise TaskValidationError("a managed job needs a `run` command.", field="run",
                                   source=task.source_path)

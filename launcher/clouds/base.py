@@ -217,6 +217,38 @@ class SupportsResourceScan(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Leftover:
+    """A resource launcher created once for many clusters and `down` never deletes (an
+    AWS key pair, a shared security group, a GCP firewall rule, an SSH key registered on
+    an account). `region` None: account- or project-wide. `in_use_by`: why it must stay
+    (something still uses it), None when it may be deleted."""
+
+    cloud: str
+    kind: str  # "key pair", "security group", "firewall rule", "SSH key", ...
+    name: str
+    id: str  # what the cloud deletes it by
+    region: str | None = None
+    in_use_by: str | None = None
+
+
+@runtime_checkable
+class SupportsCleanup(Protocol):
+    """Optional capability: list and delete the shared leftovers (`launcher clouds
+    cleanup`). Only resources launcher itself created (its names and tags) are listed."""
+
+    def list_leftovers(self, region: str | None = None) -> list[Leftover]:
+        """Every leftover in `region` (None: every region launcher may have used, and
+        account-wide ones), each with `in_use_by` set when the cloud shows it still in use
+        (an instance of any state but terminated uses it). Blocking; raises CloudError."""
+        ...
+
+    def delete_leftover(self, item: Leftover) -> None:
+        """Delete one listed leftover (and forget it in launcher's caches). A leftover
+        already gone is fine. Raises CloudError (e.g. still in use after all)."""
+        ...
+
+
 class SupportsStop(Protocol):
     def stop(self, cluster: str) -> None: ...
     def start(self, cluster: str) -> ClusterInfo: ...

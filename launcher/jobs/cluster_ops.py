@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from launcher.clouds.base import NodeState
 from launcher.errors import LauncherError
+from launcher.jobs.checkpoint_store import checkpoint_store_for
 from launcher.jobs.recovery import PlacementTier
 
 if TYPE_CHECKING:
@@ -288,45 +289,19 @@ def checkpoint_dir_for(cloud: str, region: str | None, job_id: int, task: Task |
     return None
 
 
-def checkpoint_store_for(cloud: str, task: Task | None, task_id: str,
-                         warn: Callable[[str], None] | None = None
-                         ) -> tuple[str | None, float | None]:
-    """(the s3:// prefix the nodes sync LAUNCHER_CHECKPOINT_DIR with, save interval s).
+def _require_stores(task: Task) -> None:
+    """Before anything is provisioned: the task's checkpoint store has credentials here
+    (PermanentLaunchError otherwise: they were there at submission, someone removed
+    them) and its bucket exists (created when missing; a failure is transient)."""
+    from launcher.jobs.checkpoint_store import require_store_access, stores_to_check
+    from launcher.runtime.storage_nodes import StoreCredentialsError, ensure_store_bucket
 
-    The prefix is `<store>/<task id>` (the task id is stable across recoveries, so
-    every attempt of a job reads and writes the same objects). The store is the
-    task's `checkpoint.store` when it is s3://, gs:// or Azure Blob; else, for a task on AWS that asks for
-    a checkpoint without a store, the config's `jobs.checkpoint_store`; else None
-    (node-local only: `warn` says it will not survive the loss of a node). Stores of
-    other schemes are not synced yet (`warn` says so). The interval is the config's
-    `jobs.checkpoint_save_interval` (None = the agent's default, 300 s).
-    """
-    if task is None or task.checkpoint is None:
-        return None, None
-    jobs_cfg = None
     try:
-        from launcher.config import load_config
-
-        jobs_cfg = getattr(load_config(), "jobs", None)
-    except Exception:  # a broken config is reported by the launch itself
-        pass
-    interval = getattr(jobs_cfg, "checkpoint_save_interval", None)
-    store = task.checkpoint.store
-    if store is None and cloud == "aws":
-        store = getattr(jobs_cfg, "checkpoint_store", None)
-        if store is None and warn is not None:
-            warn("checkpoint: no store given and no `jobs.checkpoint_store` in the config: "
-                 "LAUNCHER_CHECKPOINT_DIR stays on the nodes and is lost with them.")
-    if store is None:
-        return None, None
-    from launcher.runtime.storage_nodes import store_of
-
-    if store_of(store) is None:
-        if warn is not None and cloud not in ("local", "ssh"):
-            warn(f"checkpoint: store {store} is not synced by the nodes yet (only s3://, "
-                 "gs:// and Azure Blob are).")
-        return None, None
-    return f"{store.rstrip('/')}/{task_id}", interval
+        require_store_access(task, probe=False)
+    except StoreCredentialsError as exc:
+        raise PermanentLaunchError(str(exc)) from None
+    for store, _ in stores_to_check(task):
+        ensure_store_bucket(store)
 
 
 class RealClusterOps:
@@ -339,10 +314,13 @@ class RealClusterOps:
     def __init__(self) -> None:
         import threading
 
+        from launcher.jobs.node_credentials import NodeCredentials
+
         self._lock = threading.Lock()
         self._clients: dict[str, object] = {}
         self._clouds: dict[str, str] = {}
         self._nodes: dict[str, tuple[str, ...]] = {}
+        self._credentials = NodeCredentials()  # short-lived store credentials, renewed
 
     # -- helpers
 
@@ -367,6 +345,7 @@ class RealClusterOps:
         return client
 
     def _forget(self, cluster_name: str) -> None:
+        self._credentials.forget(cluster_name)
         with self._lock:
             client = self._clients.pop(cluster_name, None)
             self._clouds.pop(cluster_name, None)
@@ -407,6 +386,7 @@ class RealClusterOps:
                                        source="deadline policy")
         emit = req.on_output or (lambda _m: None)
         owner = f"managed-job:{req.job_id}"
+        _require_stores(task)
         with StateDB() as db:
             lock = acquire_cluster_lock(req.cluster_name, wait=30.0, purpose=owner)
             try:
@@ -457,6 +437,7 @@ class RealClusterOps:
                                     extra_envs=dict(req.env_extra), checkpoint_store=store,
                                     checkpoint_save_seconds=interval)
                 job_id = int(client.submit(spec))
+                self._credentials.track(req.cluster_name, store)
                 db.add_event(req.cluster_name, "job-submitted", f"managed job {req.job_id}")
             finally:
                 lock.release()
@@ -492,6 +473,8 @@ class RealClusterOps:
             return None
         job = max(jobs, key=lambda j: j.id)
         job_id = int(owner_job_id(rec.owner) or 0)
+        self._credentials.track(cluster_name, _store_of_job(rec.cloud, job_id),
+                                shipped_now=False)  # what its nodes hold is unknown here
         return AttemptLaunch(
             cluster_name=cluster_name, cloud=rec.cloud, region=rec.region, zone=rec.zone,
             instance_type=rec.instance_type, num_nodes=rec.num_nodes, use_spot=rec.use_spot,
@@ -501,6 +484,7 @@ class RealClusterOps:
         )
 
     def job_status(self, cluster_name: str, cluster_job_id: int) -> JobRun:
+        self._credentials.poll(cluster_name)  # renews the nodes' store token when due
         client = self._client(cluster_name)
         try:
             rec = client.job(cluster_job_id)  # type: ignore[attr-defined]
@@ -706,6 +690,7 @@ class RealClusterOps:
                                     extra_envs=dict(req.env_extra), checkpoint_store=store,
                                     checkpoint_save_seconds=interval)
                 job_id = int(client.submit(spec))
+                self._credentials.track(cluster_name, store)
             finally:
                 lock.release()
         with self._lock:
@@ -730,6 +715,26 @@ def _plan_fn(tier: PlacementTier) -> PlanFn:
         return default_plan
     observed = tier.observed_rates()
     return lambda task, blocked: plan(task, blocked=blocked, observed=observed)
+
+
+def _store_of_job(cloud: str, job_id: int) -> str | None:
+    """The checkpoint store prefix the nodes of managed job `job_id` on `cloud` sync with
+    (from the submitted task), or None (none, or the job cannot be read)."""
+    import json
+
+    from launcher.jobs.store import JobStore
+    from launcher.task import Task
+
+    try:
+        store = JobStore()
+        try:
+            job = store.job(job_id)
+        finally:
+            store.close()
+        task = Task.from_dict(json.loads(job.task_yaml), source=f"managed job {job_id}")
+        return checkpoint_store_for(cloud, task, job.task_id)[0]
+    except Exception:  # an unreadable job: its credentials are renewed at its next launch
+        return None
 
 
 def owner_job_id(owner: str | None) -> int | None:

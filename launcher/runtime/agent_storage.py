@@ -9,9 +9,10 @@ bash program (agent.rank_script) do, on its own node:
    (`bucket_sync.py restore`); a failed restore fails the rank (exit 1) rather than
    start from scratch and later overwrite newer objects;
 2. while the run runs: a saver loop uploads the directory every
-   `checkpoint_save_seconds` (default 300), without deleting objects; the rank's bash
-   program stops it when the run ends, and it stops by itself as soon as that program
-   is gone (even SIGKILLed: see `rank_hooks`);
+   `checkpoint_save_seconds` (default 300), each save committed by a manifest
+   (checkpoint_sync.py: a restore reads exactly one committed save per rank); the rank's
+   bash program stops it when the run ends, and it stops by itself as soon as that
+   program is gone (even SIGKILLed: see `rank_hooks`);
 3. after the run ended (success, failure, or SIGTERM from an interruption notice,
    i.e. after the job wrote its last checkpoint): a final upload, before the rank
    is reported ended (unless the SIGKILL at the end of the grace comes first).
@@ -134,10 +135,11 @@ def save_on_notice(paths: core.Paths, conn: core.sqlite3.Connection, job_id: int
             if worker.kind == "local":
                 home = os.path.expanduser(worker.home or "~")
                 argv = ["python3", os.path.join(home, SCRIPT_IN_HOME), "save", cdir, store]
-                env = dict(base_env, HOME=home)
+                env = dict(base_env, HOME=home, LAUNCHER_NODE_RANK=str(rank))  # the writer
                 cwd = home
             else:
-                remote = f"python3 {NODE_SCRIPT} save {shlex.quote(cdir)} {shlex.quote(store)}"
+                remote = (f"LAUNCHER_NODE_RANK={int(rank)} python3 {NODE_SCRIPT} save "
+                          f"{shlex.quote(cdir)} {shlex.quote(store)}")
                 argv = core.ssh_argv(worker, paths.known_hosts, remote, connect_timeout=5)
                 env, cwd = base_env, paths.home
             started.append(subprocess.Popen(

@@ -14,6 +14,8 @@ bucket_sync's backend interface, with `bucket` = "ACCOUNT/CONTAINER":
 - `BlobClient.upload_file(path, bucket, name)`: Put Blob (`x-ms-blob-type: BlockBlob`) up
   to `block_threshold` bytes (env `LAUNCHER_AZURE_BLOCK_THRESHOLD`, default 64 MiB), else
   Put Block (`comp=block&blockid=`) per `block_size` bytes then Put Block List.
+- `BlobClient.delete(bucket, name)`: Delete Blob (404 = already gone; needs the SAS's
+  `d` permission).
 - Every request carries `x-ms-version` (`API_VERSION`).
 - Auth: a SAS token appended to every URL: env `AZURE_STORAGE_SAS_TOKEN` (the az CLI's
   variable) when set, else the container's entry of `azure_sas.json` next to this script
@@ -125,12 +127,16 @@ class BlobClient:
             delay = min(delay * 2, 20.0)
         raise BlobError(0, "retries exhausted")
 
-    def list(self, bucket: str, prefix: str) -> dict[str, tuple[int, float]]:
-        """Every blob under `prefix`: name -> (size, Last-Modified epoch seconds)."""
+    def list(self, bucket: str, prefix: str, limit: int | None = None
+             ) -> dict[str, tuple[int, float]]:
+        """Every blob under `prefix` (only the first page of at most `limit` when given):
+        name -> (size, Last-Modified epoch seconds)."""
         out: dict[str, tuple[int, float]] = {}
         marker = ""
         while True:
             query = {"restype": "container", "comp": "list", "prefix": prefix}
+            if limit is not None:
+                query["maxresults"] = str(limit)
             if marker:
                 query["marker"] = marker
             with self._open("GET", self._url(bucket, None, query)) as resp:
@@ -142,7 +148,7 @@ class BlobClient:
                 modified = props.findtext("Last-Modified") if props is not None else None
                 out[name] = (size, _parse_http_date(modified or ""))
             marker = root.findtext("NextMarker") or ""
-            if not marker:
+            if not marker or limit is not None:
                 return out
 
     def download_file(self, bucket: str, name: str, path: str) -> None:
@@ -173,6 +179,15 @@ class BlobClient:
             hdrs = {"x-ms-blob-type": "BlockBlob", "Content-Length": str(size),
                     "Content-Type": "application/octet-stream"}
             self._open("PUT", self._url(bucket, name, {}), f, hdrs, rewind=0).close()
+
+    def delete(self, bucket: str, name: str) -> None:
+        """Delete Blob; one already gone is fine. Raises BlobError (403 without the
+        SAS's `d` permission)."""
+        try:
+            self._open("DELETE", self._url(bucket, name, {}), ok=(200, 202)).close()
+        except BlobError as exc:
+            if exc.status != 404:
+                raise
 
     def _blocks(self, path: str, bucket: str, name: str) -> None:
         ids: list[str] = []

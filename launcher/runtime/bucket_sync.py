@@ -10,15 +10,16 @@ between the node and S3 directly, never through the client.
     python3 bucket_sync.py save     DIR s3://bucket/prefix    # checkpoint: node -> bucket
 
 Contract:
-- `download`/`restore` copy every object under the prefix to the same relative path
-  under DEST (a prefix that is exactly one object's key, for `download`, is copied
-  to DEST itself). Files are written to a temporary name and renamed, so a reader
-  (or another node restoring into the same shared directory) never sees half a
-  file. Unchanged files (same size and modification time as the object) are skipped.
-- `save` uploads every file under DIR whose key is missing, whose size differs, or
-  that changed since this node last uploaded or restored it (size and mtime in
-  nanoseconds, kept in `~/.launcher-storage/state/`). It never deletes objects ("sync without delete":
-  every node of a gang uploads its own directory to one prefix).
+- `download` copies every object under the prefix to the same relative path under
+  DEST (a prefix that is exactly one object's key is copied to DEST itself). Files are
+  written to a temporary name and renamed, so a reader never sees half a file.
+  Unchanged files (same size and modification time as the object) are skipped.
+- `save` and `restore` follow the checkpoint protocol of checkpoint_sync.py (shipped
+  next to this script): a save uploads the new and changed files of DIR (never
+  temporary files `*.tmp`, `.*.tmp`, `*.partial`, nor files that change while they are
+  uploaded) and commits them with a manifest written last; a restore fetches exactly the
+  files of the latest committed save of every node (rank) that saved. Objects are never
+  deleted, except those of a node's saves that a newer save of that node superseded.
 - Exit code 0 on success, 1 on a transfer failure (one line on stderr says why),
   2 on bad usage. One summary line on stdout (none for a `save` that changed nothing).
 
@@ -27,8 +28,10 @@ else the stdlib S3 client shipped next to this script (s3_stdlib.py: SigV4, the 
 credential order — env, `~/.aws/credentials`, instance role via IMDSv2), so the node
 image needs neither boto3 nor the `aws` CLI. Both go through the same code here (same
 skipping, atomic renames, manifest, summary). The `aws` CLI (`aws s3 sync`/`cp`) is
-only used when asked for with `LAUNCHER_S3_BACKEND=cli` (its change detection and
-output differ); `LAUNCHER_S3_BACKEND=stdlib`/`boto3` forces the others. The endpoint
+only used when asked for with `LAUNCHER_S3_BACKEND=cli`, and only for `download` (its
+change detection and output differ; checkpoints need the manifest protocol, so `save` and
+`restore` then use boto3 or the stdlib client); `LAUNCHER_S3_BACKEND=stdlib`/`boto3`
+forces the others. The endpoint
 comes from the standard `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3` variables, which the
 client writes into `config.json` next to this script when it has them set (the
 variables on the node win).
@@ -115,51 +118,9 @@ def _dir_prefix(prefix: str) -> str:
     return prefix if not prefix or prefix.endswith("/") else prefix + "/"
 
 
-# --------------------------------------------------------------------------- manifest
-# What this node last exchanged with a prefix: relative path -> [size, mtime_ns]. S3's
-# LastModified has one-second resolution, too coarse to tell a checkpoint rewritten
-# within the second of its upload (same size: a counter) from an unchanged one.
-
-
-def _manifest_path(local_dir: str, uri: str) -> str:
-    import hashlib
-
-    digest = hashlib.sha256(f"{os.path.abspath(local_dir)}\0{uri}".encode()).hexdigest()[:16]
-    return os.path.join(os.path.expanduser("~"), ".launcher-storage", "state", digest + ".json")
-
-
-def _load_manifest(local_dir: str, uri: str) -> dict[str, list[int]]:
-    try:
-        with open(_manifest_path(local_dir, uri)) as f:
-            doc = json.load(f)
-        return doc if isinstance(doc, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _store_manifest(local_dir: str, uri: str, manifest: dict[str, list[int]]) -> None:
-    path = _manifest_path(local_dir, uri)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(manifest, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # only costs a re-upload next time
-
-
-def _stamp(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns]
-
-
 # --------------------------------------------------------------------------- backends
 # A backend has list(bucket, prefix) -> {key: (size, mtime)}, download_file(bucket, key,
-# path) and upload_file(path, bucket, key).
+# path), upload_file(path, bucket, key) and delete(bucket, key) (a missing key is fine).
 
 BACKEND_VAR = "LAUNCHER_S3_BACKEND"
 
@@ -186,6 +147,9 @@ class _Boto3:
 
     def upload_file(self, path: str, bucket: str, key: str) -> None:
         self.client.upload_file(path, bucket, key)
+
+    def delete(self, bucket: str, key: str) -> None:
+        self.client.delete_object(Bucket=bucket, Key=key)
 
 
 def _boto3_client() -> Any:
@@ -269,7 +233,11 @@ def _fetch(client: Any, bucket: str, key: str, dest: str, size: int, mtime: floa
     return True
 
 
-def _download(client: Any, uri: str, dest: str, single_ok: bool) -> tuple[int, int]:
+def _download(client: Any, uri: str, dest: str, single_ok: bool,
+              checkpoint: bool = False) -> tuple[int, int]:
+    """Copy the objects under `uri` into `dest`; (files copied, bytes). `checkpoint`: a
+    store saved before manifests existed (temporary files and the protocol's own keys
+    are skipped)."""
     bucket, prefix = split_uri(uri)
     if single_ok and prefix and not prefix.endswith("/"):
         objects = client.list(bucket, prefix)
@@ -279,7 +247,6 @@ def _download(client: Any, uri: str, dest: str, single_ok: bool) -> tuple[int, i
     base = _dir_prefix(prefix)
     objects = client.list(bucket, base)
     os.makedirs(dest, exist_ok=True)
-    manifest = _load_manifest(dest, uri)
     count = total = 0
     for key, (size, mtime) in objects.items():
         rel = key[len(base):]
@@ -288,45 +255,63 @@ def _download(client: Any, uri: str, dest: str, single_ok: bool) -> tuple[int, i
         parts = rel.split("/")
         if any(p in ("", ".", "..") for p in parts):
             continue  # never write outside DEST
-        path = os.path.join(dest, *parts)
-        if _fetch(client, bucket, key, path, size, mtime):
+        if checkpoint and (rel.startswith(_ckpt().ROOT) or _ckpt().is_temporary(parts[-1])):
+            continue
+        if _fetch(client, bucket, key, os.path.join(dest, *parts), size, mtime):
             count += 1
             total += size
-        stamp = _stamp(path)
-        if stamp is not None:  # in step with the object: a save need not upload it back
-            manifest["/".join(parts)] = stamp
-    _store_manifest(dest, uri, manifest)
     return count, total
 
 
-def _save(client: Any, src: str, uri: str) -> tuple[int, int]:
+def _ckpt() -> Any:
+    """checkpoint_sync.py: the package sibling, or the file next to this script."""
+    return _stdlib_module("checkpoint_sync")
+
+
+def _checkpoint_client(client: Any) -> Any:
+    """The client for `save`/`restore`: the aws CLI cannot run the manifest protocol, so
+    `LAUNCHER_S3_BACKEND=cli` means boto3 (when importable) or the stdlib client here."""
+    if client is not None:
+        return client
+    boto = _boto3_client()
+    return _Boto3(boto) if boto is not None else _stdlib_module().S3Client()
+
+
+def _save(client: Any, src: str, uri: str) -> str:
+    ck = _ckpt()
     bucket, prefix = split_uri(uri)
-    base = _dir_prefix(prefix)
-    remote = client.list(bucket, base)
-    manifest = _load_manifest(src, uri)
-    count = total = 0
-    for root, dirs, files in os.walk(src):
-        dirs.sort()
-        for name in sorted(files):
-            if name.startswith(".bucket-sync-"):
-                continue  # another node's download in progress
-            path = os.path.join(root, name)
-            stamp = _stamp(path)
-            if stamp is None:
-                continue  # removed while we walked
-            rel = os.path.relpath(path, src).replace(os.sep, "/")
-            have = remote.get(base + rel)
-            if have is not None and have[0] == stamp[0] and manifest.get(rel) == stamp:
-                continue  # uploaded (or restored) by this node and not changed since
-            try:
-                client.upload_file(path, bucket, base + rel)
-            except FileNotFoundError:
-                continue  # a temporary file renamed away while we uploaded it
-            manifest[rel] = stamp
-            count += 1
-            total += stamp[0]
-    _store_manifest(src, uri, manifest)
-    return count, total
+    started = time.monotonic()
+    try:
+        res = ck.save(client, bucket, _dir_prefix(prefix), src, ck.NodeState(src, uri),
+                      ck.writer_name())
+    except ck.CheckpointError as exc:
+        raise SyncError(str(exc)) from None
+    parts = []
+    if res.count:
+        parts.append(f"saved {res.count} file(s), {res.bytes} bytes ({ck.writer_name()} save "
+                     f"{res.seq}), from {src} to {uri} in {time.monotonic() - started:.1f}s "
+                     f"({client.name})")
+    if res.changed:
+        shown = ", ".join(res.changed[:5]) + (" ..." if len(res.changed) > 5 else "")
+        parts.append(f"{len(res.changed)} file(s) changed while being uploaded and wait for "
+                     f"the next save: {shown}")
+    if res.gc_error:
+        parts.append(res.gc_error)
+    return "; ".join(parts)  # "" when nothing changed: a periodic save stays silent
+
+
+def _restore(client: Any, uri: str, dest: str) -> str:
+    ck = _ckpt()
+    bucket, prefix = split_uri(uri)
+    started = time.monotonic()
+    try:
+        res = ck.restore(client, bucket, _dir_prefix(prefix), dest, ck.NodeState(dest, uri),
+                         lambda: _download(client, uri, dest, False, checkpoint=True))
+    except ck.CheckpointError as exc:
+        raise SyncError(str(exc)) from None
+    which = ", ".join(res.saves) if res.saves else "no manifest: every object"
+    return (f"restored {res.count} file(s), {res.bytes} bytes ({which}), from {uri} to {dest} "
+            f"in {time.monotonic() - started:.1f}s ({client.name})")
 
 
 # --------------------------------------------------------------------------- aws CLI
@@ -366,29 +351,25 @@ def run(command: str, a: str, b: str) -> str:
     """Run one command; returns the summary line. Raises SyncError."""
     load_config()
     client = backend_for(b if command == "save" else a)
-    started = time.monotonic()
+    if command in ("save", "restore"):
+        client = _checkpoint_client(client)
     try:
-        if command in ("download", "restore"):
+        if command == "download":
             dest = _node_path(b)
             if client is None:
-                _cli_download(a, dest, single_ok=command == "download")
-                return f"{command}: {a} -> {dest} (aws CLI)"
-            count, total = _download(client, a, dest, single_ok=command == "download")
-            what = "restored" if command == "restore" else "downloaded"
-            return (f"{what} {count} file(s), {total} bytes, from {a} to {dest} in "
+                _cli_download(a, dest, single_ok=True)
+                return f"download: {a} -> {dest} (aws CLI)"
+            started = time.monotonic()
+            count, total = _download(client, a, dest, single_ok=True)
+            return (f"downloaded {count} file(s), {total} bytes, from {a} to {dest} in "
                     f"{time.monotonic() - started:.1f}s ({client.name})")
+        if command == "restore":
+            return _restore(client, a, _node_path(b))
         if command == "save":
             src = _node_path(a)
             if not os.path.isdir(src):
                 return f"save: {src} does not exist yet; nothing to save"
-            if client is None:
-                _cli(["sync", src, b.rstrip("/") + "/"])
-                return f"save: {src} -> {b} (aws CLI)"
-            count, total = _save(client, src, b)
-            if count == 0:
-                return ""  # nothing changed: a periodic save stays silent in the job's log
-            return (f"saved {count} file(s), {total} bytes, from {src} to {b} in "
-                    f"{time.monotonic() - started:.1f}s ({client.name})")
+            return _save(client, src, b)
     except SyncError:
         raise
     except Exception as exc:  # botocore errors, S3Error, OSError: one readable line

@@ -16,11 +16,14 @@ bucket_sync: `list`, `download_file`, `upload_file`, `name`):
   `resumable_threshold` bytes (env `LAUNCHER_GCS_RESUMABLE_THRESHOLD`, default 64 MiB),
   else a resumable upload (session URI from `uploadType=resumable`, then PUTs of
   `CHUNK_SIZE` bytes with `Content-Range`, 308 = continue).
+- `GCSClient.delete(bucket, name)`: `DELETE .../o/NAME` (404 = already gone).
 - Endpoint: `https://storage.googleapis.com`, or the standard `STORAGE_EMULATOR_HOST`
   (what google-cloud-storage honours; `host:port` or a URL) for emulators and tests.
 - Bearer token, first found wins: env `LAUNCHER_GCS_TOKEN` (an OAuth2 access token);
   the token file the client shipped (`gcs_token.json` next to this script,
-  `{"access_token": ..., "expires_at": epoch}`) while it has more than a minute left;
+  `{"access_token": ..., "expires_at": epoch, "issued_at": epoch}`, re-read by every
+  process: the managed-jobs controller rewrites it before it expires) while it has more
+  than a minute (a quarter of a shorter lifetime) left;
   the GCE metadata server (`GCE_METADATA_HOST`, default metadata.google.internal; the
   node's service account), fetched again when it nears its expiry or on a 401.
   With none, requests go unauthenticated (fine against an emulator; GCS answers 401).
@@ -101,7 +104,8 @@ class Token:
             with open(self.token_file) as f:
                 doc = json.load(f)
             value, exp = str(doc.get("access_token") or ""), float(doc.get("expires_at") or 0)
-            if value and exp - time.time() > 60 and not (force and self.source == "file"):
+            if value and exp - time.time() > _margin(doc, exp) and not (
+                    force and self.source == "file"):
                 self.value, self.expires_at, self.source = value, exp, "file"
                 return value
         except (OSError, ValueError, TypeError, AttributeError):
@@ -122,6 +126,16 @@ class Token:
         self.expires_at = time.time() + float(doc.get("expires_in") or 0)
         self.source = "metadata"
         return self.value
+
+
+def _margin(doc: dict[str, Any], expires_at: float) -> float:
+    """How long before its expiry a shipped token stops being used: a minute, or a
+    quarter of its lifetime for a shorter-lived one (`issued_at` in the file)."""
+    try:
+        lifetime = expires_at - float(doc["issued_at"])
+    except (KeyError, TypeError, ValueError):
+        return 60.0
+    return max(0.0, min(60.0, lifetime / 4))
 
 
 class GCSClient:
@@ -232,6 +246,14 @@ class GCSClient:
         with open(path, "rb") as f:
             hdrs = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
             self._open("POST", url, f, hdrs, rewind=0).close()
+
+    def delete(self, bucket: str, name: str) -> None:
+        """Delete object `name`; one already gone is fine. Raises GCSError."""
+        try:
+            self._open("DELETE", self._object_url(bucket, name), ok=(200, 204)).close()
+        except GCSError as exc:
+            if exc.status != 404:
+                raise
 
     def _resumable(self, path: str, bucket: str, name: str, size: int) -> None:
         url = (f"{self.base}/upload/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o?"

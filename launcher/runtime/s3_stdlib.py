@@ -13,6 +13,7 @@ It implements exactly what bucket_sync needs, with boto3's semantics:
 - `S3Client.upload_file(path, bucket, key)`: one PutObject up to `multipart_threshold`
   bytes (env `LAUNCHER_S3_MULTIPART_THRESHOLD`, default 64 MiB), else a multipart upload
   (CreateMultipartUpload / UploadPart / CompleteMultipartUpload, aborted on failure).
+- `S3Client.delete(bucket, key)`: DeleteObject (old checkpoint saves' objects).
 - Signature Version 4 header auth: `x-amz-content-sha256` is the real payload hash,
   except for file bodies over https (`UNSIGNED-PAYLOAD`, where TLS protects them);
   `x-amz-security-token` with temporary credentials.
@@ -448,6 +449,10 @@ class S3Client:
                 self._request("PUT", bucket, key, file=(f, 0, size))
                 return
             self._multipart(f, size, bucket, key)
+
+    def delete(self, bucket: str, key: str) -> None:
+        """DeleteObject (S3 answers 204 for a missing key too). Raises S3Error."""
+        self._request("DELETE", bucket, key)
 
     def _multipart(self, f: IO[bytes], size: int, bucket: str, key: str) -> None:
         part = max(self.multipart_threshold, MIN_PART_SIZE, -(-size // MAX_PARTS))

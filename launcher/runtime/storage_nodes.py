@@ -14,7 +14,8 @@ launcher.clouds.aws.storage) when a task really uses S3, requests/google-auth
 - `prepare_buckets(copies)`: client side, before the nodes copy: buckets named by
   storage mounts are created when missing, local `source` dirs uploaded to them.
 - `install_on_nodes(runners, cloud, stores)`: bucket_sync.py, its stdlib clients
-  (s3_stdlib.py, used when the node has no boto3; gcs_stdlib.py) + config.json (the
+  (s3_stdlib.py, used when the node has no boto3; gcs_stdlib.py; blob_stdlib.py), the
+  checkpoint protocol (checkpoint_sync.py) + config.json (the
   standard endpoint variables the client has set) on every node; for S3 the client's AWS
   credentials as `~/.aws/credentials` (0600) unless the nodes use an instance role
   (`aws.iam_instance_profile` in the config, on AWS; an SSH-pool host that has that
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -226,6 +228,65 @@ def require_credentials(task: Task, copies: Sequence[BucketCopy]) -> None:
                   "config.yaml lets them use a role instead.")
 
 
+class StoreCredentialsError(StorageError):
+    """This machine has no usable credentials for a checkpoint store (found before any
+    machine is provisioned; retrying cannot help until the user adds them)."""
+
+
+def require_store_credentials(store_uri: str, where: str) -> None:
+    """Refuse (StoreCredentialsError naming `where`, the field that set the store) a
+    checkpoint store this machine has no credentials for. No network, no SDK import.
+    The client always needs them: it creates the bucket and mints what the nodes get
+    (S3 nodes with an instance role still need the bucket created from here)."""
+    kind = store_of(store_uri)
+    if kind == "gcs":
+        from launcher.clouds.gcp.storage import has_local_credentials
+
+        if not has_local_credentials():
+            raise StoreCredentialsError(
+                f"{where}: the checkpoint store {store_uri} needs Google credentials on this "
+                "machine (it creates the bucket and mints the nodes' short-lived token), and "
+                "none are found: run `gcloud auth application-default login` or set "
+                "GOOGLE_APPLICATION_CREDENTIALS.")
+    elif kind == "azure":
+        from launcher.clouds.azure.storage import has_credentials
+
+        account = bucket_of(store_uri).split("/", 1)[0]
+        if not has_credentials(account):
+            raise StoreCredentialsError(
+                f"{where}: the checkpoint store {store_uri} needs credentials for storage "
+                f"account {account!r} on this machine (the nodes get a container SAS signed "
+                "with them): set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT and "
+                "AZURE_STORAGE_KEY, or sign in with `az login`.")
+    elif kind == "s3":
+        from launcher.clouds.aws.session import local_credentials_source
+
+        if local_credentials_source() is None:
+            raise StoreCredentialsError(
+                f"{where}: the checkpoint store {store_uri} needs AWS credentials on this "
+                "machine (it creates the bucket and gives the nodes a copy), and none are "
+                "configured: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE, "
+                "or run `aws configure`.")
+
+
+def check_store_access(store_uri: str, where: str) -> None:
+    """`require_store_credentials`, then one read request proving the credentials work
+    for the store's bucket (a bucket that does not exist yet passes: it is created at
+    launch). Raises StoreCredentialsError naming `where`."""
+    require_store_credentials(store_uri, where)
+    kind = store_of(store_uri) or "s3"
+    try:
+        _storage_module(kind).check_access(bucket_of(store_uri))
+    except ImportError as exc:
+        extra = {"s3": "aws", "gcs": "gcp", "azure": "azure"}[kind]
+        raise StoreCredentialsError(f"{where}: the checkpoint store {store_uri} needs "
+                                    f"{exc.name or 'an SDK'} on this machine: pip install "
+                                    f"'launcher[{extra}]'.") from None
+    except LauncherError as exc:
+        raise StoreCredentialsError(f"{where}: the checkpoint store {store_uri} cannot be "
+                                    f"used with this machine's credentials: {exc}") from None
+
+
 def prepare_buckets(copies: Sequence[BucketCopy],
                     on_event: Callable[[str], None] | None = None) -> None:
     """Create the buckets storage mounts name (when missing) and upload their local
@@ -271,11 +332,13 @@ def uses_instance_role(cloud: str | None) -> bool:
 
 
 def node_files(cloud: str | None, stores: Collection[str] = ("s3",),
-               azure_buckets: Collection[str] = ()) -> dict[str, tuple[str, int]]:
+               azure_buckets: Collection[str] = (),
+               checkpoint_buckets: Collection[str] = ()) -> dict[str, tuple[str, int]]:
     """node path -> (content, mode) of what every node of a bucket-using task gets:
     the scripts, config.json (endpoints), and the credentials of the `stores` used
-    (for Azure, a SAS per "ACCOUNT/CONTAINER" of `azure_buckets`). Raises LauncherError
-    (BucketError) when a GCS token or an Azure SAS cannot be minted."""
+    (for Azure, a SAS per "ACCOUNT/CONTAINER" of `azure_buckets`; those also in
+    `checkpoint_buckets` may delete). Raises LauncherError (BucketError) when a GCS token
+    or an Azure SAS cannot be minted."""
     here = resources.files("launcher.runtime")
     settings: dict[str, str] = {}
     for store in sorted(set(stores)):
@@ -286,15 +349,11 @@ def node_files(cloud: str | None, stores: Collection[str] = ("s3",),
         GCS_CLIENT: (here.joinpath("gcs_stdlib.py").read_text("utf-8"), 0o600),
         f"{STORAGE_DIR}/blob_stdlib.py": (here.joinpath("blob_stdlib.py").read_text("utf-8"),
                                           0o600),
+        f"{STORAGE_DIR}/checkpoint_sync.py": (
+            here.joinpath("checkpoint_sync.py").read_text("utf-8"), 0o600),
         f"{STORAGE_DIR}/config.json": (json.dumps(settings) + "\n", 0o600),
     }
-    if "gcs" in stores:
-        token, expires_at = _storage_module("gcs").access_token()
-        files[GCS_TOKEN] = (json.dumps({"access_token": token, "expires_at": expires_at})
-                            + "\n", 0o600)
-    if azure_buckets:
-        entries = _storage_module("azure").node_entries(set(azure_buckets))
-        files[AZURE_SAS] = (json.dumps(entries) + "\n", 0o600)
+    files.update(short_lived_files(stores, azure_buckets, checkpoint_buckets)[0])
     if "s3" in stores and not uses_instance_role(cloud):
         from launcher.clouds.aws import storage
 
@@ -305,15 +364,37 @@ def node_files(cloud: str | None, stores: Collection[str] = ("s3",),
     return files
 
 
+def short_lived_files(stores: Collection[str], azure_buckets: Collection[str] = (),
+                      checkpoint_buckets: Collection[str] = ()
+                      ) -> tuple[dict[str, tuple[str, int]], float | None]:
+    """The node files that expire — a GCS access token (`gs://` in `stores`), the
+    Azure SAS of `azure_buckets` — freshly minted, and when the first of them expires
+    (epoch seconds; None: nothing expires). Raises LauncherError (BucketError)."""
+    files: dict[str, tuple[str, int]] = {}
+    expiries: list[float] = []
+    if "gcs" in stores:
+        token, expires_at, issued = _storage_module("gcs").minted_token()
+        files[GCS_TOKEN] = (json.dumps({"access_token": token, "expires_at": expires_at,
+                                        "issued_at": issued}) + "\n", 0o600)
+        expiries.append(expires_at)
+    if azure_buckets:
+        entries = _storage_module("azure").node_entries(set(azure_buckets),
+                                                        set(checkpoint_buckets))
+        files[AZURE_SAS] = (json.dumps(entries) + "\n", 0o600)
+        expiries += [float(str(e["expires_at"])) for e in entries.values()]
+    return files, min(expiries) if expiries else None
+
+
 def install_on_nodes(runners: Sequence[CommandRunner], cloud: str | None,
                      stores: Collection[str] = ("s3",),
-                     azure_buckets: Collection[str] = ()) -> None:
+                     azure_buckets: Collection[str] = (),
+                     checkpoint_buckets: Collection[str] = ()) -> None:
     """Put bucket_sync.py, its stdlib clients, its config and the credentials of `stores`
     (S3: unless an instance role) on every node. Blocking, parallel. Runner errors and
     BucketError (no GCS token) propagate."""
     from launcher.runtime.execution import parallel
 
-    files = node_files(cloud, stores, azure_buckets)
+    files = node_files(cloud, stores, azure_buckets, checkpoint_buckets)
 
     def put(runner: CommandRunner) -> None:
         for path, (text, mode) in files.items():
@@ -323,6 +404,44 @@ def install_on_nodes(runners: Sequence[CommandRunner], cloud: str | None,
             runner.put_text(text, path, mode=mode)
 
     parallel(put, list(runners))
+
+
+def shipped_lifetime(store: str) -> tuple[float, float] | None:
+    """(issued_at, expires_at) of the short-lived credentials of checkpoint store `store`
+    the nodes got at their launch in this process (a GCS token: the one this process
+    minted last; an Azure SAS: minted just before, for SAS_HOURS); None when the store's
+    credentials do not expire. Mints a GCS token when this process has none."""
+    kind = store_of(store)
+    if kind == "gcs":
+        _, expires_at, issued = _storage_module("gcs").minted_token()
+        return issued, expires_at
+    if kind == "azure":
+        now = time.time()
+        return now, now + float(_storage_module("azure").SAS_HOURS) * 3600
+    return None
+
+
+def renew_on_nodes(runners: Sequence[CommandRunner], store: str) -> float | None:
+    """Mint the short-lived credentials checkpoint store `store` needs (a GCS token, an
+    Azure SAS for its container) again and put them on every node, replacing the old
+    files (node-side saves read them afresh each time; the launch's file mounts, which
+    those files also covered, are done by then). Returns when the new ones expire (None: the
+    store's credentials do not expire, nothing was written). Blocking, parallel.
+    Raises LauncherError (BucketError) or runner errors."""
+    from launcher.runtime.execution import parallel
+
+    kind = store_of(store)
+    if kind not in ("gcs", "azure"):
+        return None
+    azure = {bucket_of(store)} if kind == "azure" else set()
+    files, expires_at = short_lived_files({kind}, azure, azure)
+
+    def put(runner: CommandRunner) -> None:
+        for path, (text, mode) in files.items():
+            runner.put_text(text, path, mode=mode)
+
+    parallel(put, list(runners))
+    return expires_at
 
 
 def copy_to_nodes(runners: Sequence[CommandRunner], copies: Sequence[BucketCopy],
@@ -374,8 +493,10 @@ def sync_storage(runners: Sequence[CommandRunner], task: Task, *, cloud: str | N
         uris.append(str(checkpoint_store))
     stores = {store_of(u) or "s3" for u in uris}
     azure = {bucket_of(u) for u in uris if store_of(u) == "azure"}
+    deletable = {bucket_of(str(checkpoint_store))} if store_of(checkpoint_store) == "azure" \
+        else set()
     try:
-        install_on_nodes(runners, cloud, stores, azure)
+        install_on_nodes(runners, cloud, stores, azure, deletable)
     except LauncherError as exc:
         if isinstance(exc, StorageError):
             raise

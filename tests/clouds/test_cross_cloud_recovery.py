@@ -40,6 +40,7 @@ from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
 from tests import netns
 from tests.aws_moto import AWSFake, aws_moto, moto_server
+from tests.checkpoint_view import committed_now
 from tests.nebius_fake import NebiusFake, nebius_cloud, nebius_fake
 from tests.runpod_fake import RunPodFake, runpod_cloud, runpod_fake
 from tests.waiting import wait_until as _wait
@@ -135,14 +136,18 @@ def _task(tmp_path: Path, choice: str) -> str:
 
 
 def _saved_count(fake: AWSFake) -> int:
-    """The highest count in any checkpoint object the nodes saved to S3."""
+    """The count in the latest save the nodes committed to S3 (0 before the first)."""
     s3 = fake.client("s3")
-    best = 0
-    for obj in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
-        if obj["Key"].endswith("count.json"):
-            body = s3.get_object(Bucket=BUCKET, Key=obj["Key"])["Body"].read()
-            best = max(best, int(json.loads(body)["count"]))
-    return best
+
+    def keys() -> list[str]:
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+        return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+    def read(key: str) -> str:
+        return str(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode())
+
+    view = committed_now(keys, read, f"{PREFIX}/", per_task=True)
+    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
 
 
 RANKED = "  any_of:\n    - cloud: nebius\n    - cloud: runpod\n"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from launcher.api import jobs as api
 from tests.blob_fake import BlobFake, blob  # noqa: F401 - the fixture
+from tests.checkpoint_view import committed_now, task_prefixes
 
 from .test_e2e_local import (  # noqa: F401  (fast_controller: autouse fixture)
     _counts,
@@ -27,10 +28,10 @@ from .test_e2e_local import (  # noqa: F401  (fast_controller: autouse fixture)
 
 
 def _saved_count(blob: BlobFake) -> int:  # noqa: F811
-    keys = [k for k in blob.keys("ckpt-bucket", "run/") if k.endswith("/count.json")]
-    if not keys:
-        return 0
-    return int(json.loads(blob.read("ckpt-bucket", keys[0]))["count"])
+    """The count in the latest committed save (0 before the first)."""
+    view = committed_now(lambda: blob.keys("ckpt-bucket", "run/"),
+                         lambda k: blob.read("ckpt-bucket", k), "run/", per_task=True)
+    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
 
 
 def test_spot_job_resumes_from_the_step_saved_in_blob(
@@ -55,12 +56,12 @@ def test_spot_job_resumes_from_the_step_saved_in_blob(
     lines = _logs(job.id)
     resumed = [int(m.group(1)) for ln in lines if (m := re.search(r"resuming from (\d+)", ln))]
     assert resumed == [saved] and saved >= 5  # the step saved in Blob, not 0
-    # (1 file, or 2 when a periodic save caught the job's temporary file mid-rename)
-    assert any(re.search(r"launcher: restored [12] file\(s\).*Azure Blob", ln)
+    # count.json only: the job's temporary file (.count.json.PID.tmp) is never saved
+    assert any(re.search(r"launcher: restored 1 file\(s\).*Azure Blob", ln)
                for ln in lines), [ln for ln in lines if "launcher:" in ln]
     counts = _counts(lines)
     assert counts[-1] == 30 and set(range(1, 31)) <= set(counts)
     assert _saved_count(blob) == 30  # the save at exit
-    keys = blob.keys("ckpt-bucket")  # one prefix per task id, stable across the recovery
-    assert len({k.rsplit("/", 1)[0] for k in keys if k.endswith("count.json")}) == 1
+    # one prefix per task id, stable across the recovery
+    assert len(task_prefixes(blob.keys("ckpt-bucket"), "run/")) == 1
     _no_clusters_left(launcher_home)

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from launcher.api import jobs as api
+from tests.checkpoint_view import committed_now, task_prefixes
 from tests.gcs_fake import GCSFake, gcs  # noqa: F401 - the fixture
 
 from .test_e2e_local import (  # noqa: F401  (fast_controller: autouse fixture)
@@ -27,10 +28,10 @@ from .test_e2e_local import (  # noqa: F401  (fast_controller: autouse fixture)
 
 
 def _saved_count(gcs: GCSFake) -> int:  # noqa: F811
-    keys = [k for k in gcs.keys("ckpt-bucket", "run/") if k.endswith("/count.json")]
-    if not keys:
-        return 0
-    return int(json.loads(gcs.read("ckpt-bucket", keys[0]))["count"])
+    """The count in the latest committed save (0 before the first)."""
+    view = committed_now(lambda: gcs.keys("ckpt-bucket", "run/"),
+                         lambda k: gcs.read("ckpt-bucket", k), "run/", per_task=True)
+    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
 
 
 def test_spot_job_resumes_from_the_step_saved_in_gcs(
@@ -55,12 +56,12 @@ def test_spot_job_resumes_from_the_step_saved_in_gcs(
     lines = _logs(job.id)
     resumed = [int(m.group(1)) for ln in lines if (m := re.search(r"resuming from (\d+)", ln))]
     assert resumed == [saved] and saved >= 5  # the step saved in GCS, not 0
-    # (1 file, or 2 when a periodic save caught the job's temporary file mid-rename)
-    assert any(re.search(r"launcher: restored [12] file\(s\).*GCS", ln)
+    # count.json only: the job's temporary file (.count.json.PID.tmp) is never saved
+    assert any(re.search(r"launcher: restored 1 file\(s\).*GCS", ln)
                for ln in lines), [ln for ln in lines if "launcher:" in ln]
     counts = _counts(lines)
     assert counts[-1] == 30 and set(range(1, 31)) <= set(counts)
     assert _saved_count(gcs) == 30  # the save at exit
-    keys = gcs.keys("ckpt-bucket")  # one prefix per task id, stable across the recovery
-    assert len({k.rsplit("/", 1)[0] for k in keys if k.endswith("count.json")}) == 1
+    # one prefix per task id, stable across the recovery
+    assert len(task_prefixes(gcs.keys("ckpt-bucket"), "run/")) == 1
     _no_clusters_left(launcher_home)

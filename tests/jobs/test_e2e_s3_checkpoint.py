@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from launcher.api import jobs as api
+from tests.checkpoint_view import committed_now, task_prefixes
 from tests.moto_s3 import S3Server, s3  # noqa: F401 - the fixture
 
 from .test_e2e_local import (  # noqa: F401  (fast_controller: autouse fixture)
@@ -26,10 +27,10 @@ from .test_e2e_local import (  # noqa: F401  (fast_controller: autouse fixture)
 
 
 def _saved_count(s3: S3Server, job_id: int) -> int:  # noqa: F811
-    keys = [k for k in s3.keys("ckpt-bucket", "run/") if k.endswith("/count.json")]
-    if not keys:
-        return 0
-    return int(json.loads(s3.read("ckpt-bucket", keys[0]))["count"])
+    """The count in the latest committed save (0 before the first)."""
+    view = committed_now(lambda: s3.keys("ckpt-bucket", "run/"),
+                         lambda k: s3.read("ckpt-bucket", k), "run/", per_task=True)
+    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
 
 
 def test_spot_job_resumes_from_the_step_saved_in_s3(
@@ -53,12 +54,12 @@ def test_spot_job_resumes_from_the_step_saved_in_s3(
     lines = _logs(job.id)
     resumed = [int(m.group(1)) for ln in lines if (m := re.search(r"resuming from (\d+)", ln))]
     assert resumed == [saved] and saved >= 5  # the step saved in S3, not 0
-    # count.json, and maybe the job's own temp file if a periodic save caught one mid-write
-    assert any(re.search(r"launcher: restored [12] file\(s\)", ln) for ln in lines), lines[:20]
+    # count.json only: the job's temporary file (.count.json.PID.tmp) is never saved
+    assert any(re.search(r"launcher: restored 1 file\(s\)", ln) for ln in lines), lines[:20]
     counts = _counts(lines)
     assert counts[-1] == 30 and set(range(1, 31)) <= set(counts)
     assert _saved_count(s3, job.id) == 30  # the save at exit
-    keys = s3.keys("ckpt-bucket")  # one prefix per task id, stable across the recovery
-    assert len({k.rsplit("/", 1)[0] for k in keys if k.endswith("count.json")}) == 1
+    # one prefix per task id, stable across the recovery
+    assert len(task_prefixes(s3.keys("ckpt-bucket"), "run/")) == 1
     _no_clusters_left(launcher_home)
 

@@ -17,6 +17,7 @@ import pytest
 
 from launcher.runtime import agent_storage
 from launcher.runtime.agent import JobSpec as AgentJobSpec
+from tests.checkpoint_view import committed
 from tests.moto_s3 import S3Server, s3  # noqa: F401 - the fixture
 from tests.runtime.test_agent import RUNTIME_DIR, Agent
 
@@ -29,7 +30,7 @@ def agent2(tmp_path: Path, s3: S3Server) -> Iterator[Agent]:  # noqa: F811
     a = Agent(tmp_path / "cluster", num_nodes=2)  # after `s3`: its env reaches the nodes
     for node in a.nodes:
         (node / ".launcher-storage").mkdir()
-        for name in ("bucket_sync.py", "s3_stdlib.py"):
+        for name in ("bucket_sync.py", "s3_stdlib.py", "checkpoint_sync.py"):
             shutil.copy(RUNTIME_DIR / name, node / ".launcher-storage" / name)
     a.setup()
     try:
@@ -45,6 +46,11 @@ def _until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
         time.sleep(0.1)
 
 
+def _view(s3: S3Server) -> dict[str, str]:  # noqa: F811
+    """What a restore of STORE would write (the latest committed saves)."""
+    return committed(s3.keys("ckpt-bkt"), lambda k: s3.read("ckpt-bkt", k), "run/task-1")
+
+
 def _spec(run: str, interval: float) -> dict[str, object]:
     return {"run": run, "num_nodes": 2, "checkpoint_dir": "ckpt", "checkpoint_store": STORE,
             "checkpoint_save_seconds": interval}
@@ -57,10 +63,9 @@ def test_restore_then_periodic_save_while_running(agent2: Agent, s3: S3Server) -
            "sleep 60")
     job = agent2.submit(**{"run": run, "num_nodes": 2},
                         **{k: v for k, v in _spec(run, 0.5).items() if k not in ("run", "num_nodes")})
-    want = ["run/task-1/rank-0.txt", "run/task-1/rank-1.txt", "run/task-1/step.txt"]
-    _until(lambda: s3.keys("ckpt-bkt") == want)  # every node uploads its own directory
+    _until(lambda: sorted(_view(s3)) == ["rank-0.txt", "rank-1.txt", "step.txt"])
     assert agent2.job(job)["status"] == "RUNNING"  # ... periodically, while the job runs
-    assert s3.read("ckpt-bkt", "run/task-1/rank-1.txt") == "43\n"
+    assert _view(s3)["rank-1.txt"] == "43\n"  # every node uploads its own directory
     agent2.run("cancel", str(job))
     lines, rec = agent2.logs(job)
     for rank in (0, 1):  # both nodes restored the whole prefix before the run
@@ -77,7 +82,7 @@ def test_save_at_exit_uploads_the_last_write(agent2: Agent, s3: S3Server) -> Non
     rec = agent2.wait_status(job)
     assert rec["status"] == "SUCCEEDED"
     # the rank is reported ended only after its save: the objects are there already
-    assert s3.keys("ckpt-bkt") == ["run/task-1/last-0.txt", "run/task-1/last-1.txt"]
+    assert _view(s3) == {"last-0.txt": "final\n", "last-1.txt": "final\n"}
     assert (agent2.nodes[1] / "ckpt" / "last-1.txt").read_text() == "final\n"
 
 
@@ -93,8 +98,7 @@ def test_interruption_notice_saves_at_once(agent2: Agent, s3: S3Server) -> None:
     tmp = notice.with_suffix(".tmp")
     tmp.write_text(json.dumps({"grace_seconds": 4}))
     tmp.rename(notice)
-    _until(lambda: s3.keys("ckpt-bkt") == ["run/task-1/step-0.txt", "run/task-1/step-1.txt"],
-           timeout=3.5)
+    _until(lambda: sorted(_view(s3)) == ["step-0.txt", "step-1.txt"], timeout=3.5)
     assert agent2.job(job)["status"] == "RUNNING"  # saved during the grace, not at exit
     agent2.run("cancel", str(job))
 

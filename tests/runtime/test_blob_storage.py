@@ -25,17 +25,22 @@ from launcher.runtime import blob_stdlib
 from launcher.runtime.execution import FileMountError
 from launcher.task import Task
 from tests.blob_fake import ACCOUNT, BlobFake, blob  # noqa: F401 - the fixture
+from tests.checkpoint_view import committed
 from tests.runtime.test_agent import RUNTIME_DIR, Agent
 from tests.runtime.test_gcs_storage import _until
 
 
-def _node(home: Path, fake: BlobFake, containers: tuple[str, ...]) -> Path:
-    """A node home as storage_nodes.install_on_nodes makes it (scripts + SAS file)."""
+def _node(home: Path, fake: BlobFake, containers: tuple[str, ...],
+          checkpoints: tuple[str, ...] = ()) -> Path:
+    """A node home as storage_nodes.install_on_nodes makes it (scripts + SAS file; the
+    `checkpoints` containers' SAS may delete)."""
     d = home / ".launcher-storage"
     d.mkdir(parents=True, exist_ok=True)
-    for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py", "blob_stdlib.py"):
+    for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py", "blob_stdlib.py",
+                 "checkpoint_sync.py"):
         shutil.copy(RUNTIME_DIR / name, d / name)
-    entries = azure_storage.node_entries({f"{fake.account}/{c}" for c in containers})
+    entries = azure_storage.node_entries({f"{fake.account}/{c}" for c in containers},
+                                         {f"{fake.account}/{c}" for c in checkpoints})
     (d / "azure_sas.json").write_text(json.dumps(entries))
     return d / "bucket_sync.py"
 
@@ -71,7 +76,8 @@ def test_download_save_paging_both_uri_forms(blob: BlobFake, tmp_path: Path) -> 
     assert _run(home, "save", "~/ck", uri).stdout == ""  # unchanged
     (ck / "x.txt").write_text("22")
     assert "saved 1 file(s)" in _run(home, "save", "~/ck", uri).stdout
-    assert blob.read("ckpt", "run/x.txt") == "22"
+    assert committed(blob.keys("ckpt"), lambda k: blob.read("ckpt", k), "run") == {
+        "x.txt": "22"}
     bad = _run(home, "download", f"az://{blob.account}/nope/p", "~/x")
     assert bad.returncode == 1 and len(bad.stderr.splitlines()) == 1
     assert "HTTP 404: ContainerNotFound: The specified container does not exist." in bad.stderr
@@ -169,7 +175,7 @@ def agent2(tmp_path: Path, blob: BlobFake) -> Iterator[Agent]:  # noqa: F811
     blob.create("ckpt")
     a = Agent(tmp_path / "cluster", num_nodes=2)
     for node in a.nodes:
-        _node(node, blob, ("ckpt",))
+        _node(node, blob, ("ckpt",), checkpoints=("ckpt",))
     a.setup()
     try:
         yield a
@@ -185,11 +191,13 @@ def test_agent_restores_saves_periodically_and_at_exit(agent2: Agent, blob: Blob
     spec = {"run": run, "num_nodes": 2, "checkpoint_dir": "ckpt", "checkpoint_store": STORE,
             "checkpoint_save_seconds": 0.5}
     job = int(agent2.doc("submit", stdin=json.dumps(spec))["job_id"])
-    _until(lambda: "run/task-1/rank-1.txt" in blob.keys("ckpt"))
+    def view() -> dict[str, str]:
+        return committed(blob.keys("ckpt"), lambda k: blob.read("ckpt", k), "run/task-1")
+
+    _until(lambda: "rank-1.txt" in view())
     assert agent2.job(job)["status"] == "RUNNING"
     assert agent2.wait_status(job)["status"] == "SUCCEEDED"
-    assert blob.keys("ckpt") == [f"run/task-1/{n}" for n in (
-        "end-0.txt", "end-1.txt", "rank-0.txt", "rank-1.txt", "step.txt")]
+    assert sorted(view()) == ["end-0.txt", "end-1.txt", "rank-0.txt", "rank-1.txt", "step.txt"]
     lines, _ = agent2.logs(job)
     for rank in (0, 1):
         assert f"(rank {rank}) restored 41" in lines

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.checkpoint_view import committed
 from tests.moto_s3 import S3Server, s3  # noqa: F401 - the fixture
 
 SCRIPT = Path(__file__).resolve().parents[2] / "launcher" / "runtime" / "bucket_sync.py"
@@ -47,7 +48,8 @@ def test_download_prefix_and_single_object(bucket: S3Server, tmp_path: Path) -> 
     assert (tmp_path / "cfg.json").read_text() == "{}"
 
 
-def test_save_uploads_changes_only_and_never_deletes(bucket: S3Server, tmp_path: Path) -> None:
+def test_save_uploads_changes_only_and_restores_the_last_save(bucket: S3Server,
+                                                              tmp_path: Path) -> None:
     ck = tmp_path / "ck"
     (ck / "sub").mkdir(parents=True)
     (ck / "step.txt").write_text("1")
@@ -58,9 +60,12 @@ def test_save_uploads_changes_only_and_never_deletes(bucket: S3Server, tmp_path:
     (ck / "sub" / "w.bin").unlink()
     (ck / "step.txt").write_text("22")
     assert "saved 1 file(s)" in _run("save", "ck", "s3://bs-bkt/run/t1", home=tmp_path).stdout
-    assert bucket.keys("bs-bkt", "run/") == ["run/t1/step.txt", "run/t1/sub/w.bin"]
+    # a file deleted on the node stays in the store ("sync without delete")
+    assert committed(bucket.keys("bs-bkt", "run/"), lambda k: bucket.read("bs-bkt", k),
+                     "run/t1") == {"step.txt": "22", "sub/w.bin": "\0" * 10}
     shutil.rmtree(ck)
-    assert _run("restore", "s3://bs-bkt/run/t1", "ck", home=tmp_path).returncode == 0
+    res = _run("restore", "s3://bs-bkt/run/t1", "ck", home=tmp_path)
+    assert res.returncode == 0 and "node save 2" in res.stdout, res.stderr
     assert (ck / "step.txt").read_text() == "22"
 
 

@@ -21,6 +21,7 @@ from launcher.api.launch import launch
 from launcher.clouds.local import LocalCloud
 from launcher.runtime import gcs_stdlib
 from launcher.task import Task
+from tests.checkpoint_view import committed
 from tests.gcs_fake import GCSFake, gcs  # noqa: F401 - the fixture
 from tests.runtime.test_agent import RUNTIME_DIR, Agent
 
@@ -31,7 +32,7 @@ def _node(home: Path) -> Path:
     """A node home with the shipped scripts, as storage_nodes.install_on_nodes makes it."""
     d = home / ".launcher-storage"
     d.mkdir(parents=True, exist_ok=True)
-    for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py"):
+    for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py", "checkpoint_sync.py"):
         shutil.copy(RUNTIME_DIR / name, d / name)
     return d / "bucket_sync.py"
 
@@ -69,7 +70,7 @@ def test_download_save_paging_and_shipped_token(gcs: GCSFake, tmp_path: Path) ->
     assert _run(home, "save", "~/ck", "gs://bkt/run", **env).stdout == ""  # unchanged
     (ck / "x.txt").write_text("22")
     assert "saved 1 file(s)" in _run(home, "save", "~/ck", "gs://bkt/run", **env).stdout
-    assert gcs.read("bkt", "run/x.txt") == "22"
+    assert committed(gcs.keys("bkt"), lambda k: gcs.read("bkt", k), "run") == {"x.txt": "22"}
     bad = _run(home, "download", "gs://nope/p", "~/x", **env)  # one readable line, exit 1
     assert bad.returncode == 1 and "HTTP 404" in bad.stderr and len(bad.stderr.splitlines()) == 1
     (home / ".launcher-storage" / "gcs_token.json").unlink()
@@ -172,11 +173,14 @@ def test_agent_restores_saves_periodically_and_at_exit(agent2: Agent, gcs: GCSFa
     spec = {"run": run, "num_nodes": 2, "checkpoint_dir": "ckpt", "checkpoint_store": STORE,
             "checkpoint_save_seconds": 0.5}
     job = int(agent2.doc("submit", stdin=json.dumps(spec))["job_id"])
-    _until(lambda: "run/task-1/rank-1.txt" in gcs.keys("ckpt-bkt"))
+    def view() -> dict[str, str]:
+        return committed(gcs.keys("ckpt-bkt"), lambda k: gcs.read("ckpt-bkt", k), "run/task-1")
+
+    _until(lambda: "rank-1.txt" in view())
     assert agent2.job(job)["status"] == "RUNNING"  # saved periodically while running
     assert agent2.wait_status(job)["status"] == "SUCCEEDED"
-    assert gcs.keys("ckpt-bkt") == [f"run/task-1/{n}" for n in (
-        "end-0.txt", "end-1.txt", "rank-0.txt", "rank-1.txt", "step.txt")]  # + at exit
+    assert sorted(view()) == ["end-0.txt", "end-1.txt", "rank-0.txt", "rank-1.txt",
+                              "step.txt"]  # + at exit
     lines, _ = agent2.logs(job)
     for rank in (0, 1):
         assert f"(rank {rank}) restored 41" in lines

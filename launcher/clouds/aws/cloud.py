@@ -1,5 +1,5 @@
 """`AWSCloud`: the `aws` cloud on EC2 (the Cloud protocol, SupportsStop, SupportsOrphans,
-SupportsResourceScan).
+SupportsResourceScan, SupportsCleanup).
 
 provision (blocking, all or nothing): instance-type facts and image (images.py) -> the
 region's key pair / security group / subnet (network.py, cached; the cluster's region
@@ -15,6 +15,7 @@ no record, every AWS region of the catalog where anything carries its tag: inven
 terminate by tag, wait for `terminated`, release EIPs, delete detached volumes and
 network interfaces, the placement group and the security groups; then drop the record. query: recorded instance ids (else the tag) -> NodeState; spot
 instances ended by EC2 are PREEMPTED. stop/start: on-demand gangs only, EBS kept.
+list_leftovers / delete_leftover: the shared key pairs and security groups (cleanup.py).
 
 Tests inject `clients` (a ClientFactory), `node_waiter` (instead of real SSH) and
 `regions` (the fallback region list); the product uses the real ones.
@@ -59,6 +60,7 @@ from launcher.clouds.base import (
     ClusterInfo,
     CredentialStatus,
     InvalidRequestError,
+    Leftover,
     NodeInfo,
     NodeState,
     ProvisionRequest,
@@ -435,6 +437,23 @@ class AWSCloud:
     def _scan_regions(self) -> list[str]:
         return sorted({r for rs in records.recorded_clusters().values() for r in rs}
                       | set(self._regions()))
+
+    # ---- SupportsCleanup ----
+
+    def list_leftovers(self, region: str | None = None) -> list[Leftover]:
+        """The launcher-created key pairs and shared security groups in `region` (None:
+        the recorded regions and the catalog's AWS regions), in-use ones marked."""
+        from launcher.clouds.aws import cleanup
+
+        regions = [region] if region else sorted(
+            set(records.recorded_regions()) | set(self._regions()))
+        found = self._each_region(regions, lambda r: cleanup.leftovers(self._ec2(r), r))
+        return [item for items in found for item in items]
+
+    def delete_leftover(self, item: Leftover) -> None:
+        from launcher.clouds.aws import cleanup
+
+        cleanup.delete(self._ec2(str(item.region)), item)
 
     # ---- helpers ----
 

@@ -155,6 +155,11 @@ def update_region_cache(region: str, **entries: Any) -> None:
         _write(path, data)
 
 
+def recorded_regions() -> list[str]:
+    """The regions with a cache file (a launch prepared something there)."""
+    return sorted(p.stem for p in _subdir("regions").glob("*.json"))
+
+
 def clear_region_cache(region: str) -> None:
     path = _region_path(region)
     with _locked(path), contextlib.suppress(FileNotFoundError):

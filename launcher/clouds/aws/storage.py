@@ -76,6 +76,22 @@ def ensure_bucket(name: str, region: str | None = None) -> bool:
     return True
 
 
+def check_access(name: str) -> None:
+    """Prove with one read (ListObjectsV2, one key) that this identity may use bucket
+    `name`; a bucket that does not exist yet passes (it is created at launch). Raises
+    BucketError naming S3's reason (bad keys, expired token, access denied...)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        _client().list_objects_v2(Bucket=name, MaxKeys=1)
+    except ClientError as exc:
+        code = str((exc.response.get("Error") or {}).get("Code", ""))
+        if code not in ("NoSuchBucket", "404", "NotFound"):
+            raise BucketError(f"bucket {name!r}: {_describe(exc)}") from None
+    except BotoCoreError as exc:
+        raise BucketError(f"cannot reach S3 for bucket {name!r}: {exc}") from None
+
+
 def upload_dir(local_dir: str, bucket: str, prefix: str = "") -> tuple[int, int]:
     """Upload every file under `local_dir` to `s3://bucket/prefix/...` whose key is
     missing or whose size differs (a re-launch uploads only what changed). Returns

@@ -15,7 +15,8 @@ Credentials (the az CLI's standard variables; a key never leaves this machine):
 storage mount with `store: azure` and a `name`.
 
 What the nodes get (`node_entries`): per container a service SAS (`sr=c`,
-permissions `racwl`: read, add, create, write, list — never delete), valid
+permissions `racwl`: read, add, create, write, list; `racwdl`, with delete, only for a
+checkpoint store's container, whose superseded saves the nodes collect), valid
 `SAS_HOURS` (7 days) from the moment of the launch; a fresh one is minted on every
 launch and every recovery of a managed job. Creating a container uses an account SAS
 (`ss=b`, `srt=sco`) on this machine only.
@@ -38,6 +39,7 @@ from launcher.errors import LauncherError
 SAS_VERSION = "2021-08-06"
 SAS_HOURS = 7 * 24  # also the longest a user delegation key may live
 NODE_PERMISSIONS = "racwl"
+CHECKPOINT_PERMISSIONS = "racwdl"  # + delete: the nodes collect superseded saves
 STORAGE_SCOPE = "https://storage.azure.com/.default"
 
 
@@ -239,15 +241,32 @@ def ensure_bucket(bucket: str) -> bool:
                       f"{code}".rstrip())
 
 
-def node_entries(buckets: set[str]) -> dict[str, dict[str, object]]:
+def node_entries(buckets: set[str], deletable: frozenset[str] | set[str] = frozenset()
+                 ) -> dict[str, dict[str, object]]:
     """`azure_sas.json` for the nodes: "ACCOUNT/CONTAINER" -> {sas, endpoint,
-    expires_at}. Raises BucketError when an account has no key here."""
+    expires_at}; the containers in `deletable` (checkpoint stores) get the delete
+    permission too. Raises BucketError when an account has no key here."""
     out: dict[str, dict[str, object]] = {}
     for bucket in sorted(buckets):
         account, container = _split(bucket)
-        sas, expires = container_sas(account, container)
+        sas, expires = container_sas(account, container, permissions=CHECKPOINT_PERMISSIONS
+                                     if bucket in deletable else NODE_PERMISSIONS)
         out[bucket] = {"sas": sas, "endpoint": blob_endpoint(account), "expires_at": expires}
     return out
+
+
+def check_access(bucket: str) -> None:
+    """Prove that a SAS can be minted here for "ACCOUNT/CONTAINER" and that Azure accepts
+    it (one List Blobs); a container that does not exist yet passes (it is created at
+    launch). Raises BucketError."""
+    from launcher.runtime.blob_stdlib import BlobClient, BlobError
+
+    _split(bucket)
+    try:
+        BlobClient(node_entries({bucket})).list(bucket, "", limit=1)
+    except BlobError as exc:
+        if exc.status != 404:
+            raise BucketError(f"container {bucket!r}: {exc}") from None
 
 
 def upload_dir(local_dir: str, bucket: str, prefix: str = "") -> tuple[int, int]:

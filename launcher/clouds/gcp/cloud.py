@@ -1,5 +1,5 @@
 """`GCPCloud`: the `gcp` cloud on Compute Engine (Cloud protocol, SupportsStop,
-SupportsOrphans).
+SupportsOrphans, SupportsCleanup: the shared firewall rules, cleanup.py).
 
 provision (blocking, all or nothing, one zone): the zone is recorded (records.py)
 before any call -> machine type in the zone (images.py; absent = CapacityError) ->
@@ -36,6 +36,7 @@ from launcher.clouds.base import (
     ClusterInfo,
     CredentialStatus,
     InvalidRequestError,
+    Leftover,
     NodeInfo,
     NodeState,
     ProvisionRequest,
@@ -418,3 +419,16 @@ class GCPCloud:
                     out.setdefault(str(name), []).append(str(inst.name))
         return {k: sorted(v) for k, v in out.items()}
 
+    # ---- SupportsCleanup ----
+
+    def list_leftovers(self, region: str | None = None) -> list[Leftover]:
+        """The project's shared firewall rules (project-wide: listed for any `region`)."""
+        from launcher.clouds.gcp import cleanup
+
+        return cleanup.leftovers(self.clients, self.project(), self.list_tagged_clusters())
+
+    def delete_leftover(self, item: Leftover) -> None:
+        from launcher.clouds.gcp import cleanup
+
+        cleanup.delete(self.clients, self.project(), item, timeout=self._timeouts.teardown,
+                       poll=self._timeouts.poll, sleep=self._sleep)

@@ -1,4 +1,5 @@
-"""Firewall rules nodes need, per VPC network (created once, kept: shared by clusters).
+"""Firewall rules nodes need, per VPC network (created once, kept: shared by clusters;
+`launcher clouds cleanup gcp` deletes them, cleanup.py).
 
 - `launcher-<network>-ssh`: TCP 22 from `gcp.ssh_cidr` to instances tagged `launcher`;
 - `launcher-<network>-internal`: all TCP/UDP/ICMP between instances tagged `launcher`
@@ -21,6 +22,22 @@ from launcher.config import GCPSettings
 NODE_TAG = "launcher"
 _known: set[tuple[str, str]] = set()  # (project, rule) this process saw exist
 _lock = threading.Lock()
+# Touched by `forget` (a rule deleted by `launcher clouds cleanup`, maybe in another
+# process): a process whose `_known` predates it looks the rules up again.
+_seen_mark: list[int] = [0]
+
+
+def _mark_path() -> Any:
+    from launcher.config import launcher_home
+
+    return launcher_home() / "gcp" / "firewalls-deleted"
+
+
+def _mark() -> int:
+    try:
+        return _mark_path().stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def network_url(project: str, network: str) -> str:
@@ -36,6 +53,10 @@ def _ensure_rule(clients: Any, project: str, body: dict[str, Any], deadline: flo
 
     name = body["name"]
     with _lock:
+        mark = _mark()
+        if mark != _seen_mark[0]:
+            _known.clear()
+            _seen_mark[0] = mark
         if (project, name) in _known:
             return
     fw = clients.firewalls()
@@ -87,6 +108,12 @@ def create_ports_rule(clients: Any, project: str, settings: GCPSettings, label: 
     }, time.monotonic() + timeout)
 
 
-def forget(project: str, name: str) -> None:
+def forget(project: str, name: str, *, everywhere: bool = False) -> None:
+    """Rule `name` was deleted: look it up again before relying on it. `everywhere`:
+    in every launcher process of this LAUNCHER_HOME too (a shared rule)."""
     with _lock:
         _known.discard((project, name))
+    if everywhere:
+        path = _mark_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()

@@ -7,8 +7,10 @@ imported here, lazily (only when a task uses gs://); bulk downloads happen on th
   (what google-cloud-storage honours) — forwarded to the nodes by `endpoint_settings()`.
 - Token (`access_token()`): env `LAUNCHER_GCS_TOKEN` when set (e.g. the output of
   `gcloud auth print-access-token`), else Application Default Credentials
-  (`google.auth.default()` + `refresh()`, cloud-platform scope). An OAuth2 access
-  token lives about one hour; the nodes get a fresh one on every launch and recovery.
+  (`google.auth.default()` + `refresh()`, cloud-platform scope), reused in the process
+  while more than half its lifetime is left. An OAuth2 access token lives about one
+  hour; the nodes get a fresh one on every launch and recovery, and the managed-jobs
+  controller renews it on a running job's nodes at half its lifetime.
 - Project of a new bucket: `gcp.project` / `GOOGLE_CLOUD_PROJECT` / ADC, as for compute
   (launcher.clouds.gcp.session.local_credentials).
 Every function raises `BucketError` (a LauncherError, one readable line) for an
@@ -64,9 +66,31 @@ def has_local_credentials() -> bool:
 
 def access_token() -> tuple[str, float]:
     """(access token, expiry epoch seconds) for the nodes. Raises BucketError."""
+    token, expires_at, _ = minted_token()
+    return token, expires_at
+
+
+# The tokens minted from ADC in this process, per credentials source: (token, expires_at,
+# issued_at). Reused while more than half its lifetime is left, so one launch mints once,
+# and whoever renews the nodes' copy (launcher/jobs/node_credentials.py) knows what they
+# hold.
+_minted: dict[tuple[str, str], tuple[str, float, float]] = {}
+
+
+def minted_token() -> tuple[str, float, float]:
+    """(access token, expires_at, issued_at), epoch seconds: `LAUNCHER_GCS_TOKEN` when
+    set (assumed to live 55 minutes from now), else the cached ADC token while more than
+    half its lifetime is left, else a fresh one. Raises BucketError."""
+    now = time.time()
     env = os.environ.get(TOKEN_VAR, "").strip()
     if env:
-        return env, time.time() + 3300.0
+        return env, now + 3300.0, now
+    source = (os.environ.get("GOOGLE_APPLICATION_CREDENTIALS", ""),
+              os.environ.get("CLOUDSDK_CONFIG", ""))
+    if source in _minted:
+        token, exp, issued = _minted[source]
+        if exp - now > (exp - issued) / 2:
+            return token, exp, issued
     try:
         import google.auth
         import google.auth.transport.requests
@@ -81,12 +105,13 @@ def access_token() -> tuple[str, float]:
         raise BucketError(f"no Google credentials for GCS: {exc} (run `gcloud auth "
                           "application-default login`)") from None
     expiry = getattr(creds, "expiry", None)
-    exp = expiry.timestamp() if expiry is not None else time.time() + 3300.0
+    exp = expiry.timestamp() if expiry is not None else now + 3300.0
     if expiry is not None and expiry.tzinfo is None:  # google-auth: naive UTC
         import calendar
 
         exp = float(calendar.timegm(expiry.timetuple()))
-    return str(creds.token), exp
+    _minted[source] = (str(creds.token), exp, now)
+    return str(creds.token), exp, now
 
 
 def _session() -> Any:
@@ -149,6 +174,22 @@ def ensure_bucket(name: str, location: str | None = None) -> bool:
         return True
     except requests.RequestException as exc:
         raise BucketError(f"cannot reach GCS for bucket {name!r}: {exc}") from None
+
+
+def check_access(name: str) -> None:
+    """Prove that a token can be minted here and that it may use bucket `name` (one
+    `buckets.get`); a bucket that does not exist yet passes (it is created at launch).
+    Raises BucketError."""
+    import requests
+
+    s = _session()
+    try:
+        r = s.get(f"{endpoint()}/storage/v1/b/{urllib.parse.quote(name, safe='')}",
+                  timeout=TIMEOUT_S)
+    except requests.RequestException as exc:
+        raise BucketError(f"cannot reach GCS for bucket {name!r}: {exc}") from None
+    if r.status_code not in (200, 404):
+        raise BucketError(f"bucket {name!r}: HTTP {r.status_code}: {_message(r)}")
 
 
 def upload_dir(local_dir: str, bucket: str, prefix: str = "") -> tuple[int, int]:

@@ -84,3 +84,15 @@ class LambdaAPI:
         if status >= 400 or not isinstance(payload, dict) or "data" not in payload:
             raise error_for(status, payload, action, region)
         return payload["data"]
+
+    def delete(self, path: str, *, action: str) -> None:
+        """DELETE `path`: any 2xx answer (whatever its body) is done, and so is a 404 (gone
+        already). Raises the typed errors above."""
+        from launcher.clouds.rest_cloud import request_json
+
+        status, payload = request_json(
+            "DELETE", f"{self.endpoint}/{path.lstrip('/')}", None, key=self.key,
+            timeout=self.timeout, action=action, region=None, cloud=CLOUD, service="Lambda",
+            endpoint=self.endpoint, max_retries=MAX_RETRIES)
+        if status >= 400 and status != 404:
+            raise error_for(status, payload, action, None)

@@ -1,4 +1,5 @@
-"""`LambdaCloud`: the `lambda` cloud on Lambda Cloud API v1 (Cloud, SupportsOrphans).
+"""`LambdaCloud`: the `lambda` cloud on Lambda Cloud API v1 (Cloud, SupportsOrphans,
+SupportsCleanup: the SSH key and `ports:` firewall rules it adds, cleanup.py).
 
 provision (blocking, all or nothing):
 1. `GET /instance-types`: an unknown type is InvalidRequestError; a region missing from
@@ -40,6 +41,7 @@ from launcher.clouds.base import (
     ClusterInfo,
     CredentialStatus,
     InvalidRequestError,
+    Leftover,
     NodeInfo,
     NodeState,
     ProvisionRequest,
@@ -257,3 +259,16 @@ class LambdaCloud(RestCloudBase[LambdaSettings, Timeouts]):
             (m.group(1), str(inst["id"])) for inst in self._list(self.api())
             if (m := _NAME.match(str(inst.get("name") or "")))
             and inst.get("status") not in ("terminating", "terminated"))
+
+    # ---- SupportsCleanup ----
+
+    def list_leftovers(self, region: str | None = None) -> list[Leftover]:
+        """The account's launcher SSH key and `ports:` firewall rules (account-wide)."""
+        from launcher.clouds.lambda_ import cleanup
+
+        return cleanup.leftovers(self.api())
+
+    def delete_leftover(self, item: Leftover) -> None:
+        from launcher.clouds.lambda_ import cleanup
+
+        cleanup.delete(self.api(), item)

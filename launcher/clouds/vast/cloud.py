@@ -1,4 +1,5 @@
-"""`VastCloud`: the `vast` cloud on the Vast.ai marketplace (Cloud, SupportsOrphans).
+"""`VastCloud`: the `vast` cloud on the Vast.ai marketplace (Cloud, SupportsOrphans,
+SupportsCleanup: the SSH key it registers, cleanup.py).
 
 An offer is one host: `max_nodes = 1` (the catalog says so, so the optimizer never
 plans a gang here; a multi-node request is InvalidRequestError). Spot = an interruptible
@@ -37,6 +38,7 @@ from launcher.clouds.base import (
     ClusterInfo,
     CredentialStatus,
     InvalidRequestError,
+    Leftover,
     NodeInfo,
     NodeState,
     ProvisionRequest,
@@ -261,6 +263,21 @@ class VastCloud(RestCloudBase[VastSettings, Timeouts]):
         """cluster (from the label) -> ids of its instances. Raises CloudError."""
         return by_cluster((m.group(1), str(inst["id"])) for inst in self._list(self.api())
                           if (m := _LABEL.match(str(inst.get("label") or ""))))
+
+
+    # ---- SupportsCleanup ----
+
+    def list_leftovers(self, region: str | None = None) -> list[Leftover]:
+        """The launcher SSH key registered on the account (account-wide)."""
+        from launcher.clouds.vast import cleanup
+
+        api = self.api()
+        return cleanup.leftovers(api, self._list(api))
+
+    def delete_leftover(self, item: Leftover) -> None:
+        from launcher.clouds.vast import cleanup
+
+        cleanup.delete(self.api(), item)
 
 
 def port_env(ports: tuple[str, ...]) -> dict[str, str]:

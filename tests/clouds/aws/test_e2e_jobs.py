@@ -26,6 +26,7 @@ from launcher.jobs import paths
 from launcher.jobs.store import JobStore
 from tests import netns
 from tests.aws_moto import CLUSTER_TAG, AWSFake
+from tests.checkpoint_view import committed_now
 from tests.waiting import wait_until as _wait
 
 pytestmark = [
@@ -92,14 +93,18 @@ def _cluster_instances(fake: AWSFake, cluster: str) -> list[str]:
 
 
 def _saved_count(fake: AWSFake) -> int:
-    """The highest count in any checkpoint object the nodes saved to S3."""
+    """The count in the latest save the nodes committed to S3 (0 before the first)."""
     s3 = fake.client("s3")
-    best = 0
-    for obj in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
-        if obj["Key"].endswith("count.json"):
-            body = s3.get_object(Bucket=BUCKET, Key=obj["Key"])["Body"].read()
-            best = max(best, int(json.loads(body)["count"]))
-    return best
+
+    def keys() -> list[str]:
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+        return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+    def read(key: str) -> str:
+        return str(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode())
+
+    view = committed_now(keys, read, "jobs/", per_task=True)
+    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
 
 
 @pytest.mark.parametrize("strategy", [None, "FAILOVER"], ids=["default", "failover"])

@@ -28,6 +28,7 @@ from launcher.jobs.store import JobStore
 from tests import netns
 from tests.azure_fake import AzureFake
 from tests.blob_fake import BlobFake, blob_on_lab  # noqa: F401 - the fixture
+from tests.checkpoint_view import committed_now
 from tests.waiting import wait_until
 
 pytestmark = [
@@ -79,10 +80,10 @@ def _task(tmp_path: Path, account: str) -> str:
 
 
 def _saved_count(blob: BlobFake) -> int:  # noqa: F811
-    """The highest count in any checkpoint blob the nodes saved."""
-    counts = [int(json.loads(blob.read(CONTAINER, k))["count"])
-              for k in blob.keys(CONTAINER, "run/") if k.endswith("/count.json")]
-    return max(counts, default=0)
+    """The count in the latest save the nodes committed (0 before the first)."""
+    view = committed_now(lambda: blob.keys(CONTAINER, "run/"),
+                         lambda k: blob.read(CONTAINER, k), "run/", per_task=True)
+    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
 
 
 def test_spot_gang_evicted_relaunches_in_another_location_and_resumes_from_blob(

@@ -23,6 +23,7 @@ import pytest
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
 from tests import netns
+from tests.checkpoint_view import committed_now
 from tests.gcp_fake import GCPFake
 from tests.gcs_fake import GCSFake, gcs_on_lab  # noqa: F401 - the fixture
 from tests.waiting import wait_until as _wait
@@ -62,10 +63,10 @@ def spot_env(gcp_cloud: GCPFake, gcs_on_lab: GCSFake, launcher_home: Path,  # no
 
 
 def _saved_count(gcs: GCSFake) -> int:  # noqa: F811
-    """The highest count in any checkpoint object the nodes saved to GCS."""
-    counts = [int(json.loads(gcs.read(BUCKET, k))["count"])
-              for k in gcs.keys(BUCKET, "run/") if k.endswith("/count.json")]
-    return max(counts, default=0)
+    """The count in the latest save the nodes committed to GCS (0 before the first)."""
+    view = committed_now(lambda: gcs.keys(BUCKET, "run/"), lambda k: gcs.read(BUCKET, k),
+                         "run/", per_task=True)
+    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
 
 
 def _names(fake: GCPFake, cluster: str) -> list[str]:
