@@ -177,6 +177,7 @@ def launch_cmd(
 
         plan_and_render(lambda: plan(task), as_json=json_out, show_all=show_all)
         return 0
+    _refuse_remote("launch")
     task.check_local_paths()
     for note in task.notes:
         _event(note)
@@ -242,6 +243,20 @@ def launch_cmd(
     return result.exit_code or 0
 
 
+def _refuse_remote(verb: str) -> None:
+    """`launch`/`exec` do not go through a server yet: say so rather than run here."""
+    from launcher.client.login import load_login
+
+    login = load_login()
+    if login is not None:
+        from launcher.errors import UsageError
+
+        raise UsageError(
+            f"`launcher {verb}` does not go through an API server yet, and this machine is "
+            f"logged in to {login.endpoint}. Use `launcher jobs launch` (it runs on the "
+            f"server), or `launcher api logout` to {verb} from this machine.")
+
+
 def _say_interrupted_before_job(name: str) -> None:
     """After Ctrl-C before the job was submitted: say what is left (a cluster, or nothing)."""
     import contextlib
@@ -288,6 +303,7 @@ def exec_cmd(
         import shlex
 
         what = target[0] if len(target) == 1 else shlex.join(target)
+    _refuse_remote("exec")
     progress = _Progress()
     try:
         result = exec_(cluster, what, detach_run=detach_run, on_line=_out, on_event=progress.event)
@@ -324,9 +340,10 @@ def queue_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> int:
     """The cluster's job queue."""
-    from launcher.api.clusters import job_json, queue
+    from launcher.api.clusters import job_json
+    from launcher.client import backend
 
-    jobs = queue(cluster)
+    jobs = backend().queue(cluster)
     if json_out:
         print_json([job_json(j) for j in jobs])
         return 0
@@ -356,9 +373,10 @@ def logs_cmd(
     no_follow: Annotated[bool, typer.Option("--no-follow", help="Print what is there and return.")] = False,
 ) -> int:
     """A job's output, rank-prefixed; follows it until it ends unless --no-follow."""
-    from launcher.api.clusters import exit_code_of, logs
+    from launcher.api.clusters import exit_code_of
+    from launcher.client import backend
 
-    record = logs(cluster, job_id, follow=not no_follow, on_line=_out)
+    record = backend().logs(cluster, job_id, not no_follow, _out)
     if record.status.is_terminal:
         _report_job_end(cluster, record.id, record.status.value, record.exit_code,
                         record.failed_rank, record.reason)
@@ -373,15 +391,16 @@ def cancel_cmd(
     all_jobs: Annotated[bool, typer.Option("--all", "-a", help="Cancel every pending or running job.")] = False,
 ) -> int:
     """Cancel jobs on a cluster (no ids: its latest pending or running job, as in SkyPilot)."""
-    from launcher.api.clusters import cancel, queue
+    from launcher.client import backend
 
+    b = backend()
     if not job_ids and not all_jobs:
-        active = [j.id for j in queue(cluster) if not j.status.is_terminal]
+        active = [j.id for j in b.queue(cluster) if not j.status.is_terminal]
         if not active:
             _say(f"No pending or running jobs on {cluster}.")
             return 0
         job_ids = [max(active)]
-    result = cancel(cluster, None if all_jobs else job_ids)
+    result = b.cancel(cluster, None if all_jobs else job_ids)
     if result.cancelled:
         _say(f"Cancelled job(s) {_ids(result.cancelled)} on {cluster}.")
     if result.cancelling:
@@ -402,12 +421,12 @@ def status_cmd(
     names: Annotated[list[str] | None, typer.Argument(help="Only these clusters.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     refresh: Annotated[bool, typer.Option("--refresh", "-r", help="Ask the clouds for the nodes' state first.")] = False,
+    all_users: Annotated[bool, typer.Option("--all-users", help="On a server, as an admin: every user's clusters.")] = False,
 ) -> int:
     """Your clusters."""
-    from launcher.api.clusters import status
+    from launcher.client import backend
 
-    notes: list[str] = []
-    rows = status(refresh=refresh, notes=notes)
+    rows, notes = backend().status(refresh, all_users)
     missing: list[str] = []
     if names:
         known = [r.name for r in rows]
@@ -459,9 +478,9 @@ def _names_or_all(names: list[str] | None, all_: bool, verb: str) -> list[str]:
     from launcher.errors import UsageError
 
     if all_:
-        from launcher.api.clusters import cluster_names
+        from launcher.client import backend
 
-        return cluster_names()
+        return backend().cluster_names()
     if not names:
         raise UsageError(f"{verb}: give cluster names, or --all.")
     return names
@@ -474,10 +493,11 @@ def stop_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted as in SkyPilot; stop never asks.")] = False,
 ) -> int:
     """Stop clusters (disks kept; `launcher start` brings them back)."""
-    from launcher.api.clusters import stop
+    from launcher.client import backend
 
+    b = backend()
     for name in _names_or_all(names, all_, "stop"):
-        stop(name)
+        b.stop(name)
         _say(f"Stopped {name}.")
     return 0
 
@@ -488,10 +508,11 @@ def start_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted as in SkyPilot; start never asks.")] = False,
 ) -> int:
     """Start stopped clusters."""
-    from launcher.api.clusters import start
+    from launcher.client import backend
 
+    b = backend()
     for name in names:
-        start(name)
+        b.start(name)
         _say(f"Started {name}.")
     return 0
 
@@ -505,7 +526,7 @@ def down_cmd(
     cloud: Annotated[str | None, typer.Option("--cloud", help="With --orphan: the cloud the instances run on.")] = None,
 ) -> int:
     """Terminate clusters and everything on them."""
-    from launcher.api.clusters import down_many
+    from launcher.client import backend
     from launcher.errors import LauncherError, UsageError
 
     if orphan is not None or cloud is not None:
@@ -529,7 +550,7 @@ def down_cmd(
         if not typer.confirm(f"Terminate {', '.join(targets)}?", default=False, err=True):
             raise typer.Abort()
     exit_code = 0
-    for name, error in down_many(targets):
+    for name, error in backend().down_many(targets):
         if error is None:
             _say(f"Terminated {name}.")
         else:
@@ -546,16 +567,18 @@ def autostop_cmd(
     cancel: Annotated[bool, typer.Option("--cancel", help="Cancel autostop.")] = False,
 ) -> int:
     """Stop (or --down) a cluster after it has been idle for -i minutes (default 5)."""
-    from launcher.api.clusters import autostop
+    from launcher.client import backend
     from launcher.task_policies import DEFAULT_AUTOSTOP_MINUTES
 
+    autostop = backend().autostop
+
     if cancel:
-        autostop(cluster, None)
+        autostop(cluster, None, False)
         _say(f"Autostop cancelled on {cluster}.")
         return 0
     if idle_minutes is None:
         idle_minutes = DEFAULT_AUTOSTOP_MINUTES
-    autostop(cluster, idle_minutes, down=down)
+    autostop(cluster, idle_minutes, down)
     what = "taken down" if down else "stopped"
     _say(f"{cluster} will be {what} after {idle_minutes:g} idle minute(s).")
     return 0

@@ -1,0 +1,306 @@
+"""`Backend` over HTTP: the same calls as `launcher.api.backend.EmbeddedBackend`,
+answered by a server (`launcher api login`), returning the same types.
+
+Failures read as one paragraph each: an unreachable endpoint (naming the URL and
+`launcher api status`), a refused token (401), a client/server version skew, and
+every error the server's API call raised, re-raised here with its message and exit
+code (`RemoteError`), so the CLI prints exactly what the embedded one would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from launcher import __version__
+from launcher.api.backend import BestPlacement
+from launcher.errors import LauncherError
+
+if TYPE_CHECKING:
+    from launcher.api.clusters import ClusterStatusView
+    from launcher.api.cost_report import CostReport
+    from launcher.api.jobs import ManagedJob, ManagedJobDetail
+    from launcher.jobs.accounting import JobSummary
+    from launcher.jobs.daemon import ControllerInfo
+    from launcher.runtime.agent_client import CancelResult
+    from launcher.runtime.jobspec import JobRecord
+    from launcher.task import Task
+
+LineCallback = Callable[[str], None]
+
+
+class RemoteError(LauncherError):
+    """An error the server's API call raised (its message and exit code)."""
+
+    def __init__(self, message: str, exit_code: int = 1, kind: str = "LauncherError") -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.kind = kind
+
+
+class RequestDetached(LauncherError):
+    """Ctrl-C while following an asynchronous request: it keeps running on the server."""
+
+    exit_code = 130
+
+
+def _error(payload: Any, status: int) -> RemoteError:
+    err = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(err, dict):
+        return RemoteError(str(err.get("message")), int(err.get("exit_code") or 1),
+                           str(err.get("type")))
+    if isinstance(payload, dict) and "detail" in payload:  # a request FastAPI refused
+        return RemoteError(f"The server refused the request ({status}): {payload['detail']}", 2)
+    return RemoteError(f"The server answered {status}.")
+
+
+def local_paths(task: Task) -> list[str]:
+    """The task's fields that name files on this machine (its workdir, local
+    file_mounts sources and local bucket sources), as `field: path`."""
+    out = [f"workdir: {task.workdir}"] if task.workdir is not None else []
+    out += [f"file_mounts.{r}: {src}" for r, src in task.file_mounts.items() if "://" not in src]
+    for r, m in task.storage_mounts.items():
+        if m.source_is_local or m.source_list:
+            out.append(f"file_mounts.{r}.source: {m.source or ', '.join(m.source_list)}")
+    return out
+
+
+class RemoteBackend:
+    remote = True
+
+    def __init__(self, endpoint: str, token: str, *, timeout: float = 60.0) -> None:
+        self.endpoint = endpoint
+        self._http = httpx.Client(base_url=endpoint, timeout=httpx.Timeout(timeout, connect=5.0),
+                                  headers={"Authorization": f"Bearer {token}",
+                                           "X-Launcher-Version": __version__},
+                                  verify=False if endpoint.startswith("https://") else True)
+
+    # ---- transport
+
+    def _unreachable(self, exc: Exception) -> LauncherError:
+        return LauncherError(
+            f"Cannot reach the launcher server at {self.endpoint} ({type(exc).__name__}: "
+            f"{exc}). Is it running? On the server's machine, `launcher api status` says so "
+            "and `launcher api start` starts it; `launcher api logout` goes back to running "
+            "everything on this machine.")
+
+    def _check(self, resp: httpx.Response) -> None:
+        theirs = resp.headers.get("x-launcher-version")
+        if theirs is not None and theirs != __version__:
+            raise LauncherError(
+                f"This client is launcher {__version__} but the server at {self.endpoint} runs "
+                f"launcher {theirs}: install launcher {theirs} here (pip install "
+                f"'launcher=={theirs}') or upgrade the server to match.")
+        if resp.status_code >= 400:
+            try:
+                payload = resp.json()
+            except ValueError:
+                payload = None
+            raise _error(payload, resp.status_code)
+
+    def call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            resp = self._http.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        self._check(resp)
+        return resp.json()
+
+    @contextmanager
+    def _stream(self, path: str, params: dict[str, Any] | None = None) -> Iterator[Iterator[dict[str, Any]]]:
+        try:
+            with self._http.stream("GET", path, params=params,
+                                   timeout=httpx.Timeout(None, connect=5.0)) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                self._check(resp)
+                yield (json.loads(line) for line in resp.iter_lines() if line.strip())
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+
+    def _follow(self, path: str, params: dict[str, Any], on_line: LineCallback) -> Any:
+        with self._stream(path, params) as items:
+            for item in items:
+                if "line" in item:
+                    on_line(item["line"])
+                elif "error" in item:
+                    raise _error(item, 400)
+                elif "result" in item:
+                    return item["result"]
+        raise LauncherError(f"The server at {self.endpoint} ended the stream early; try again.")
+
+    # ---- clusters
+
+    def status(self, refresh: bool, all_users: bool) -> tuple[list[ClusterStatusView], list[str]]:
+        from launcher.api.clusters import ClusterStatusView
+
+        data = self.call("GET", "/clusters/status",
+                         params={"refresh": refresh, "all_users": all_users})
+        return [ClusterStatusView(**r) for r in data["rows"]], list(data["notes"])
+
+    def cluster_names(self) -> list[str]:
+        return list(self.call("GET", "/clusters/names"))
+
+    def queue(self, cluster: str) -> list[JobRecord]:
+        from launcher.runtime.jobspec import JobRecord
+
+        return [JobRecord.from_json(j) for j in self.call("GET", f"/clusters/{cluster}/queue")]
+
+    def logs(self, cluster: str, job_id: int | None, follow: bool,
+             on_line: LineCallback) -> JobRecord:
+        from launcher.runtime.jobspec import JobRecord
+
+        params: dict[str, Any] = {"follow": follow}
+        if job_id is not None:
+            params["job_id"] = job_id
+        return JobRecord.from_json(self._follow(f"/clusters/{cluster}/logs", params, on_line))
+
+    def cancel(self, cluster: str, job_ids: Sequence[int] | None) -> CancelResult:
+        from launcher.runtime.agent_client import CancelResult
+
+        d = self.call("POST", f"/clusters/{cluster}/cancel",
+                      json={"job_ids": None if job_ids is None else list(job_ids)})
+        return CancelResult(**{k: tuple(v) for k, v in d.items()})
+
+    def stop(self, cluster: str) -> None:
+        self.call("POST", f"/clusters/{cluster}/stop")
+
+    def start(self, cluster: str) -> None:
+        self.call("POST", f"/clusters/{cluster}/start")
+
+    def down_many(self, names: Sequence[str]) -> list[tuple[str, LauncherError | None]]:
+        out = self.call("POST", "/clusters/down", json={"names": list(names)},
+                        timeout=httpx.Timeout(None, connect=5.0))
+        return [(o["name"], None if o["error"] is None else _error(o, 400)) for o in out]
+
+    def autostop(self, cluster: str, idle_minutes: float | None, down: bool) -> None:
+        self.call("POST", f"/clusters/{cluster}/autostop",
+                  json={"idle_minutes": idle_minutes, "down": down})
+
+    # ---- managed jobs
+
+    @staticmethod
+    def _task_body(task: Task, name: str | None = None) -> dict[str, Any]:
+        local = local_paths(task)
+        if local:
+            raise LauncherError(
+                f"This task uses local files ({', '.join(local)}), which a server cannot "
+                "read: uploading a workdir and local file_mounts to the server is not built "
+                "yet. Put them in a bucket (file_mounts from s3://, gs://...) or in the "
+                "image, or `launcher api logout` to launch from this machine.")
+        return {"task": task.to_dict(), "secrets": dict(task.secrets or {}),
+                "source": task.source_path, "name": name}
+
+    def jobs_check_feasible(self, task: Task) -> BestPlacement:
+        return BestPlacement(**self.call("POST", "/jobs/feasible", json=self._task_body(task)))
+
+    def jobs_launch(self, task: Task, name: str | None,
+                    on_line: LineCallback | None = None) -> ManagedJob:
+        from launcher.api.jobs import ManagedJob
+
+        rid = self.call("POST", "/jobs/launch", json=self._task_body(task, name))["request_id"]
+        try:
+            row = self.request_follow(rid, on_line or (lambda _: None))
+        except KeyboardInterrupt:
+            raise RequestDetached(
+                f"Detached; request {rid} goes on on the server. `launcher api logs {rid}` "
+                f"re-attaches, `launcher api cancel {rid}` cancels it.") from None
+        if row["status"] == "FAILED":
+            raise _error(row, 400)
+        if row["status"] == "CANCELLED":
+            raise LauncherError(f"Request {rid} was cancelled.")
+        return ManagedJob(**row["result"])
+
+    def request_follow(self, rid: str, on_line: LineCallback) -> dict[str, Any]:
+        """Stream request `rid`'s log to `on_line`; returns its final row."""
+        with self._stream(f"/requests/{rid}/logs") as items:
+            for item in items:
+                if "line" in item:
+                    on_line(item["line"])
+                elif "request" in item:
+                    if item["request"] is None:
+                        raise LauncherError(f"No request {rid!r}.")
+                    return dict(item["request"])
+        raise LauncherError(f"The server at {self.endpoint} ended the stream early; "
+                            f"`launcher api logs {rid}` re-attaches.")
+
+    def request_cancel(self, rid: str) -> dict[str, Any]:
+        return dict(self.call("POST", f"/requests/{rid}/cancel"))
+
+    def jobs_queue(self, all_users: bool) -> list[JobSummary]:
+        from launcher.jobs.accounting import JobSummary
+
+        return [JobSummary(**r) for r in self.call("GET", "/jobs", params={"all_users": all_users})]
+
+    def jobs_status(self, job_id: int) -> JobSummary:
+        from launcher.jobs.accounting import JobSummary
+
+        return JobSummary(**self.call("GET", f"/jobs/{job_id}"))
+
+    def jobs_detail(self, job_id: int) -> ManagedJobDetail:
+        from launcher.api.jobs import AttemptView, ManagedJobDetail
+        from launcher.jobs.accounting import JobSummary
+        from launcher.jobs.store import EventRow
+
+        d = self.call("GET", f"/jobs/{job_id}/detail")
+        return ManagedJobDetail(JobSummary(**d["summary"]),
+                                [AttemptView(**a) for a in d["attempts"]],
+                                [EventRow(**e) for e in d["events"]])
+
+    def jobs_cancel(self, job_id: int) -> JobSummary:
+        from launcher.jobs.accounting import JobSummary
+
+        return JobSummary(**self.call("POST", f"/jobs/{job_id}/cancel"))
+
+    def jobs_wait(self, job_id: int, timeout: float | None) -> JobSummary:
+        from launcher.jobs.accounting import JobSummary
+
+        params = {} if timeout is None else {"timeout": timeout}
+        return JobSummary(**self.call("GET", f"/jobs/{job_id}/wait", params=params,
+                                      timeout=httpx.Timeout(None, connect=5.0)))
+
+    def jobs_logs(self, job_id: int, on_line: LineCallback, follow: bool) -> JobSummary:
+        from launcher.jobs.accounting import JobSummary
+
+        return JobSummary(**self._follow(f"/jobs/{job_id}/logs", {"follow": follow}, on_line))
+
+    def controller_log_lines(self, job_id: int) -> list[str]:
+        return list(self.call("GET", f"/jobs/{job_id}/controller-log"))
+
+    def pipeline_stage_ids(self, job_id: int) -> list[int]:
+        return list(self.call("GET", f"/jobs/{job_id}/stages"))
+
+    def ensure_controller(self) -> ControllerInfo | None:
+        return None  # the server runs its controller all the time
+
+    # ---- spending, users, the server
+
+    def cost_report(self, days: float) -> CostReport:
+        from launcher.api.cost_report import CostLine, CostReport
+
+        d = self.call("GET", "/cost-report", params={"days": days})
+        return CostReport(since=d["since"], until=d["until"], days=d["days"],
+                          lines=tuple(CostLine(**ln) for ln in d["lines"]),
+                          total_cost=d["total_cost"], total_node_hours=d["total_node_hours"],
+                          clusters_cost=d["clusters_cost"],
+                          managed_jobs_cost=d["managed_jobs_cost"], by_cloud=d["by_cloud"],
+                          by_job={int(k): v for k, v in d["by_job"].items()})
+
+    def users_list(self) -> list[dict[str, Any]]:
+        return list(self.call("GET", "/users"))
+
+    def users_create(self, name: str, role: str) -> str:
+        return str(self.call("POST", "/users", json={"name": name, "role": role})["token"])
+
+    def users_rotate(self, name: str) -> str:
+        return str(self.call("POST", f"/users/{name}/rotate")["token"])
+
+    def users_delete(self, name: str) -> None:
+        self.call("DELETE", f"/users/{name}")
+
+    def info(self) -> dict[str, Any]:
+        return dict(self.call("GET", "/info"))
