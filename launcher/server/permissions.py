@@ -26,11 +26,16 @@ def visible_clusters(user: User, all_users: bool = False) -> set[str] | None:
 
 
 def require_cluster(user: User, name: str) -> None:
+    """Raises ClusterNotFoundError, worded as `StateDB.require_cluster` words it but
+    naming only the clusters `user` may see, unless `user` may act on `name`."""
     if user.is_admin:
         return
     with ServerStore() as store:
-        if store.cluster_owners().get(name) != user.name:
-            raise ClusterNotFoundError(f"Cluster {name!r} does not exist.")
+        owners = store.cluster_owners()
+    if owners.get(name) != user.name:
+        known = sorted(n for n, who in owners.items() if who == user.name)
+        hint = f" Known clusters: {', '.join(known)}." if known else " There are no clusters."
+        raise ClusterNotFoundError(f"Cluster {name!r} does not exist.{hint}")
 
 
 def visible_jobs(user: User, all_users: bool = False) -> set[int] | None:
