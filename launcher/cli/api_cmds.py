@@ -6,11 +6,14 @@ go through `launcher.client.backend()`."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from launcher.cli.app import app, print_json
+
+if TYPE_CHECKING:
+    from launcher.client.remote import RemoteBackend
 
 api_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                       help="The API server: run it here, or log in to one.")
@@ -115,12 +118,13 @@ def cancel_cmd(request_id: Annotated[str, typer.Argument(metavar="REQ")]) -> int
     return 0
 
 
-def _remote():  # type: ignore[no-untyped-def]
+def _remote() -> RemoteBackend:
     from launcher.client import backend
+    from launcher.client.remote import RemoteBackend
     from launcher.errors import UsageError
 
     b = backend()
-    if not b.remote:
+    if not isinstance(b, RemoteBackend):
         raise UsageError("Not logged in to a server: `launcher api login -e URL --token T`.")
     return b
 
@@ -155,13 +159,14 @@ def logout_cmd() -> int:
 @api_app.command("info")
 def info_cmd(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> int:
     """Who you are on the server, its version and the clouds it can use."""
-    info = _remote().info()
+    remote = _remote()
+    info = remote.info()
     if as_json:
         print_json(info)
         return 0
     from launcher import __version__
 
-    _out(f"Server {_remote().endpoint}: launcher {info['version']} (this client {__version__})")
+    _out(f"Server {remote.endpoint}: launcher {info['version']} (this client {__version__})")
     _out(f"You: {info['user']} ({info['role']})")
     enabled = [n for n, c in info["clouds"].items() if c["enabled"]]
     _out(f"Enabled clouds: {', '.join(enabled) or 'none'}")

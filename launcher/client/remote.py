@@ -10,6 +10,7 @@ code (`RemoteError`), so the CLI prints exactly what the embedded one would.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -77,7 +78,8 @@ class RemoteBackend:
         self._http = httpx.Client(base_url=endpoint, timeout=httpx.Timeout(timeout, connect=5.0),
                                   headers={"Authorization": f"Bearer {token}",
                                            "X-Launcher-Version": __version__},
-                                  verify=False if endpoint.startswith("https://") else True)
+                                  # a self-signed server: LAUNCHER_API_CA_BUNDLE=its cert
+                                  verify=os.environ.get("LAUNCHER_API_CA_BUNDLE") or True)
 
     # ---- transport
 

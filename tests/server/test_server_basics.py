@@ -100,11 +100,11 @@ def test_login_file_is_private_and_logout_goes_local(server: Server) -> None:
 
 
 def test_plain_cli_does_not_import_the_server_stack(tmp_path: Path) -> None:
-    from tests.test_import_hygiene import PROBE
-
+    import os
     import subprocess
     import sys
-    import os
+
+    from tests.test_import_hygiene import PROBE
 
     probe = PROBE.format(forbidden=("fastapi", "uvicorn", "httpx", "starlette", "cryptography"))
     for args in (["--help"], ["status"], ["jobs", "queue"], ["api", "--help"]):
