@@ -59,21 +59,51 @@ def _error(payload: Any, status: int) -> RemoteError:
     return RemoteError(f"The server answered {status}.")
 
 
-def local_paths(task: Task) -> list[str]:
-    """The task's fields that name files on this machine (its workdir, local
-    file_mounts sources and local bucket sources), as `field: path`."""
-    out = [f"workdir: {task.workdir}"] if task.workdir is not None else []
-    out += [f"file_mounts.{r}: {src}" for r, src in task.file_mounts.items() if "://" not in src]
-    for r, m in task.storage_mounts.items():
-        if m.source_is_local or m.source_list:
-            out.append(f"file_mounts.{r}.source: {m.source or ', '.join(m.source_list)}")
-    return out
+def _stderr(line: str) -> None:
+    import sys
+
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+class _Chunks:
+    """A write-only file whose writes are taken out in chunks (a tar made as it streams)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, b: bytes) -> int:
+        self.parts.append(bytes(b))
+        return len(b)
+
+    def take(self) -> bytes:
+        out, self.parts = b"".join(self.parts), []
+        return out
+
+
+def _tar_stream(blobs: dict[str, tuple[str, int]]) -> Iterator[bytes]:
+    """A gzip'ed tar of the given files, each member named by its SHA-256, produced
+    while it is sent (never whole in memory)."""
+    import gzip
+    import tarfile
+
+    buf = _Chunks()
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=3) as gz, \
+            tarfile.open(fileobj=gz, mode="w|") as tar:
+        for sha, (path, size) in blobs.items():
+            info = tarfile.TarInfo(sha)
+            info.size = size
+            with open(path, "rb") as f:
+                tar.addfile(info, f)
+            yield buf.take()
+    yield buf.take()
 
 
 class RemoteBackend:
     remote = True
 
     def __init__(self, endpoint: str, token: str, *, timeout: float = 60.0) -> None:
+        self._uploaded: dict[int, tuple[Task | None, dict[str, Any] | None]] = {}
         self.endpoint = endpoint
         self._http = httpx.Client(base_url=endpoint, timeout=httpx.Timeout(timeout, connect=5.0),
                                   headers={"Authorization": f"Bearer {token}",
@@ -185,17 +215,44 @@ class RemoteBackend:
 
     # ---- managed jobs
 
-    @staticmethod
-    def _task_body(task: Task, name: str | None = None) -> dict[str, Any]:
-        local = local_paths(task)
-        if local:
-            raise LauncherError(
-                f"This task uses local files ({', '.join(local)}), which a server cannot "
-                "read: uploading a workdir and local file_mounts to the server is not built "
-                "yet. Put them in a bucket (file_mounts from s3://, gs://...) or in the "
-                "image, or `launcher api logout` to launch from this machine.")
+    def _task_body(self, task: Task, name: str | None = None) -> dict[str, Any]:
+        """The task as the server takes it; its workdir and local file_mounts uploaded
+        first (once per task object: feasibility then launch upload once)."""
+        key = id(task)
+        if self._uploaded.get(key, (None, None))[0] is not task:
+            self._uploaded[key] = (task, self.upload(task))
         return {"task": task.to_dict(), "secrets": dict(task.secrets or {}),
-                "source": task.source_path, "name": name}
+                "source": task.source_path, "name": name, "uploads": self._uploaded[key][1]}
+
+    def upload(self, task: Task) -> dict[str, Any] | None:
+        """Upload what the server lacks of `task`'s local files; the manifest's JSON
+        (None when the task has no local files). One stderr line says what was sent."""
+        from launcher.runtime.upload_manifest import build_manifest, local_roots
+
+        if not local_roots(task):
+            return None
+        limit = int(self.info().get("max_upload_bytes") or 0) or None
+        manifest = build_manifest(task, max_root_bytes=limit)
+        data = manifest.to_json()
+        missing = set(self.call("POST", "/uploads/missing", json={"manifest": data})["missing"])
+        sent = files = 0
+        for root in manifest.roots:
+            todo: dict[str, tuple[str, int]] = {}
+            for f in root.files:
+                if f.sha256 in missing and f.link is None:
+                    todo[f.sha256] = (os.path.join(root.source, f.path) if f.path
+                                      else root.source, f.size)
+            missing -= todo.keys()
+            if todo:
+                got = self.call("POST", "/uploads/blobs", content=_tar_stream(todo),
+                                headers={"Content-Type": "application/x-tar"},
+                                timeout=httpx.Timeout(None, connect=5.0))
+                sent += int(got["bytes"])
+                files += int(got["files"])
+        total = sum(len(r.files) for r in manifest.roots)
+        _stderr(f"Uploaded {files} of {total} file(s), {sent} bytes ({total - files} "
+                "already on the server).")
+        return data
 
     def jobs_check_feasible(self, task: Task) -> BestPlacement:
         return BestPlacement(**self.call("POST", "/jobs/feasible", json=self._task_body(task)))

@@ -33,18 +33,20 @@ Send = Callable[[Message], Awaitable[None]]
 
 class BodyLimit:
     """ASGI middleware: a request body over `limit` bytes gets 413 (by its
-    Content-Length, or once that many bytes have streamed in)."""
+    Content-Length, or once that many bytes have streamed in). Paths in `larger`
+    (exact) get their own limit (uploads)."""
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: Any, limit: int, larger: dict[str, int] | None = None) -> None:
+        self.app, self.default, self.larger = app, limit, larger or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.larger.get(scope.get("path", ""), self.default)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._refuse(send, limit)
             return
         seen = 0
 
@@ -52,19 +54,19 @@ class BodyLimit:
             nonlocal seen
             msg = await receive()
             seen += len(msg.get("body", b""))
-            if seen > self.limit:
+            if seen > limit:
                 raise _TooLarge()
             return msg
 
         try:
             await self.app(scope, counted, send)
         except _TooLarge:
-            await self._refuse(send)
+            await self._refuse(send, limit)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, limit: int) -> None:
         body = (b'{"error": {"type": "RequestTooLarge", "exit_code": 1, "message": '
                 b'"The request body is larger than the server accepts ('
-                + str(self.limit).encode() + b' bytes)."}}')
+                + str(limit).encode() + b' bytes)."}}')
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"x-launcher-version", __version__.encode())]})
@@ -96,6 +98,7 @@ def create_app(*, run_controller: bool = True, limits: Limits | None = None) -> 
     app.state.limiter = FailedAuthLimiter(limits)
     app.state.controller = controller
     app.state.runner = runner
+    app.state.limits = limits
 
     @app.exception_handler(LauncherError)
     async def launcher_error(_: Request, exc: LauncherError) -> JSONResponse:
@@ -115,10 +118,14 @@ def create_app(*, run_controller: bool = True, limits: Limits | None = None) -> 
         response.headers["X-Launcher-Version"] = __version__
         return response
 
-    from launcher.server.routers import clusters, jobs, misc
+    from launcher.server.routers import clusters, jobs, misc, uploads
 
     app.include_router(misc.router)
     app.include_router(clusters.router)
     app.include_router(jobs.router)
-    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    app.include_router(uploads.router)
+    # a blob tar carries at most one root's files (each root <= max_upload_bytes) plus
+    # tar headers; the route checks every member's size itself
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes,
+                       larger={uploads.BLOBS_PATH: 2 * limits.max_upload_bytes + (1 << 24)})
     return app

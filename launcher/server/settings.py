@@ -6,6 +6,7 @@ Everything lives under the `LAUNCHER_HOME` the server was started with:
     server/server.log      uvicorn's and the controller's log
     server/secret.key      the Fernet key that encrypts secrets at rest (0600)
     server/requests/<id>.log   the log of one asynchronous request
+    server/uploads/<user>/     that user's uploaded files (launcher.server.uploads)
     state.db               users (token hashes only), owners, audit, requests
 """
 
@@ -53,6 +54,7 @@ class Limits:
     max_body_bytes: int  # LAUNCHER_API_MAX_BODY: larger request bodies get 413
     auth_failures: int  # LAUNCHER_API_AUTH_FAILURES: failed auths per client IP per window
     auth_window_s: int  # LAUNCHER_API_AUTH_WINDOW_S: ... before it gets 429
+    max_upload_bytes: int = 1 << 30  # LAUNCHER_API_MAX_UPLOAD: one workdir / file mount
 
     @staticmethod
     def from_env() -> Limits:
@@ -60,4 +62,5 @@ class Limits:
             max_body_bytes=_env_int("LAUNCHER_API_MAX_BODY", 4 * 1024 * 1024),
             auth_failures=_env_int("LAUNCHER_API_AUTH_FAILURES", 10),
             auth_window_s=_env_int("LAUNCHER_API_AUTH_WINDOW_S", 60),
+            max_upload_bytes=_env_int("LAUNCHER_API_MAX_UPLOAD", 1 << 30),
         )

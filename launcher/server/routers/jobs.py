@@ -22,32 +22,37 @@ router = APIRouter(prefix="/jobs")
 
 
 class TaskBody(BaseModel):
-    """A task as the client loaded it: its YAML-shaped dict (secret values nulled) and
-    the secret values apart (never logged, encrypted at rest, never returned)."""
+    """A task as the client loaded it: its YAML-shaped dict (secret values nulled), the
+    secret values apart (never logged, encrypted at rest, never returned), and the
+    manifest of its uploaded local files (launcher.runtime.upload_manifest)."""
 
     task: dict[str, Any]
     secrets: dict[str, str] = {}
     source: str | None = None
     name: str | None = None
+    uploads: dict[str, Any] | None = None
 
 
-def _task(body: TaskBody) -> Any:
-    from launcher.task import Task
+def server_task(body: TaskBody, user: User, request: Request) -> Any:
+    """The submitted task, its local paths replaced by `user`'s uploads."""
+    from launcher.server.uploads import server_task as build
 
-    return Task.from_dict(body.task, source=body.source or "the submitted task",
-                          secret_overrides=body.secrets or None)
+    return build(body.task, user=user.name, source=body.source, secrets=body.secrets,
+                 uploads=body.uploads,
+                 max_root_bytes=request.app.state.limits.max_upload_bytes)
 
 
 @router.post("/feasible")
-def feasible(body: TaskBody, user: User = Depends(current_user)) -> dict[str, Any]:
-    p = api.jobs_check_feasible(_task(body))
+def feasible(body: TaskBody, request: Request,
+             user: User = Depends(current_user)) -> dict[str, Any]:
+    p = api.jobs_check_feasible(server_task(body, user, request))
     return asdict(best_placement(p.placements[p.chosen]))
 
 
 @router.post("/launch")
 def launch(body: TaskBody, request: Request, user: User = Depends(current_user)) -> dict[str, str]:
     """Submit as a request: {"request_id"}; its log says when the job is in."""
-    task = _task(body)  # a malformed task is refused now, not in the request
+    task = server_task(body, user, request)  # a bad task is refused now, not in the request
 
     def work(on_line: Callable[[str], None], cancel: threading.Event) -> dict[str, Any]:
         job = api.jobs_launch(task, name=body.name, check=False)

@@ -31,7 +31,8 @@ def info(request: Request, user: User = Depends(current_user)) -> dict[str, Any]
 
     clouds = {n: {"enabled": s.enabled, "reason": s.reason} for n, s in enabled_clouds().items()}
     return {"user": user.name, "role": user.role, "version": __version__, "clouds": clouds,
-            "controller": request.app.state.controller.holding.is_set()}
+            "controller": request.app.state.controller.holding.is_set(),
+            "max_upload_bytes": request.app.state.limits.max_upload_bytes}
 
 
 @router.get("/cost-report")
