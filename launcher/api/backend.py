@@ -1,7 +1,7 @@
 """One interface for the CLI's stateful verbs, two implementations.
 
-`Backend` is what `launcher status/queue/logs/cancel/stop/start/down/autostop`,
-`launcher jobs launch/queue/logs/cancel`, `cost-report` and `users ...` call:
+`Backend` is what `launcher launch/exec/check/status/queue/logs/cancel/stop/start/down/
+autostop`, `launcher jobs launch/queue/logs/cancel`, `cost-report` and `users ...` call:
 
 - `EmbeddedBackend` (here): the `launcher.api` functions in this process, on this
   machine's `LAUNCHER_HOME` (the default: no server needed);
@@ -20,12 +20,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from launcher.api.cluster_common import LaunchResult
     from launcher.api.clusters import ClusterStatusView
     from launcher.api.cost_report import CostReport
     from launcher.api.jobs import ManagedJob, ManagedJobDetail
+    from launcher.api.ssh_pools import PoolView
+    from launcher.api.state_check import StateHealth
     from launcher.errors import LauncherError
     from launcher.jobs.accounting import JobSummary
     from launcher.jobs.daemon import ControllerInfo
+    from launcher.provisioning.failover import ConfirmCallback
     from launcher.runtime.agent_client import CancelResult
     from launcher.runtime.jobspec import JobRecord
     from launcher.task import Task
@@ -44,12 +48,34 @@ class BestPlacement:
     num_nodes: int
     use_spot: bool
     hourly_cost: float
+    accelerator: str | None = None
+    accelerator_count: float = 0.0
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What `launcher check` shows: the state DB's health, every cloud's (enabled,
+    reason), and the SSH pools' hosts."""
+
+    state: StateHealth
+    clouds: dict[str, tuple[bool, str]]
+    pools: list[PoolView]
 
 
 class Backend(Protocol):
     """The calls the CLI makes for its stateful verbs (see the module docstring)."""
 
     remote: bool
+
+    # running tasks (`launch`'s `confirm` is asked before paying for a new placement)
+    def launch(self, task: Task, cluster: str | None, *, detach_run: bool,
+               idle_minutes: float | None, down: bool, yes: bool,
+               confirm: ConfirmCallback | None, on_line: LineCallback,
+               on_setup_line: LineCallback, on_event: LineCallback,
+               retry_until_up: bool) -> LaunchResult: ...
+    def exec(self, cluster: str, what: Task | str, *, detach_run: bool,
+             on_line: LineCallback, on_event: LineCallback) -> LaunchResult: ...
+    def check(self) -> CheckReport: ...
 
     # clusters
     def status(self, refresh: bool, all_users: bool) -> tuple[list[ClusterStatusView], list[str]]: ...
@@ -89,6 +115,27 @@ class EmbeddedBackend:
     `all_users` changes nothing."""
 
     remote = False
+
+    def launch(self, task: Task, cluster: str | None, *, detach_run: bool,
+               idle_minutes: float | None, down: bool, yes: bool,
+               confirm: ConfirmCallback | None, on_line: LineCallback,
+               on_setup_line: LineCallback, on_event: LineCallback,
+               retry_until_up: bool) -> LaunchResult:
+        from launcher.api.launch import launch
+
+        return launch(task, cluster, detach_run=detach_run, idle_minutes=idle_minutes,
+                      down=down, yes=yes, confirm=confirm, on_line=on_line,
+                      on_setup_line=on_setup_line, on_event=on_event,
+                      retry_until_up=retry_until_up)
+
+    def exec(self, cluster: str, what: Task | str, *, detach_run: bool,
+             on_line: LineCallback, on_event: LineCallback) -> LaunchResult:
+        from launcher.api.exec_job import exec_
+
+        return exec_(cluster, what, detach_run=detach_run, on_line=on_line, on_event=on_event)
+
+    def check(self) -> CheckReport:
+        return check_report()
 
     def status(self, refresh: bool, all_users: bool) -> tuple[list[ClusterStatusView], list[str]]:
         from launcher.api.clusters import status
@@ -228,4 +275,18 @@ class EmbeddedBackend:
 def best_placement(p: Any) -> BestPlacement:
     """The BestPlacement of an optimizer Placement."""
     return BestPlacement(p.cloud, p.region, p.zone, p.instance_type, p.num_nodes, p.use_spot,
-                         p.hourly_cost)
+                         p.hourly_cost, p.accelerator, p.accelerator_count)
+
+
+def check_report() -> CheckReport:
+    """`launcher check`'s data on this machine (the server's, through a server)."""
+    from launcher import api
+    from launcher.api.ssh_pools import ssh_pools
+    from launcher.catalog import query
+
+    state = api.check_state()  # a damaged state DB is the first thing to fix
+    catalog_clouds = [c.cloud for c in query.status().clouds]
+    names = list(dict.fromkeys([*api.enabled_clouds().keys(), *catalog_clouds]))
+    clouds = {n: (s.enabled, s.reason) for n, s in api.enabled_clouds(names).items()}
+    # every host's state: free, held, quarantined (until when, why)
+    return CheckReport(state, clouds, ssh_pools())

@@ -102,12 +102,15 @@ def logs_cmd(
             _out(line)
         return 0
     remote = _remote()
-    row = remote.request_follow(request_id, _out)
+    row = remote.request_follow(request_id, _out, _say)  # output to stdout, progress stderr
     _say(f"Request {request_id}: {row['status']}.")
     if row["status"] == "FAILED" and row.get("error"):
         _say(f"Error: {row['error']['message']}")
         return int(row["error"].get("exit_code") or 1)
-    return 0
+    if row["status"] == "CANCELLED":
+        return 130
+    result = row.get("result")  # a launch/exec that followed its job: the job's exit code
+    return int(result.get("exit_code") or 0) if isinstance(result, dict) else 0
 
 
 @api_app.command("cancel")

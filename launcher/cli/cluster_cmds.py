@@ -177,26 +177,25 @@ def launch_cmd(
 
         plan_and_render(lambda: plan(task), as_json=json_out, show_all=show_all)
         return 0
-    _refuse_remote("launch")
     task.check_local_paths()
     for note in task.notes:
         _event(note)
-    from launcher.api.launch import launch
+    from launcher.client import backend
 
+    b = backend()  # through a server: a request there, its log streamed here
     progress = _Progress()
     name_hint = cluster
-    if cluster is None:
+    if cluster is None and not b.remote:  # the server names it (and says so)
         from launcher.api.launch import generate_cluster_name
         from launcher.state import StateDB
 
         with StateDB() as db:
             name_hint = generate_cluster_name(db)
         _event(f"Cluster name: {name_hint}")
-    assert name_hint is not None
     from launcher.clouds.base import ProvisionFailedError
 
     try:
-        result = launch(
+        result = b.launch(
             task,
             name_hint,
             detach_run=detach_run,
@@ -212,6 +211,8 @@ def launch_cmd(
     except ProvisionFailedError as exc:
         return _report_failover(exc, json_out)
     except KeyboardInterrupt:
+        if b.remote or name_hint is None:  # before the request was made: nothing was
+            raise
         if progress.job_id is not None:
             _say(
                 f"Interrupted. Job {progress.job_id} keeps running on {name_hint}: "
@@ -243,20 +244,6 @@ def launch_cmd(
     return result.exit_code or 0
 
 
-def _refuse_remote(verb: str) -> None:
-    """`launch`/`exec` do not go through a server yet: say so rather than run here."""
-    from launcher.client.login import load_login
-
-    login = load_login()
-    if login is not None:
-        from launcher.errors import UsageError
-
-        raise UsageError(
-            f"`launcher {verb}` does not go through an API server yet, and this machine is "
-            f"logged in to {login.endpoint}. Use `launcher jobs launch` (it runs on the "
-            f"server), or `launcher api logout` to {verb} from this machine.")
-
-
 def _say_interrupted_before_job(name: str) -> None:
     """After Ctrl-C before the job was submitted: say what is left (a cluster, or nothing)."""
     import contextlib
@@ -283,7 +270,7 @@ def exec_cmd(
     """Run a task (no setup) or a command (head node) on a cluster, as a new job."""
     import os
 
-    from launcher.api.exec_job import exec_
+    from launcher.client import backend
 
     if len(target) == 1 and target[0].endswith((".yaml", ".yml")) and not os.path.exists(target[0]):
         from launcher.errors import UsageError
@@ -303,10 +290,10 @@ def exec_cmd(
         import shlex
 
         what = target[0] if len(target) == 1 else shlex.join(target)
-    _refuse_remote("exec")
     progress = _Progress()
     try:
-        result = exec_(cluster, what, detach_run=detach_run, on_line=_out, on_event=progress.event)
+        result = backend().exec(cluster, what, detach_run=detach_run, on_line=_out,
+                                on_event=progress.event)
     except KeyboardInterrupt:
         if progress.job_id is not None:
             j = progress.job_id

@@ -18,15 +18,17 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from launcher import __version__
-from launcher.api.backend import BestPlacement
+from launcher.api.backend import BestPlacement, CheckReport
 from launcher.errors import LauncherError
 
 if TYPE_CHECKING:
+    from launcher.api.cluster_common import LaunchResult
     from launcher.api.clusters import ClusterStatusView
     from launcher.api.cost_report import CostReport
     from launcher.api.jobs import ManagedJob, ManagedJobDetail
     from launcher.jobs.accounting import JobSummary
     from launcher.jobs.daemon import ControllerInfo
+    from launcher.provisioning.failover import ConfirmCallback
     from launcher.runtime.agent_client import CancelResult
     from launcher.runtime.jobspec import JobRecord
     from launcher.task import Task
@@ -49,8 +51,15 @@ class RequestDetached(LauncherError):
     exit_code = 130
 
 
-def _error(payload: Any, status: int) -> RemoteError:
+def _error(payload: Any, status: int) -> LauncherError:
     err = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(err, dict) and err.get("type") == "ProvisionFailedError" \
+            and isinstance(err.get("attempts"), list):
+        from launcher.clouds.base import FailoverAttempt, ProvisionFailedError
+
+        # the same error (message and failover table) as a launch on this machine
+        return ProvisionFailedError(str(err.get("message")).splitlines()[0],
+                                    [FailoverAttempt(**a) for a in err["attempts"]])
     if isinstance(err, dict):
         return RemoteError(str(err.get("message")), int(err.get("exit_code") or 1),
                            str(err.get("type")))
@@ -88,8 +97,8 @@ def _tar_stream(blobs: dict[str, tuple[str, int]]) -> Iterator[bytes]:
     import tarfile
 
     buf = _Chunks()
-    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=3) as gz, \
-            tarfile.open(fileobj=gz, mode="w|") as tar:
+    gz = gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=3)  # type: ignore[call-overload]
+    with gz, tarfile.open(fileobj=gz, mode="w|") as tar:
         for sha, (path, size) in blobs.items():
             info = tarfile.TarInfo(sha)
             info.size = size
@@ -164,6 +173,71 @@ class RemoteBackend:
                 elif "result" in item:
                     return item["result"]
         raise LauncherError(f"The server at {self.endpoint} ended the stream early; try again.")
+
+    # ---- running tasks
+
+    def _run_request(self, path: str, body: dict[str, Any], on_line: LineCallback,
+                     on_event: LineCallback) -> LaunchResult:
+        """Submit a launch/exec request and follow its log to the end. Ctrl-C detaches
+        (RequestDetached names how to re-attach or cancel); the work goes on."""
+        from launcher.api.cluster_common import LaunchResult
+        from launcher.clouds.base import FailoverAttempt
+
+        rid = self.call("POST", path, json=body)["request_id"]
+        try:
+            row = self.request_follow(rid, on_line, on_event)
+        except KeyboardInterrupt:
+            raise RequestDetached(
+                f"Detached; request {rid} goes on on the server. `launcher api logs {rid}` "
+                f"re-attaches, `launcher api cancel {rid}` cancels it.") from None
+        if row["status"] == "FAILED":
+            raise _error(row, 400)
+        if row["status"] == "CANCELLED":
+            raise LauncherError(f"Request {rid} was cancelled.")
+        d = dict(row["result"])
+        d["attempts"] = [FailoverAttempt(**a) for a in d.get("attempts") or []]
+        return LaunchResult(**d)
+
+    def launch(self, task: Task, cluster: str | None, *, detach_run: bool,
+               idle_minutes: float | None, down: bool, yes: bool,
+               confirm: ConfirmCallback | None, on_line: LineCallback,
+               on_setup_line: LineCallback, on_event: LineCallback,
+               retry_until_up: bool) -> LaunchResult:
+        """As `launcher.api.launch.launch`, on the server. Without `yes`, `confirm` is
+        asked here first about the best placement when it costs money (the server
+        cannot ask) - unless `cluster` already exists."""
+        body = self._task_body(task)
+        if not yes and confirm is not None and (cluster is None
+                                                or cluster not in self.cluster_names()):
+            best = self.jobs_check_feasible(task)
+            if best.hourly_cost > 0 and not confirm(best):  # type: ignore[arg-type]
+                from launcher.provisioning.failover import LaunchAbortedError
+
+                raise LaunchAbortedError("Launch aborted; nothing was provisioned.")
+        body.update(cluster=cluster, detach_run=detach_run, idle_minutes=idle_minutes,
+                    down=down, retry_until_up=retry_until_up)
+        return self._run_request("/clusters/launch", body, on_line, on_event)
+
+    def exec(self, cluster: str, what: Task | str, *, detach_run: bool,
+             on_line: LineCallback, on_event: LineCallback) -> LaunchResult:
+        body: dict[str, Any] = {"detach_run": detach_run}
+        if isinstance(what, str):
+            body["command"] = what
+        else:
+            body.update(self._task_body(what))
+            body.pop("name", None)
+        return self._run_request(f"/clusters/{cluster}/exec", body, on_line, on_event)
+
+    def check(self) -> CheckReport:
+        from launcher.api.ssh_pools import PoolView
+        from launcher.api.state_check import StateHealth
+        from launcher.clouds.ssh_hosts import HostState
+
+        d = self.call("GET", "/check")
+        pools = [PoolView(p["name"], tuple(HostState(**h) for h in p["hosts"]))
+                 for p in d["pools"]]
+        return CheckReport(StateHealth(**d["state"]),
+                           {n: (bool(v[0]), str(v[1])) for n, v in d["clouds"].items()}, pools)
 
     # ---- clusters
 
@@ -274,12 +348,15 @@ class RemoteBackend:
             raise LauncherError(f"Request {rid} was cancelled.")
         return ManagedJob(**row["result"])
 
-    def request_follow(self, rid: str, on_line: LineCallback) -> dict[str, Any]:
-        """Stream request `rid`'s log to `on_line`; returns its final row."""
+    def request_follow(self, rid: str, on_line: LineCallback,
+                       on_event: LineCallback | None = None) -> dict[str, Any]:
+        """Stream request `rid`'s log: output lines to `on_line`, progress lines to
+        `on_event` (default: `on_line` too); returns its final row."""
         with self._stream(f"/requests/{rid}/logs") as items:
             for item in items:
                 if "line" in item:
-                    on_line(item["line"])
+                    (on_line if item.get("fd") == 1 or on_event is None else on_event)(
+                        item["line"])
                 elif "request" in item:
                     if item["request"] is None:
                         raise LauncherError(f"No request {rid!r}.")

@@ -118,9 +118,10 @@ def create_app(*, run_controller: bool = True, limits: Limits | None = None) -> 
         response.headers["X-Launcher-Version"] = __version__
         return response
 
-    from launcher.server.routers import clusters, jobs, misc, uploads
+    from launcher.server.routers import clusters, jobs, launch, misc, uploads
 
     app.include_router(misc.router)
+    app.include_router(launch.router)  # before clusters: POST /clusters/launch
     app.include_router(clusters.router)
     app.include_router(jobs.router)
     app.include_router(uploads.router)

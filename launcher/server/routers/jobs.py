@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -16,6 +15,7 @@ from launcher.api.pipelines import pipeline_stage_ids
 from launcher.api.server_store import ServerStore, User
 from launcher.server.auth import current_user
 from launcher.server.permissions import require_job, visible_jobs
+from launcher.server.requests import Emit
 from launcher.server.routers.stream import ndjson
 
 router = APIRouter(prefix="/jobs")
@@ -54,12 +54,12 @@ def launch(body: TaskBody, request: Request, user: User = Depends(current_user))
     """Submit as a request: {"request_id"}; its log says when the job is in."""
     task = server_task(body, user, request)  # a bad task is refused now, not in the request
 
-    def work(on_line: Callable[[str], None], cancel: threading.Event) -> dict[str, Any]:
+    def work(emit: Emit, cancel: threading.Event) -> dict[str, Any]:
         job = api.jobs_launch(task, name=body.name, check=False)
         with ServerStore() as store:
             store.set_job_launcher(job.id, user.name)
             store.record(user.name, "launch", f"managed job {job.id}")
-        on_line(f"Managed job {job.id} ({job.name}) submitted; LAUNCHER_TASK_ID={job.task_id}.")
+        emit(f"Managed job {job.id} ({job.name}) submitted; LAUNCHER_TASK_ID={job.task_id}.", 2)
         return asdict(job)
 
     def undo(job: dict[str, Any]) -> None:

@@ -35,6 +35,18 @@ def info(request: Request, user: User = Depends(current_user)) -> dict[str, Any]
             "max_upload_bytes": request.app.state.limits.max_upload_bytes}
 
 
+@router.get("/check")
+def check(user: User = Depends(current_user)) -> dict[str, Any]:
+    """`launcher check` of the server: its clouds, SSH pools and state DB."""
+    from dataclasses import asdict
+
+    from launcher.api.backend import check_report
+
+    r = check_report()
+    return {"state": asdict(r.state), "clouds": r.clouds, "pools": [
+        {"name": p.name, "hosts": [asdict(h) for h in p.hosts]} for p in r.pools]}
+
+
 @router.get("/cost-report")
 def cost_report(days: float = 30.0, user: User = Depends(admin_user)) -> dict[str, Any]:
     from launcher.api.cost_report import cost_report as report
