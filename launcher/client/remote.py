@@ -184,6 +184,7 @@ class RemoteBackend:
         from launcher.clouds.base import FailoverAttempt
 
         rid = self.call("POST", path, json=body)["request_id"]
+        on_event(f"Server request {rid} (Ctrl-C detaches; the work goes on).")
         try:
             row = self.request_follow(rid, on_line, on_event)
         except KeyboardInterrupt:
