@@ -12,6 +12,7 @@ group; other command modules may add subcommands to it (e.g. `refresh`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -384,21 +385,22 @@ def _render_status(status: CatalogStatus) -> None:
 # ---------------------------------------------------------------- check
 
 
+@dataclass(frozen=True)
+class _CloudRow:
+    enabled: bool
+    reason: str
+
+
 @app.command("check")
 def check_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Which clouds launches can use now (credentials found), and why the others can't."""
-    from launcher import api
-    from launcher.catalog import query
+    from launcher.client import backend
 
-    state = api.check_state()  # a damaged state DB is the first thing to fix
-    catalog_clouds = [c.cloud for c in query.status().clouds]
-    names = list(dict.fromkeys([*api.enabled_clouds().keys(), *catalog_clouds]))
-    statuses = api.enabled_clouds(names)
-    from launcher.api.ssh_pools import ssh_pools
-
-    pools = ssh_pools()  # every host's state: free, held, quarantined (until when, why)
+    report = backend().check()  # the server's clouds when logged in to one
+    state, pools = report.state, report.pools
+    statuses = {n: _CloudRow(*v) for n, v in report.clouds.items()}
     if as_json:
         rows: list[dict[str, object]] = []
         for n, s in statuses.items():

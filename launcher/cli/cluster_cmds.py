@@ -183,22 +183,22 @@ def launch_cmd(
     task.check_local_paths()
     for note in task.notes:
         _event(note)
-    from launcher.api.launch import launch
+    from launcher.client import backend
 
+    b = backend()  # through a server: a request there, its log streamed here
     progress = _Progress()
     name_hint = cluster
-    if cluster is None:
+    if cluster is None and not b.remote:  # the server names it (and says so)
         from launcher.api.launch import generate_cluster_name
         from launcher.state import StateDB
 
         with StateDB() as db:
             name_hint = generate_cluster_name(db)
         _event(f"Cluster name: {name_hint}")
-    assert name_hint is not None
     from launcher.clouds.base import ProvisionFailedError
 
     try:
-        result = launch(
+        result = b.launch(
             task,
             name_hint,
             detach_run=detach_run,
@@ -214,6 +214,8 @@ def launch_cmd(
     except ProvisionFailedError as exc:
         return _report_failover(exc, json_out)
     except KeyboardInterrupt:
+        if b.remote or name_hint is None:  # before the request was made: nothing was
+            raise
         if progress.job_id is not None:
             _say(
                 f"Interrupted. Job {progress.job_id} keeps running on {name_hint}: "
@@ -271,7 +273,7 @@ def exec_cmd(
     """Run a task (no setup) or a command (head node) on a cluster, as a new job."""
     import os
 
-    from launcher.api.exec_job import exec_
+    from launcher.client import backend
 
     if len(target) == 1 and target[0].endswith((".yaml", ".yml")) and not os.path.exists(target[0]):
         from launcher.errors import UsageError
@@ -293,7 +295,8 @@ def exec_cmd(
         what = target[0] if len(target) == 1 else shlex.join(target)
     progress = _Progress()
     try:
-        result = exec_(cluster, what, detach_run=detach_run, on_line=_out, on_event=progress.event)
+        result = backend().exec(cluster, what, detach_run=detach_run, on_line=_out,
+                                on_event=progress.event)
     except KeyboardInterrupt:
         if progress.job_id is not None:
             j = progress.job_id
@@ -327,9 +330,10 @@ def queue_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> int:
     """The cluster's job queue."""
-    from launcher.api.clusters import job_json, queue
+    from launcher.api.clusters import job_json
+    from launcher.client import backend
 
-    jobs = queue(cluster)
+    jobs = backend().queue(cluster)
     if json_out:
         print_json([job_json(j) for j in jobs])
         return 0
@@ -359,9 +363,10 @@ def logs_cmd(
     no_follow: Annotated[bool, typer.Option("--no-follow", help="Print what is there and return.")] = False,
 ) -> int:
     """A job's output, rank-prefixed; follows it until it ends unless --no-follow."""
-    from launcher.api.clusters import exit_code_of, logs
+    from launcher.api.clusters import exit_code_of
+    from launcher.client import backend
 
-    record = logs(cluster, job_id, follow=not no_follow, on_line=_out)
+    record = backend().logs(cluster, job_id, not no_follow, _out)
     if record.status.is_terminal:
         _report_job_end(cluster, record.id, record.status.value, record.exit_code,
                         record.failed_rank, record.reason)
@@ -376,15 +381,16 @@ def cancel_cmd(
     all_jobs: Annotated[bool, typer.Option("--all", "-a", help="Cancel every pending or running job.")] = False,
 ) -> int:
     """Cancel jobs on a cluster (no ids: its latest pending or running job, as in SkyPilot)."""
-    from launcher.api.clusters import cancel, queue
+    from launcher.client import backend
 
+    b = backend()
     if not job_ids and not all_jobs:
-        active = [j.id for j in queue(cluster) if not j.status.is_terminal]
+        active = [j.id for j in b.queue(cluster) if not j.status.is_terminal]
         if not active:
             _say(f"No pending or running jobs on {cluster}.")
             return 0
         job_ids = [max(active)]
-    result = cancel(cluster, None if all_jobs else job_ids)
+    result = b.cancel(cluster, None if all_jobs else job_ids)
     if result.cancelled:
         _say(f"Cancelled job(s) {_ids(result.cancelled)} on {cluster}.")
     if result.cancelling:
@@ -405,12 +411,12 @@ def status_cmd(
     names: Annotated[list[str] | None, typer.Argument(help="Only these clusters.", autocompletion=complete_cluster_name)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     refresh: Annotated[bool, typer.Option("--refresh", "-r", help="Ask the clouds for the nodes' state first.")] = False,
+    all_users: Annotated[bool, typer.Option("--all-users", help="On a server, as an admin: every user's clusters.")] = False,
 ) -> int:
     """Your clusters."""
-    from launcher.api.clusters import status
+    from launcher.client import backend
 
-    notes: list[str] = []
-    rows = status(refresh=refresh, notes=notes)
+    rows, notes = backend().status(refresh, all_users)
     missing: list[str] = []
     if names:
         known = [r.name for r in rows]
@@ -462,9 +468,9 @@ def _names_or_all(names: list[str] | None, all_: bool, verb: str) -> list[str]:
     from launcher.errors import UsageError
 
     if all_:
-        from launcher.api.clusters import cluster_names
+        from launcher.client import backend
 
-        return cluster_names()
+        return backend().cluster_names()
     if not names:
         raise UsageError(f"{verb}: give cluster names, or --all.")
     return names
@@ -477,10 +483,11 @@ def stop_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted as in SkyPilot; stop never asks.")] = False,
 ) -> int:
     """Stop clusters (disks kept; `launcher start` brings them back)."""
-    from launcher.api.clusters import stop
+    from launcher.client import backend
 
+    b = backend()
     for name in _names_or_all(names, all_, "stop"):
-        stop(name)
+        b.stop(name)
         _say(f"Stopped {name}.")
     return 0
 
@@ -491,10 +498,11 @@ def start_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted as in SkyPilot; start never asks.")] = False,
 ) -> int:
     """Start stopped clusters."""
-    from launcher.api.clusters import start
+    from launcher.client import backend
 
+    b = backend()
     for name in names:
-        start(name)
+        b.start(name)
         _say(f"Started {name}.")
     return 0
 
@@ -508,7 +516,7 @@ def down_cmd(
     cloud: Annotated[str | None, typer.Option("--cloud", help="With --orphan: the cloud the instances run on.")] = None,
 ) -> int:
     """Terminate clusters and everything on them."""
-    from launcher.api.clusters import down_many
+    from launcher.client import backend
     from launcher.errors import LauncherError, UsageError
 
     if orphan is not None or cloud is not None:
@@ -523,10 +531,14 @@ def down_cmd(
     if not targets:
         _say("No clusters.")
         return 0
-    from launcher.api.clusters import unknown_clusters
+    from launcher.errors import ClusterNotFoundError
 
+    be = backend()
+    known = be.cluster_names()  # the server's, when logged in
+    hint = f" Known clusters: {', '.join(known)}." if known else " There are no clusters."
     exit_code = 0
-    missing = unknown_clusters(targets)
+    missing = [(t, ClusterNotFoundError(f"Cluster {t!r} does not exist.{hint}"))
+               for t in targets if t not in known]
     for _, not_found in missing:  # said before any question: there is nothing to confirm
         exit_code = exit_code or not_found.exit_code
         sys.stderr.write(f"Error: {not_found}\n")
@@ -541,7 +553,7 @@ def down_cmd(
             )
         if not typer.confirm(f"Terminate {', '.join(targets)}?", default=False, err=True):
             raise typer.Abort()
-    for name, error in down_many(targets):
+    for name, error in be.down_many(targets):
         if error is None:
             _say(f"Terminated {name}.")
         else:
@@ -558,16 +570,18 @@ def autostop_cmd(
     cancel: Annotated[bool, typer.Option("--cancel", help="Cancel autostop.")] = False,
 ) -> int:
     """Stop (or --down) a cluster after it has been idle for -i minutes (default 5)."""
-    from launcher.api.clusters import autostop
+    from launcher.client import backend
     from launcher.task_policies import DEFAULT_AUTOSTOP_MINUTES
 
+    autostop = backend().autostop
+
     if cancel:
-        autostop(cluster, None)
+        autostop(cluster, None, False)
         _say(f"Autostop cancelled on {cluster}.")
         return 0
     if idle_minutes is None:
         idle_minutes = DEFAULT_AUTOSTOP_MINUTES
-    autostop(cluster, idle_minutes, down=down)
+    autostop(cluster, idle_minutes, down)
     what = "taken down" if down else "stopped"
     _say(f"{cluster} will be {what} after {idle_minutes:g} idle minute(s).")
     return 0

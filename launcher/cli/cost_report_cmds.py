@@ -33,13 +33,13 @@ def cost_report_cmd(
 
     Read from the cost ledger at the prices each cluster was launched at (today's
     catalog is never used). Intervals crossing the window's start count from it."""
-    from launcher.api.cost_report import cost_report
+    from launcher.client import backend
 
     try:
         n = float(days)
     except ValueError:
         n = float("nan")
-    report = cost_report(n)
+    report = backend().cost_report(n)
     if as_json:
         print_json(report.to_json())
     else:

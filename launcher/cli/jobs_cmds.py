@@ -44,9 +44,9 @@ def exit_code_for(summary: JobSummary, job_exit: int | None) -> int:
 
 
 def _final_exit(job_id: int, summary: JobSummary) -> int:
-    from launcher.api import jobs as api
+    from launcher.client import backend
 
-    detail = api.jobs_detail(job_id)
+    detail = backend().jobs_detail(job_id)
     exits = [a.exit_code for a in detail.attempts if a.exit_code is not None]
     return exit_code_for(summary, exits[-1] if exits else None)
 
@@ -81,8 +81,8 @@ def launch_cmd(
 
     A file of several YAML documents is a pipeline (SkyPilot's format): every stage runs
     as a managed job, one after another; a stage starts when the one before SUCCEEDED."""
-    from launcher.api import jobs as api
     from launcher.cli.app import parse_assignments
+    from launcher.client import backend
     from launcher.task_pipeline import load_pipeline
 
     pipeline = load_pipeline(task, env_overrides=parse_assignments(env, "--env") or None,
@@ -90,11 +90,16 @@ def launch_cmd(
                              require_values=not dryrun)
     if dryrun:
         return _dryrun(pipeline, json_out, show_all)
+    b = backend()
     if pipeline.is_pipeline:
+        if b.remote:
+            from launcher.errors import UsageError
+
+            raise UsageError("Pipelines do not go through an API server yet: submit each "
+                             "stage with `launcher jobs launch`, or `launcher api logout`.")
         return _launch_pipeline(pipeline, name, yes, detach)
     t = pipeline.stages[0]
-    p = api.jobs_check_feasible(t)  # always, -y or not: an unsatisfiable task is refused
-    best = p.placements[p.chosen]
+    best = b.jobs_check_feasible(t)  # always, -y or not: an unsatisfiable task is refused
     if not yes and best.hourly_cost > 0:  # like `launch`: only a paid placement asks
         from launcher.api.launch import LaunchAbortedError
 
@@ -109,14 +114,14 @@ def launch_cmd(
         err_console().print(f"Launch {desc}?")
         if not typer.confirm("Proceed?", default=True, err=True):
             raise typer.Abort()
-    job = api.jobs_launch(t, name=name, check=False)
+    job = b.jobs_launch(t, name, on_line=None)
     err_console().print(
         f"Managed job {job.id} ({job.name}) submitted; LAUNCHER_TASK_ID={job.task_id}."
     )
     if detach:
         return 0
     try:
-        summary = api.jobs_logs(job.id, _print_line, follow=True)
+        summary = b.jobs_logs(job.id, _print_line, True)
     except KeyboardInterrupt:
         err_console().print(f"\nStopped following. The job keeps running; "
                             f"`launcher jobs logs {job.id}` to reattach.", soft_wrap=True)
@@ -219,11 +224,11 @@ def _dur(s: float | None) -> str:
 
 def _ensure_controller() -> None:
     """Live jobs but no controller: start it (their statuses would stay stale) and say so."""
-    from launcher.api import jobs as api
+    from launcher.client import backend
     from launcher.state_files import StateError
 
     try:
-        started = api.ensure_controller()
+        started = backend().ensure_controller()
     except StateError:
         raise  # the state DB is unusable: one error, not a warning then the same error
     except Exception as exc:  # still show what the DB says, with a warning
@@ -247,12 +252,13 @@ def _ensure_controller() -> None:
 @jobs_app.command("queue")
 def queue_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    all_users: Annotated[bool, typer.Option("--all-users", help="On a server, as an admin: every user's jobs.")] = False,
 ) -> int:
     """List managed jobs with where they run, recoveries and cost so far."""
-    from launcher.api import jobs as api
+    from launcher.client import backend
 
     _ensure_controller()
-    rows = api.jobs_queue()
+    rows = backend().jobs_queue(all_users)
     if as_json:
         print_json([r.to_json() for r in rows])
         return 0
@@ -303,19 +309,20 @@ def logs_cmd(
     ] = False,
 ) -> int:
     """The job's output across all attempts, each headed by where it ran."""
-    from launcher.api import jobs as api
+    from launcher.client import backend
 
+    b = backend()
     if controller:
-        detail = api.jobs_detail(job_id)
+        detail = b.jobs_detail(job_id)
         for e in detail.events:
             _print_line(f"{_ts(e.at)} {e.from_status or '-'} -> {e.to_status}"
                         f"{f' (attempt {e.attempt})' if e.attempt else ''}: {e.reason}")
-        for line in api.controller_log_lines(job_id):
+        for line in b.controller_log_lines(job_id):
             _print_line(line)
         return 0
     _ensure_controller()
     try:
-        summary = api.jobs_logs(job_id, _print_line, follow=not no_follow)
+        summary = b.jobs_logs(job_id, _print_line, not no_follow)
     except KeyboardInterrupt:
         err_console().print(f"\nStopped following. The job keeps running; "
                             f"`launcher jobs logs {job_id}` to reattach.", soft_wrap=True)
@@ -333,24 +340,24 @@ def cancel_cmd(
 ) -> int:
     """Cancel a managed job (also while it recovers); its clusters are taken down.
     A pipeline's id (its first stage's) cancels every stage not yet ended."""
-    from launcher.api import jobs as api
-    from launcher.api.pipelines import pipeline_stage_ids
+    from launcher.client import backend
 
+    b = backend()
     ended = ("SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_NO_RESOURCE", "CANCELLED")
-    ids = pipeline_stage_ids(job_id)
-    live = [(i, api.jobs_status(i)) for i in ids]
+    ids = b.pipeline_stage_ids(job_id)
+    live = [(i, b.jobs_status(i)) for i in ids]
     live = [(i, s) for i, s in live if s.status not in ended]
     if not live:
-        err_console().print(f"Managed job {job_id} already ended: {api.jobs_status(job_id).status}.")
+        err_console().print(f"Managed job {job_id} already ended: {b.jobs_status(job_id).status}.")
         return 0
     what = (f"pipeline {job_id} ({len(live)} stage(s) not ended)" if len(ids) > 1
             else f"managed job {job_id} ({live[0][1].name})")
     if not yes and not typer.confirm(f"Cancel {what}?", err=True):
         raise typer.Abort()
     for i, _ in reversed(live):  # later stages first: none starts while its cause is cancelled
-        api.jobs_cancel(i)
+        b.jobs_cancel(i)
     for i, _ in live:
-        s = api.jobs_wait(i, timeout=120) if wait else api.jobs_status(i)
+        s = b.jobs_wait(i, 120) if wait else b.jobs_status(i)
         err_console().print(f"Managed job {i}: {s.status}.")
     return 0
 

@@ -9,6 +9,9 @@ secret's value replaced by null, and the values live in one private file per job
 
 written when the job is submitted and deleted when it reaches any terminal status
 (JobStore.transition), and by the controller's sweep for files a crash left behind.
+On an API server's home (one with `server/secret.key`, made by `launcher api start`)
+the file is encrypted with that key (Fernet, from `cryptography`): secrets users send
+to a shared server are never on its disk in clear.
 `home` below is the directory of the state DB (LAUNCHER_HOME for the real one).
 """
 
@@ -35,22 +38,50 @@ def secrets_path(home: Path, job_id: int) -> Path:
     return secrets_dir(home) / f"{job_id}.json"
 
 
+def server_key_path(home: Path) -> Path:
+    """The API server's key (launcher/server/settings.py `key_path`)."""
+    return home / "server" / "secret.key"
+
+
+_FERNET_PREFIX = b"gAAAA"  # every Fernet token starts so (version byte 0x80, base64)
+
+
+def _fernet(home: Path) -> object | None:
+    try:
+        key = server_key_path(home).read_bytes().strip()
+    except FileNotFoundError:
+        return None
+    from cryptography.fernet import Fernet
+
+    return Fernet(key)
+
+
 def save(home: Path, job_id: int, values: Mapping[str, str]) -> None:
     """Write job `job_id`'s secret values (0600, atomic). No file for no secrets."""
     if not values:
         return
     d = secrets_dir(home)
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    state_files.write_private(secrets_path(home, job_id), json.dumps(dict(values)).encode())
+    data = json.dumps(dict(values)).encode()
+    box = _fernet(home)
+    if box is not None:
+        data = box.encrypt(data)  # type: ignore[attr-defined]
+    state_files.write_private(secrets_path(home, job_id), data)
 
 
 def load(home: Path, job_id: int) -> dict[str, str] | None:
     """The job's secret values; None when the job has no file (none, or gone)."""
     try:
-        data = json.loads(secrets_path(home, job_id).read_text(encoding="utf-8"))
+        raw = secrets_path(home, job_id).read_bytes()
+        if raw.startswith(_FERNET_PREFIX):
+            box = _fernet(home)
+            if box is None:
+                raise ValueError(f"it is encrypted and the key {server_key_path(home)} is gone")
+            raw = box.decrypt(raw)  # type: ignore[attr-defined]
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # OSError, ValueError, cryptography's InvalidToken
         raise LauncherError(
             f"The secrets file of managed job {job_id} ({secrets_path(home, job_id)}) "
             f"cannot be read: {exc}"

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import queue
 import re
 import threading
@@ -36,13 +35,13 @@ from launcher.clouds.base import ClusterInfo
 from launcher.errors import LauncherError
 from launcher.runtime.node_setup import SETUP_DIR as SETUP_DIR
 from launcher.runtime.runner import CommandRunner, runner_for
+from launcher.runtime.upload_manifest import REMOTE_WORKDIR, FileMountError  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from launcher.runtime.agent_client import AgentClient
     from launcher.runtime.jobspec import WorkerAccess
     from launcher.task import Task
 
-REMOTE_WORKDIR = "~/sky_workdir"
 SETUP_TAIL_LINES = 20
 
 LineCallback = Callable[[str], None]
@@ -67,10 +66,6 @@ class SetupFailedError(LauncherError):
         self.returncode = returncode
         self.tail = tail
         self.log_path = log_path
-
-
-class FileMountError(LauncherError):
-    exit_code = 2
 
 
 # ------------------------------------------------------------------ helpers
@@ -194,19 +189,10 @@ def resolve_file_mounts(task: Task) -> list[tuple[str, str]]:
     credentials to copy with; also for a local path that does not exist. `launch` calls it before provisioning anything.
     """
     from launcher.runtime.storage_nodes import plan_bucket_copies, require_credentials
+    from launcher.runtime.upload_manifest import local_roots
 
     require_credentials(task, plan_bucket_copies(task))
-    mounts: list[tuple[str, str]] = []
-    for remote, source in task.file_mounts.items():
-        if "://" in source:
-            continue  # a bucket: copied node-side (storage_nodes)
-        local = os.path.expanduser(source)
-        if not os.path.isabs(local) and task.source_path:
-            local = os.path.join(os.path.dirname(os.path.abspath(task.source_path)), local)
-        if not os.path.exists(local):
-            raise FileMountError(f"file_mounts[{remote!r}]: local path {source!r} does not exist.")
-        mounts.append((remote, local))
-    return mounts
+    return [(r.remote, r.source) for r in local_roots(task) if r.field == "file_mounts"]
 
 
 def sync_task_files(
@@ -222,22 +208,24 @@ def sync_task_files(
     errors (NodeUnreachableError...) propagate.
     """
     from launcher.runtime.storage_nodes import sync_storage
+    from launcher.runtime.upload_manifest import local_roots
 
-    mounts = resolve_file_mounts(task)
-    if task.workdir or mounts:
+    resolve_file_mounts(task)  # bucket checks and missing paths, before any copy
+    roots = local_roots(task)
+    if roots:
         if on_event:
+            mounts = [r for r in roots if r.field == "file_mounts"]
             what = [f"workdir {task.workdir}"] if task.workdir else []
             what += [f"{len(mounts)} file mount(s)"] if mounts else []
             on_event(f"Syncing {' and '.join(what)} to {len(runners)} node(s)")
 
         def sync_one(runner: CommandRunner) -> None:
-            if task.workdir:
-                runner.sync_dir(task.workdir, REMOTE_WORKDIR)
-            for remote, local in mounts:
-                if os.path.isdir(local):
-                    runner.sync_dir(local, remote, respect_gitignore=False)
+            for root in roots:
+                if root.is_dir:
+                    runner.sync_dir(root.source, root.remote,
+                                    respect_gitignore=root.respect_gitignore)
                 else:
-                    runner.put_file(local, remote)
+                    runner.put_file(root.source, root.remote)
 
         parallel(sync_one, list(runners))
     sync_storage(runners, task, cloud=cloud, checkpoint_store=checkpoint_store, on_event=on_event)

@@ -6,8 +6,8 @@
 - otherwise: a walk that honours every `.gitignore` found in the tree
   (patterns, `!` negation, trailing `/` for directories, anchoring with `/`, `**`).
 `.git` is always skipped. Symlinks are copied as symlinks.
-As in SkyPilot, a `.skyignore` at the top of the directory replaces all of that:
-its gitignore-style patterns alone decide what is left out.
+A `.launcherignore` (or, as in SkyPilot, a `.skyignore`) at the top of the directory
+replaces all of that: its gitignore-style patterns alone decide what is left out.
 
 `pack_tar_gz` writes those files as one gzip'ed tar stream: the SSH runner
 sends it through a single `tar -xzf -` exec instead of one SFTP call per file.
@@ -32,6 +32,7 @@ class SyncError(LauncherError):
 
 
 SKYIGNORE = ".skyignore"
+IGNORE_FILES = (".launcherignore", SKYIGNORE)  # the first one present wins
 
 
 def list_sync_files(local_dir: str, *, respect_gitignore: bool = True) -> list[str]:
@@ -42,11 +43,12 @@ def list_sync_files(local_dir: str, *, respect_gitignore: bool = True) -> list[s
     if not os.path.isdir(local_dir):
         raise SyncError(f"Cannot sync {local_dir!r}: not a directory.")
     if respect_gitignore:
-        skyignore = os.path.join(local_dir, SKYIGNORE)
-        if os.path.isfile(skyignore):
-            with open(skyignore, encoding="utf-8", errors="replace") as f:
-                rules = parse_gitignore(f.read())
-            return _walk_files(local_dir, False, _IgnoreStack().push("", rules))
+        for name in IGNORE_FILES:
+            ignore = os.path.join(local_dir, name)
+            if os.path.isfile(ignore):
+                with open(ignore, encoding="utf-8", errors="replace") as f:
+                    rules = parse_gitignore(f.read())
+                return _walk_files(local_dir, False, _IgnoreStack().push("", rules))
         files = _git_files(local_dir)
         if files is not None:
             return files

@@ -154,6 +154,13 @@ def test_skyignore_replaces_gitignore_as_in_skypilot(tmp_path: Path) -> None:
     assert len(list_sync_files(str(tmp_path), respect_gitignore=False)) == 8  # no .git
 
 
+def test_launcherignore_replaces_gitignore_and_wins_over_skyignore(tmp_path: Path) -> None:
+    _tree(tmp_path, {".launcherignore": "*.ckpt\n", ".skyignore": "*.py\n",
+                     ".gitignore": "*.log\n", "train.py": "", "run.log": "", "model.ckpt": ""})
+    assert list_sync_files(str(tmp_path)) == [
+        ".gitignore", ".launcherignore", ".skyignore", "run.log", "train.py"]
+
+
 def test_not_a_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SyncError, match="not a directory"):
         list_sync_files(str(tmp_path / "nope"))
