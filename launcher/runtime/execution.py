@@ -29,11 +29,14 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from launcher.clouds.base import ClusterInfo
+from launcher.errors import FileMountError as FileMountError  # also execution.FileMountError
 from launcher.errors import LauncherError
-from launcher.runtime.runner import CommandRunner, runner_for
+from launcher.runtime.fanout import parallel as parallel  # also execution.parallel
+from launcher.runtime.node_runner import runner_for
+from launcher.runtime.runner import CommandRunner
 
 if TYPE_CHECKING:
     from launcher.runtime.agent_client import AgentClient
@@ -45,8 +48,6 @@ SETUP_DIR = ".launcher-setup"  # under each node's home
 SETUP_TAIL_LINES = 20
 
 LineCallback = Callable[[str], None]
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 class SetupFailedError(LauncherError):
@@ -68,36 +69,7 @@ class SetupFailedError(LauncherError):
         self.log_path = log_path
 
 
-class FileMountError(LauncherError):
-    exit_code = 2
-
-
 # ------------------------------------------------------------------ helpers
-
-
-def parallel(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """`[fn(x) for x in items]` with one thread per item; raises the first error (by
-    item order) after all have finished. A single item runs inline."""
-    if len(items) == 1:
-        return [fn(items[0])]
-    results: list[R | None] = [None] * len(items)
-    errors: list[BaseException | None] = [None] * len(items)
-
-    def work(i: int) -> None:
-        try:
-            results[i] = fn(items[i])
-        except BaseException as exc:  # re-raised in the caller's thread
-            errors[i] = exc
-
-    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(items))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for err in errors:
-        if err is not None:
-            raise err
-    return [r for r in results]  # type: ignore[misc]
 
 
 def open_runners(cluster: ClusterInfo) -> list[CommandRunner]:

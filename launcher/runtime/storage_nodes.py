@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from launcher.errors import LauncherError
+from launcher.errors import FileMountError, LauncherError
+from launcher.runtime.fanout import parallel
 
 if TYPE_CHECKING:
     from launcher.runtime.runner import CommandRunner
@@ -127,8 +128,6 @@ def _storage_module(store: str) -> Any:
 
 
 def _refuse(task: Task, field_path: str, message: str) -> LauncherError:
-    from launcher.runtime.execution import FileMountError
-
     return FileMountError(str(task.error(field_path, message)))
 
 
@@ -311,8 +310,6 @@ def install_on_nodes(runners: Sequence[CommandRunner], cloud: str | None,
     """Put bucket_sync.py, its stdlib clients, its config and the credentials of `stores`
     (S3: unless an instance role) on every node. Blocking, parallel. Runner errors and
     BucketError (no GCS token) propagate."""
-    from launcher.runtime.execution import parallel
-
     files = node_files(cloud, stores, azure_buckets)
 
     def put(runner: CommandRunner) -> None:
@@ -329,7 +326,6 @@ def copy_to_nodes(runners: Sequence[CommandRunner], copies: Sequence[BucketCopy]
                   on_event: Callable[[str], None] | None = None) -> None:
     """Every node downloads every copy to its `remote` path (node-side, from S3).
     Blocking, parallel across nodes. Raises StorageError naming the node and field."""
-    from launcher.runtime.execution import parallel
     from launcher.runtime.runner import shell_path
 
     if not copies:
