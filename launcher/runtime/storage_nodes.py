@@ -14,8 +14,9 @@ launcher.clouds.aws.storage) when a task really uses S3, requests/google-auth
 - `prepare_buckets(copies)`: client side, before the nodes copy: buckets named by
   storage mounts are created when missing, local `source` dirs uploaded to them.
 - `install_on_nodes(runners, cloud, stores)`: bucket_sync.py, its stdlib clients
-  (s3_stdlib.py, used when the node has no boto3; gcs_stdlib.py) + config.json (the
-  standard endpoint variables the client has set) on every node; for S3 the client's AWS
+  (s3_stdlib.py, used when the node has no boto3; gcs_stdlib.py, blob_stdlib.py and
+  their shared http_stdlib.py) + config.json (the standard endpoint variables the
+  client has set) on every node; for S3 the client's AWS
   credentials as `~/.aws/credentials` (0600) unless the nodes use an instance role
   (`aws.iam_instance_profile` in the config, on AWS; an SSH-pool host that has that
   file already keeps its own); for GCS a short-lived access token minted here
@@ -284,6 +285,8 @@ def node_files(cloud: str | None, stores: Collection[str] = ("s3",),
         S3_CLIENT: (here.joinpath("s3_stdlib.py").read_text("utf-8"), 0o600),
         GCS_CLIENT: (here.joinpath("gcs_stdlib.py").read_text("utf-8"), 0o600),
         f"{STORAGE_DIR}/blob_stdlib.py": (here.joinpath("blob_stdlib.py").read_text("utf-8"),
+                                          0o600),
+        f"{STORAGE_DIR}/http_stdlib.py": (here.joinpath("http_stdlib.py").read_text("utf-8"),
                                           0o600),
         f"{STORAGE_DIR}/config.json": (json.dumps(settings) + "\n", 0o600),
     }

@@ -33,7 +33,8 @@ def _node(home: Path, fake: BlobFake, containers: tuple[str, ...]) -> Path:
     """A node home as storage_nodes.install_on_nodes makes it (scripts + SAS file)."""
     d = home / ".launcher-storage"
     d.mkdir(parents=True, exist_ok=True)
-    for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py", "blob_stdlib.py"):
+    for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py", "blob_stdlib.py",
+                 "http_stdlib.py"):
         shutil.copy(RUNTIME_DIR / name, d / name)
     entries = azure_storage.node_entries({f"{fake.account}/{c}" for c in containers})
     (d / "azure_sas.json").write_text(json.dumps(entries))

@@ -31,7 +31,7 @@ def _node(home: Path) -> Path:
     """A node home with the shipped scripts, as storage_nodes.install_on_nodes makes it."""
     d = home / ".launcher-storage"
     d.mkdir(parents=True, exist_ok=True)
-    for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py"):
+    for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py", "http_stdlib.py"):
         shutil.copy(RUNTIME_DIR / name, d / name)
     return d / "bucket_sync.py"
 
