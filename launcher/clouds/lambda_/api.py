@@ -19,7 +19,6 @@ HTTP 429 is retried (Retry-After honoured, at most MAX_RETRIES times, then Cloud
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +29,10 @@ from launcher.clouds.base import (
     InvalidRequestError,
     QuotaError,
 )
-from launcher.clouds.rest_cloud import request_json
+from launcher.clouds.rest_cloud import RestAPI, find_api_key
 
 CLOUD = "lambda"
 MAX_RETRIES = 6
-TIMEOUT_S = 30.0
 _CAPACITY = {"instance-operations/launch/insufficient-capacity"}
 _QUOTA = {"global/quota-exceeded"}
 _AUTH = {"global/invalid-api-key", "global/account-inactive", "global/forbidden"}
@@ -49,18 +47,15 @@ def keys_file() -> Path:
 
 def api_key() -> tuple[str, str] | None:
     """(key, where it came from), or None when none is configured. No network."""
-    env = os.environ.get("LAMBDA_API_KEY")
-    if env:
-        return env.strip(), "LAMBDA_API_KEY"
-    path = keys_file()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return None
+    return find_api_key("LAMBDA_API_KEY", [keys_file()], _key_line)
+
+
+def _key_line(text: str) -> str | None:
+    """The value of the `api_key = ...` line of a lambda_keys file."""
     for line in text.splitlines():
         name, sep, value = line.partition("=")
         if sep and name.strip() == "api_key" and value.strip():
-            return value.strip(), str(path)
+            return value.strip()
     return None
 
 
@@ -85,21 +80,17 @@ def error_for(status: int, body: Any, action: str, region: str | None = None) ->
     return CloudError(text, **kw)
 
 
-class LambdaAPI:
+class LambdaAPI(RestAPI):
     """One account's API at one base URL. Thread-safe (a session per call)."""
 
-    def __init__(self, key: str, endpoint: str, *, timeout: float = TIMEOUT_S) -> None:
-        self.key = key
-        self.endpoint = endpoint.rstrip("/")
-        self.timeout = timeout
+    cloud = CLOUD
+    service = "Lambda"
+    max_retries = MAX_RETRIES
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
              action: str, region: str | None = None) -> Any:
         """The `data` of a successful answer. Raises the typed errors above."""
-        status, payload = request_json(
-            method, f"{self.endpoint}/{path.lstrip('/')}", body, key=self.key,
-            timeout=self.timeout, action=action, region=region, cloud=CLOUD, service="Lambda",
-            endpoint=self.endpoint, max_retries=MAX_RETRIES)
+        status, payload = self.request(method, path, body, action=action, region=region)
         if status >= 400 or not isinstance(payload, dict) or "data" not in payload:
             raise error_for(status, payload, action, region)
         return payload["data"]

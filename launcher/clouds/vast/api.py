@@ -16,7 +16,6 @@ HTTP 429 ("API requests too frequent") is retried (Retry-After honoured, MAX_RET
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +26,10 @@ from launcher.clouds.base import (
     CloudQuotaError,
     InvalidRequestError,
 )
-from launcher.clouds.rest_cloud import request_json
+from launcher.clouds.rest_cloud import RestAPI, find_api_key
 
 CLOUD = "vast"
 MAX_RETRIES = 6
-TIMEOUT_S = 30.0
 _AUTH = {"not_authorized", "invalid_user", "unauthorized", "forbidden"}
 _CAPACITY = {"no_such_ask", "ask_not_available", "bad_ask"}
 _CREDIT = {"insufficient_credit", "insufficient_funds"}
@@ -47,17 +45,7 @@ def key_files() -> list[Path]:
 
 def api_key() -> tuple[str, str] | None:
     """(key, where it came from), or None when none is configured. No network."""
-    env = os.environ.get("VAST_API_KEY")
-    if env:
-        return env.strip(), "VAST_API_KEY"
-    for path in key_files():
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except OSError:
-            continue
-        if text:
-            return text, str(path)
-    return None
+    return find_api_key("VAST_API_KEY", key_files(), lambda text: text.strip() or None)
 
 
 def error_for(status: int, body: Any, action: str, region: str | None = None) -> CloudError:
@@ -80,22 +68,18 @@ def error_for(status: int, body: Any, action: str, region: str | None = None) ->
     return CloudError(text, **kw)
 
 
-class VastAPI:
+class VastAPI(RestAPI):
     """One account's API at one base URL. Thread-safe (a request per call)."""
 
-    def __init__(self, key: str, endpoint: str, *, timeout: float = TIMEOUT_S) -> None:
-        self.key = key
-        self.endpoint = endpoint.rstrip("/")
-        self.timeout = timeout
+    cloud = CLOUD
+    service = "Vast"
+    max_retries = MAX_RETRIES
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
              action: str, region: str | None = None) -> Any:
         """The JSON of a successful answer (an object; `GET /ssh/` answers a list).
         Raises the typed errors above."""
-        status, payload = request_json(
-            method, f"{self.endpoint}/{path.lstrip('/')}", body, key=self.key,
-            timeout=self.timeout, action=action, region=region, cloud=CLOUD, service="Vast",
-            endpoint=self.endpoint, max_retries=MAX_RETRIES)
+        status, payload = self.request(method, path, body, action=action, region=region)
         if status >= 400 or not isinstance(payload, dict | list) or (
                 isinstance(payload, dict) and payload.get("success") is False):
             raise error_for(status, payload, action, region)
