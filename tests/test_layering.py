@@ -105,20 +105,32 @@ def test_the_provisioning_layer_exists_and_is_used_by_both_callers() -> None:
 
 
 def import_graph(modules: list[tuple[str, str]]) -> dict[str, set[str]]:
-    """module -> the launcher modules it imports (an import of a name defined in a module
-    counts as an import of that module), from (module, source) pairs."""
+    """module -> the launcher modules it imports, from (module, source) pairs: an import
+    of a name defined in a module counts as an import of that module, and
+    `from package import submodule` as an import of the submodule only (as Python and
+    import-linter see it: the package's __init__ runs first, but nothing in it is used)."""
     known = {m for m, _ in modules}
+    packages = {m.rpartition(".")[0] for m in known}
     graph: dict[str, set[str]] = {}
     for module, source in modules:
-        is_pkg = module in {m.rpartition(".")[0] for m in known}
         # a package's relative imports resolve against the package itself
-        anchor = f"{module}.__init__" if is_pkg else module
+        anchor = f"{module}.__init__" if module in packages else module
         out = graph.setdefault(module, set())
-        for _, name in imported_modules(source, anchor):
-            while name and name not in known:
-                name = name.rpartition(".")[0]
-            if name and name != module:
-                out.add(name)
+        for node in ast.walk(ast.parse(source)):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                (_, base), *_ = imported_modules(ast.unparse(node), anchor)
+                subs = [f"{base}.{a.name}" for a in node.names]
+                names = [n for n in subs if n in known] or [base]
+                if len(names) < len(subs):  # names defined in `base` itself, too
+                    names.append(base)
+            for name in names:
+                while name and name not in known:
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    out.add(name)
     return graph
 
 
@@ -179,6 +191,20 @@ def test_the_circle_finder_sees_a_lazy_circle() -> None:
         ("launcher.d", "from launcher.a import x\n"),
     ])
     assert import_circles(graph) == [["launcher.a", "launcher.b", "launcher.c"]]
+
+
+def test_a_sibling_import_through_the_package_is_no_circle() -> None:
+    """`from launcher.p import sub` in a module of p imports sub, not p's __init__ (which
+    re-exports p's names); a name of the __init__ itself does close a circle."""
+    modules = [
+        ("launcher.p", "from launcher.p.model import Task\n"),
+        ("launcher.p.model", "from launcher.p import fields\n"),
+        ("launcher.p.fields", ""),
+    ]
+    assert import_circles(import_graph(modules)) == []
+    modules[2] = ("launcher.p.fields", "from launcher.p import Task\n")
+    assert import_circles(import_graph(modules)) == [
+        ["launcher.p", "launcher.p.fields", "launcher.p.model"]]
 
 
 @pytest.mark.parametrize(
