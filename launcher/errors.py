@@ -75,3 +75,10 @@ class ClusterBusyError(LauncherError):
     """Another command is operating on the same cluster (e.g. two launches of one name)."""
 
     exit_code = 5
+
+
+class FileMountError(LauncherError):
+    """A file mount a launch cannot do: a local path that does not exist, a bucket mode
+    or store not supported yet, no credentials to copy with (the message names the field)."""
+
+    exit_code = 2

@@ -1,5 +1,8 @@
 """The expected-cost model of spot placements (used by launcher.optimizer; pure).
 
+It knows offers and rates, never placements: the optimizer imports it, not the reverse
+(`reordered_by_expected_cost`, which compares placements, lives in the optimizer).
+
 See launcher.optimizer's module docstring ("Expected cost") and docs/spot.md: a gang of
 n nodes is interrupted at lambda = n x a node's rate; each interruption costs R hours
 of paid time without progress; T = W / (1 - lambda x R).
@@ -8,18 +11,12 @@ of paid time without progress; T = W / (1 - lambda x R).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from launcher.catalog.interruption import InterruptionRate
 from launcher.catalog.offer import Offer
-
-if TYPE_CHECKING:
-    from launcher.optimizer import Placement
-
-_EPS = 1e-9
-
 
 # Restart overhead when the task gives none: 10 min to provision and set up again,
 # plus half of a 30-minute checkpoint interval of lost work (docs/spot.md).
@@ -78,39 +75,3 @@ def expected_cost_factor(gang_rate_per_hour: float, restart_overhead_hours: floa
     docstring); math.inf when lambda x R >= 1."""
     load = gang_rate_per_hour * restart_overhead_hours
     return math.inf if load >= 1.0 else 1.0 / (1.0 - load)
-
-
-@dataclass(frozen=True)
-class Reorder:
-    """Expected cost ranks `ahead` before `cheaper`, though `cheaper` has the lower list
-    price (same candidate preference)."""
-
-    ahead: Placement
-    cheaper: Placement
-
-
-def reordered_by_expected_cost(
-    placements: Sequence[Placement], limit: int = 20, most: int = 3
-) -> list[Reorder]:
-    """Where the ranking's order (by expected cost) differs from the list-price order,
-    among the best `limit` placements: for each placement, in ranking order, that some
-    better-ranked placement of the same preference has a strictly higher list price,
-    one `Reorder` naming the best-ranked such placement. Placements that differ only by
-    zone count once. At most `most` entries. Pure."""
-    out: list[Reorder] = []
-    seen: set[tuple[object, ...]] = set()
-    head = placements[:limit]
-    for j, b in enumerate(head):
-        for a in head[:j]:
-            if a.candidate.preference == b.candidate.preference and (
-                a.hourly_cost > b.hourly_cost + _EPS
-            ):
-                key = (a.cloud, a.region, a.instance_type, a.use_spot,
-                       b.cloud, b.region, b.instance_type, b.use_spot)
-                if key not in seen:
-                    seen.add(key)
-                    out.append(Reorder(a, b))
-                break
-        if len(out) >= most:
-            break
-    return out

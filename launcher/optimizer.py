@@ -65,10 +65,8 @@ from launcher.expected_cost import DEFAULT_RESTART_OVERHEAD_HOURS as DEFAULT_RES
 from launcher.expected_cost import DEFAULT_WORK_HOURS as DEFAULT_WORK_HOURS
 from launcher.expected_cost import Place as Place
 from launcher.expected_cost import RateSource as RateSource
-from launcher.expected_cost import Reorder as Reorder
 from launcher.expected_cost import SpotCostModel as SpotCostModel
 from launcher.expected_cost import expected_cost_factor as expected_cost_factor
-from launcher.expected_cost import reordered_by_expected_cost as reordered_by_expected_cost
 from launcher.money import format_money
 from launcher.resources import ResourceCandidate
 
@@ -713,3 +711,39 @@ def rank(
                 reason = reasons[rkey] = _first_reason(o, cand, num_nodes, blocked, include_local)
             rejected.append(_new_rejection(o, reason))
     return Ranking(placements, rejected)
+
+
+@dataclass(frozen=True)
+class Reorder:
+    """Expected cost ranks `ahead` before `cheaper`, though `cheaper` has the lower list
+    price (same candidate preference)."""
+
+    ahead: Placement
+    cheaper: Placement
+
+
+def reordered_by_expected_cost(
+    placements: Sequence[Placement], limit: int = 20, most: int = 3
+) -> list[Reorder]:
+    """Where the ranking's order (by expected cost) differs from the list-price order,
+    among the best `limit` placements: for each placement, in ranking order, that some
+    better-ranked placement of the same preference has a strictly higher list price,
+    one `Reorder` naming the best-ranked such placement. Placements that differ only by
+    zone count once. At most `most` entries. Pure."""
+    out: list[Reorder] = []
+    seen: set[tuple[object, ...]] = set()
+    head = placements[:limit]
+    for j, b in enumerate(head):
+        for a in head[:j]:
+            if a.candidate.preference == b.candidate.preference and (
+                a.hourly_cost > b.hourly_cost + _EPS
+            ):
+                key = (a.cloud, a.region, a.instance_type, a.use_spot,
+                       b.cloud, b.region, b.instance_type, b.use_spot)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(Reorder(a, b))
+                break
+        if len(out) >= most:
+            break
+    return out

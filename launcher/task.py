@@ -15,7 +15,6 @@ the YAML line. PyYAML is imported only when YAML text is parsed.
 from __future__ import annotations
 
 import os
-import posixpath
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,6 +40,7 @@ from launcher.task_fields import (
     expect_mapping,
     expect_str,
     format_path,
+    node_path_problem,
     scalar_text,
     string_map,
     unknown_accelerator_message,
@@ -754,27 +754,6 @@ def _parse_file_mounts(
         text = _substitute(expect_str(source, where, origin).strip(), envs)
         out[target] = text if _is_uri(text) else _local_path(text, base)
     return out, storage
-
-
-def node_path_problem(target: str) -> str | None:
-    """Why `target` is not a valid node path (a file_mounts target), or None.
-
-    Node paths are absolute (`/data`) or relative to the node's home (`data`, `~/data`,
-    `~`); a relative one must stay inside the home once `..` parts are resolved.
-    """
-    if "\0" in target:
-        return "the remote path contains a NUL character."
-    if target.startswith("~") and target != "~" and not target.startswith("~/"):
-        return (f"remote path '{target}': '~user' paths are not supported; write an absolute "
-                "path or one relative to the node's home (~/…).")
-    if target.startswith("/"):
-        return None
-    rel = target[2:] if target.startswith("~/") else ("" if target == "~" else target)
-    norm = posixpath.normpath(rel) if rel else "."
-    if norm == ".." or norm.startswith("../"):
-        return (f"remote path '{target}' climbs out of the node's home; write an absolute "
-                "path (/…) or one that stays under the home (~/…).")
-    return None
 
 
 def _substituted_checkpoint(

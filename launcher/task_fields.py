@@ -11,6 +11,7 @@ Import cost matters (`launcher gpus` parses accelerator strings): stdlib only.
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -386,3 +387,24 @@ def unknown_accelerator_message(name: str, known_names: Collection[str]) -> str:
     close = accelerator_suggestions(name, known_names)
     hint = f" — did you mean {', '.join(close)}?" if close else ""
     return f"unknown accelerator '{name}'{hint} (`launcher gpus` lists the known names)."
+
+
+def node_path_problem(target: str) -> str | None:
+    """Why `target` is not a valid node path (a file_mounts target), or None.
+
+    Node paths are absolute (`/data`) or relative to the node's home (`data`, `~/data`,
+    `~`); a relative one must stay inside the home once `..` parts are resolved.
+    """
+    if "\0" in target:
+        return "the remote path contains a NUL character."
+    if target.startswith("~") and target != "~" and not target.startswith("~/"):
+        return (f"remote path '{target}': '~user' paths are not supported; write an absolute "
+                "path or one relative to the node's home (~/…).")
+    if target.startswith("/"):
+        return None
+    rel = target[2:] if target.startswith("~/") else ("" if target == "~" else target)
+    norm = posixpath.normpath(rel) if rel else "."
+    if norm == ".." or norm.startswith("../"):
+        return (f"remote path '{target}' climbs out of the node's home; write an absolute "
+                "path (/…) or one that stays under the home (~/…).")
+    return None

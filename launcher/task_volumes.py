@@ -27,6 +27,7 @@ from launcher.task_fields import (
     describe,
     expect_mapping,
     expect_str,
+    node_path_problem,
     string_map,
 )
 
@@ -74,8 +75,6 @@ def parse_volumes(
     entry (`volumes./mnt/data.size`) for a malformed one."""
     if value is None:
         return ()
-    from launcher.task import node_path_problem  # task.py imports this module
-
     mapping = expect_mapping(value, ("volumes",), origin, "a mapping of node path -> volume")
     out: list[VolumeMount] = []
     for raw_path, entry in mapping.items():

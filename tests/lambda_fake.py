@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.rest_fake import Answer, RestFake
+from tests.rest_fake import Answer, RestFake, configured_fake, fake_with_bodies
 
 RANGE = ".16/29"
 TYPES: dict[str, dict[str, Any]] = {
@@ -206,21 +205,6 @@ class LambdaFake(RestFake):
             self.boot_polls = 1
 
 
-def _lab_or_none(request: pytest.FixtureRequest) -> Any:
-    try:
-        lab = request.getfixturevalue("netns_lab")
-    except pytest.skip.Exception:
-        return None
-    return lab if lab.netns_mode else None
-
-
-def write_config(launcher_home: Path, section: str, values: dict[str, Any]) -> None:
-    config = launcher_home / "config.yaml"
-    body: dict[str, Any] = (yaml.safe_load(config.read_text()) if config.exists() else {}) or {}
-    body[section] = values
-    config.write_text(yaml.safe_dump(body))
-
-
 _server: list[LambdaFake] = []
 
 
@@ -228,44 +212,16 @@ _server: list[LambdaFake] = []
 def lambda_fake(launcher_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LambdaFake]:
     """The fake (one per session, reset per test), LAMBDA_API_KEY and `lambda:` config
     pointing at it (`use_internal_ips: true`, `ssh_user: root`)."""
-    if not _server:
-        fake0 = LambdaFake("10.123.255.0/24")
-        fake0.serve()
-        _server.append(fake0)
-    fake = _server[0]
-    fake.reset()
-    monkeypatch.setenv("LAMBDA_API_KEY", fake.key)
-    monkeypatch.delenv("LAMBDA_API_ENDPOINT", raising=False)
-    write_config(launcher_home, "lambda", {"api_endpoint": f"{fake.endpoint}/api/v1",
-                                           "use_internal_ips": True, "ssh_user": "root"})
-    from launcher.clouds import registry
-
-    registry.get_cloud.cache_clear()
-    try:
+    with configured_fake(
+            _server, lambda: LambdaFake("10.123.255.0/24"), launcher_home, monkeypatch,
+            "LAMBDA", "lambda", lambda fake: {"api_endpoint": f"{fake.endpoint}/api/v1",
+                                              "use_internal_ips": True, "ssh_user": "root"},
+    ) as fake:
         yield fake
-    finally:
-        registry.get_cloud.cache_clear()
 
 
 @pytest.fixture
 def lambda_cloud(request: pytest.FixtureRequest, lambda_fake: LambdaFake) -> Iterator[LambdaFake]:
     """`lambda_fake` with private IPs inside the lab and an sshd body per live instance."""
-    from tests.aws_moto import ConnectGuard
-    from tests.cloud_bodies import CloudBodies
-    from tests.rest_fake import lab_ip_net
-
-    lab = _lab_or_none(request)
-    if lab is None:
-        pytest.skip("Lambda bodies need network-namespace sshd nodes (netns lab unavailable)")
-    lambda_fake.ip_net = lab_ip_net(lab, RANGE)
-    bodies = CloudBodies(lab, lambda_fake.list_instances, name="lambda").start()
-    lambda_fake.on_delete.append(bodies.kill)
-    lambda_fake.bodies = bodies
-    try:
-        with ConnectGuard(lab.subnet) as guard:
-            yield lambda_fake
-    finally:
-        lambda_fake.bodies = None
-        bodies.close()
-        lambda_fake.ip_net = lab_ip_net(None, RANGE)
-    assert not guard.violations, f"connected outside the lab: {sorted(set(guard.violations))}"
+    with fake_with_bodies(request, lambda_fake, RANGE, "lambda", "Lambda") as fake:
+        yield fake

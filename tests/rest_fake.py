@@ -1,8 +1,12 @@
 """The skeleton the Lambda and Vast fakes share: a stdlib ThreadingHTTPServer on
-127.0.0.1, JSON in and out, bearer-key auth, fault injection, IPs inside the lab.
+127.0.0.1, JSON in and out, bearer-key auth, fault injection, IPs inside the lab; and
+their two fixtures' bodies (`configured_fake`: one fake per session, reset per test,
+the key and the config section pointing at it; `fake_with_bodies`: its instances'
+addresses inside the netns lab, with an sshd body per live instance).
 
-A subclass defines `route(method, path, query, body) -> (status, body)` and the
-`unauthorized()` body of its API. Faults: `fake.fail(name, status, body, times=1, skip=0,
+A subclass defines `route(method, path, query, body) -> (status, body)`, the
+`unauthorized()` body of its API, `reset()` (back to a fresh account) and
+`list_instances()` (the live instances' (id, address, authorized key)). Faults: `fake.fail(name, status, body, times=1, skip=0,
 apply=False)` answers the next `times` requests of the route `name` (as `route_name`
 names them), after letting `skip` through, with that status and body (`apply`: the
 request is carried out first and only its answer is lost, as when a connection drops); `fake.rate_limit(name, times)` answers 429 with `Retry-After: 0`
@@ -15,13 +19,18 @@ a client can be killed between a create and its answer.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlparse
+
+import pytest
+import yaml
 
 Answer = tuple[int, Any]
 
@@ -55,6 +64,12 @@ class RestFake:
         raise NotImplementedError
 
     def unauthorized(self) -> Answer:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        raise NotImplementedError
+
+    def list_instances(self) -> list[tuple[str, str | None, str | None]]:
         raise NotImplementedError
 
     def too_many(self) -> Any:
@@ -184,3 +199,74 @@ def lab_ip_net(lab: Any, ip_range: str) -> Any:
         lab.reserve(str(out))
         _reserved.add((id(lab), ip_range))
     return out
+
+
+def lab_or_none(request: pytest.FixtureRequest) -> Any:
+    """The test's netns lab when it can make sshd nodes, else None."""
+    try:
+        lab = request.getfixturevalue("netns_lab")
+    except pytest.skip.Exception:
+        return None
+    return lab if lab.netns_mode else None
+
+
+def write_config(launcher_home: Path, section: str, values: dict[str, Any]) -> None:
+    """Set `section` of $LAUNCHER_HOME/config.yaml to `values` (other sections kept)."""
+    config = launcher_home / "config.yaml"
+    body: dict[str, Any] = (yaml.safe_load(config.read_text()) if config.exists() else {}) or {}
+    body[section] = values
+    config.write_text(yaml.safe_dump(body))
+
+
+F = TypeVar("F", bound=RestFake)
+
+
+@contextlib.contextmanager
+def configured_fake(served: list[F], make: Callable[[], F], launcher_home: Path,
+                    monkeypatch: pytest.MonkeyPatch, env: str, section: str,
+                    config: Callable[[F], dict[str, Any]]) -> Iterator[F]:
+    """The session's fake (`served` holds it; `make()` builds it the first time), reset
+    for this test; `{env}_API_KEY` set to its key, `{env}_API_ENDPOINT` unset, config
+    section `section` = `config(fake)`; the cloud registry's cache cleared around it."""
+    if not served:
+        fake0 = make()
+        fake0.serve()
+        served.append(fake0)
+    fake = served[0]
+    fake.reset()
+    monkeypatch.setenv(f"{env}_API_KEY", fake.key)
+    monkeypatch.delenv(f"{env}_API_ENDPOINT", raising=False)
+    write_config(launcher_home, section, config(fake))
+    from launcher.clouds import registry
+
+    registry.get_cloud.cache_clear()
+    try:
+        yield fake
+    finally:
+        registry.get_cloud.cache_clear()
+
+
+@contextlib.contextmanager
+def fake_with_bodies(request: pytest.FixtureRequest, fake: F, ip_range: str,
+                     name: str, title: str) -> Iterator[F]:
+    """`fake` handing out addresses of `ip_range` inside the lab, with an sshd body per
+    live instance (killed when the instance goes); skips without a netns lab. Fails the
+    test if anything connected outside the lab."""
+    from tests.aws_moto import ConnectGuard
+    from tests.cloud_bodies import CloudBodies
+
+    lab = lab_or_none(request)
+    if lab is None:
+        pytest.skip(f"{title} bodies need network-namespace sshd nodes (netns lab unavailable)")
+    fake.ip_net = lab_ip_net(lab, ip_range)
+    bodies = CloudBodies(lab, fake.list_instances, name=name).start()
+    fake.on_delete.append(bodies.kill)
+    fake.bodies = bodies
+    try:
+        with ConnectGuard(lab.subnet) as guard:
+            yield fake
+    finally:
+        fake.bodies = None
+        bodies.close()
+        fake.ip_net = lab_ip_net(None, ip_range)
+    assert not guard.violations, f"connected outside the lab: {sorted(set(guard.violations))}"

@@ -28,8 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.lambda_fake import _lab_or_none, write_config
-from tests.rest_fake import Answer, RestFake
+from tests.rest_fake import Answer, RestFake, configured_fake, fake_with_bodies
 
 RANGE = ".24/29"
 H100: dict[str, Any] = {"gpu_name": "H100 SXM", "num_gpus": 1, "gpu_ram": 81559, "cpu_cores_effective": 32,
@@ -205,43 +204,15 @@ _server: list[VastFake] = []
 def vast_fake(launcher_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[VastFake]:
     """The fake (one per session, reset per test), VAST_API_KEY and `vast:` config
     pointing at it."""
-    if not _server:
-        fake0 = VastFake("10.123.255.0/24")
-        fake0.serve()
-        _server.append(fake0)
-    fake = _server[0]
-    fake.reset()
-    monkeypatch.setenv("VAST_API_KEY", fake.key)
-    monkeypatch.delenv("VAST_API_ENDPOINT", raising=False)
-    write_config(launcher_home, "vast", {"api_endpoint": f"{fake.endpoint}/api/v0"})
-    from launcher.clouds import registry
-
-    registry.get_cloud.cache_clear()
-    try:
+    with configured_fake(
+            _server, lambda: VastFake("10.123.255.0/24"), launcher_home, monkeypatch,
+            "VAST", "vast", lambda fake: {"api_endpoint": f"{fake.endpoint}/api/v0"},
+    ) as fake:
         yield fake
-    finally:
-        registry.get_cloud.cache_clear()
 
 
 @pytest.fixture
 def vast_cloud(request: pytest.FixtureRequest, vast_fake: VastFake) -> Iterator[VastFake]:
     """`vast_fake` with public IPs inside the lab and an sshd body per live instance."""
-    from tests.aws_moto import ConnectGuard
-    from tests.cloud_bodies import CloudBodies
-    from tests.rest_fake import lab_ip_net
-
-    lab = _lab_or_none(request)
-    if lab is None:
-        pytest.skip("Vast bodies need network-namespace sshd nodes (netns lab unavailable)")
-    vast_fake.ip_net = lab_ip_net(lab, RANGE)
-    bodies = CloudBodies(lab, vast_fake.list_instances, name="vast").start()
-    vast_fake.on_delete.append(bodies.kill)
-    vast_fake.bodies = bodies
-    try:
-        with ConnectGuard(lab.subnet) as guard:
-            yield vast_fake
-    finally:
-        vast_fake.bodies = None
-        bodies.close()
-        vast_fake.ip_net = lab_ip_net(None, RANGE)
-    assert not guard.violations, f"connected outside the lab: {sorted(set(guard.violations))}"
+    with fake_with_bodies(request, vast_fake, RANGE, "vast", "Vast") as fake:
+        yield fake

@@ -464,7 +464,7 @@ def start(cluster_name: str, *, cloud_fn: CloudFn = default_cloud) -> None:
     """Start a STOPPED cluster again and restart its agent (the job queue survives).
     A cluster that is UP is left as is."""
     from launcher.runtime.execution import install_agent
-    from launcher.runtime.runner import runner_for
+    from launcher.runtime.node_runner import runner_for
 
     with StateDB() as db:
         rec = db.require_cluster(cluster_name)

@@ -33,13 +33,13 @@ def ssh_pools(probe: bool = True) -> list[PoolView]:
     quarantined hosts due for a probe are probed first and released if sshd answers."""
     import time
 
-    from launcher.clouds.ssh import _PoolStore
     from launcher.clouds.ssh_hosts import all_pools, host_states, release_answering
+    from launcher.clouds.ssh_pool_state import PoolStateFile
 
     pools = all_pools()
     if not pools:
         return []
-    store = _PoolStore()
+    store = PoolStateFile()
     if probe:
         release_answering(store, pools)
     states = host_states(pools, store.read(), time.time())
@@ -49,7 +49,7 @@ def ssh_pools(probe: bool = True) -> list[PoolView]:
 def ssh_release(pool: str, host: str) -> HostState:
     """Release a quarantined host of `pool` now (the user fixed it); `host` is host:port,
     or the host name when it is unique in the pool. Idempotent. Returns its new state."""
-    from launcher.clouds.ssh import _PoolStore
     from launcher.clouds.ssh_hosts import release_host
+    from launcher.clouds.ssh_pool_state import PoolStateFile
 
-    return release_host(_PoolStore(), pool, host)
+    return release_host(PoolStateFile(), pool, host)

@@ -30,14 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
-import json
-import os
 import socket
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -54,8 +50,9 @@ from launcher.clouds.base import (
 )
 from launcher.clouds.ssh_health import HealthSettings, confirmed_unreachable, quarantine_active
 from launcher.clouds.ssh_hosts import release_answering
-from launcher.config import SSHHost, SSHNodePool, config_path, launcher_home, load_config
-from launcher.errors import ConfigError, LauncherError
+from launcher.clouds.ssh_pool_state import Allocation, PoolStateFile
+from launcher.config import SSHHost, SSHNodePool, config_path, load_config
+from launcher.errors import LauncherError
 from launcher.runtime import keys
 from launcher.runtime.runner import NodeUnreachableError, shell_path
 
@@ -63,7 +60,6 @@ if TYPE_CHECKING:
     from launcher.runtime.ssh_runner import SSHOptions, SSHRunner
 
 CLOUD = "ssh"
-_STATE_VERSION = 1
 _MAX_PARALLEL = 16
 
 
@@ -110,110 +106,6 @@ def ssh_offers() -> list[Offer]:
     return offers
 
 
-# ---- the allocation record ($LAUNCHER_HOME/ssh_pools.json) --------------------------
-
-
-@dataclass
-class Allocation:
-    """Hosts held by one cluster. `nodes` is filled once provisioning succeeded."""
-
-    cluster: str
-    pool: str
-    hosts: list[str]  # SSHHost.address, rank order
-    key_path: str  # the identity file the client uses
-    ready: bool = False
-    nodes: list[NodeInfo] = field(default_factory=list)
-
-
-@dataclass
-class PoolState:
-    allocations: dict[str, Allocation] = field(default_factory=dict)
-    host_keys: dict[str, str] = field(default_factory=dict)  # "host:port" -> "type base64"
-    # address -> {"cluster", "since", "until", "reason"}: hosts confirmed lost (ssh_health)
-    quarantine: dict[str, dict[str, object]] = field(default_factory=dict)
-
-    def held_hosts(self) -> set[str]:
-        return {h for a in self.allocations.values() for h in a.hosts}
-
-    def unavailable_hosts(self, now: float) -> set[str]:
-        """Hosts no new cluster may take: held by a cluster, or quarantined."""
-        return self.held_hosts() | {
-            h for h, e in self.quarantine.items() if quarantine_active(e, now)
-        }
-
-    def to_json(self) -> str:
-        doc = {
-            "version": _STATE_VERSION,
-            "allocations": {
-                name: {**asdict(a), "nodes": [asdict(n) for n in a.nodes]}
-                for name, a in sorted(self.allocations.items())
-            },
-            "host_keys": dict(sorted(self.host_keys.items())),
-            "quarantine": dict(sorted(self.quarantine.items())),
-        }
-        return json.dumps(doc, indent=2) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str, source: str) -> PoolState:
-        try:
-            doc = json.loads(text)
-            if doc.get("version") != _STATE_VERSION:
-                raise ValueError(f"unsupported version {doc.get('version')!r}")
-            allocations = {}
-            for name, a in doc["allocations"].items():
-                nodes = [NodeInfo(**n) for n in a.get("nodes", [])]
-                allocations[name] = Allocation(
-                    cluster=a["cluster"],
-                    pool=a["pool"],
-                    hosts=list(a["hosts"]),
-                    key_path=a["key_path"],
-                    ready=bool(a.get("ready", False)),
-                    nodes=nodes,
-                )
-            host_keys = {str(k): str(v) for k, v in doc.get("host_keys", {}).items()}
-            quarantine = {str(k): dict(v) for k, v in doc.get("quarantine", {}).items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ConfigError(f"{source} is corrupt ({exc}); fix or remove it.") from exc
-        return cls(allocations, host_keys, quarantine)
-
-
-class _PoolStore:
-    """Read-modify-write of ssh_pools.json under an exclusive file lock."""
-
-    def __init__(self) -> None:
-        home = launcher_home()
-        self.path = home / "ssh_pools.json"
-        self.lock_path = home / "ssh_pools.lock"
-
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[PoolState]:
-        """Yields the state; writes it back atomically when the block exits normally."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            state = self._read()
-            before = state.to_json()
-            yield state
-            after = state.to_json()
-            if after != before:
-                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-                tmp.write_text(after, encoding="utf-8")
-                os.replace(tmp, self.path)
-        finally:
-            os.close(fd)
-
-    def read(self) -> PoolState:
-        return self._read()
-
-    def _read(self) -> PoolState:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return PoolState()
-        return PoolState.from_json(text, str(self.path))
-
-
 # ---- the cloud -----------------------------------------------------------------------
 
 
@@ -257,7 +149,7 @@ class SSHCloud:
             raise InvalidRequestError("num_nodes must be >= 1.", cloud=CLOUD, region=req.region)
         cluster_key = keys.ensure_cluster_key(req.cluster_name)
         key_path = pool.identity_file or keys.ensure_user_key().private_path
-        store = _PoolStore()
+        store = PoolStateFile()
         busy = store.read().unavailable_hosts(time.time())
         if sum(h.address not in busy for h in pool.hosts) < req.num_nodes:
             release_answering(store, [pool])  # a lost host whose sshd is back counts again
@@ -323,7 +215,7 @@ class SSHCloud:
         SSH machines are never PREEMPTED. Blocks at most about the confirmation window
         plus the probe timeouts.
         """
-        alloc = _PoolStore().read().allocations.get(cluster)
+        alloc = PoolStateFile().read().allocations.get(cluster)
         if alloc is None or not alloc.nodes:
             return {}
         info = self._cluster_info(alloc)
@@ -355,7 +247,7 @@ class SSHCloud:
         too, but marked so the next cluster that takes it cleans it first. Idempotent: an
         unknown cluster is a no-op.
         """
-        store = _PoolStore()
+        store = PoolStateFile()
         alloc = store.read().allocations.get(cluster)
         if alloc is not None and alloc.nodes:
             info = self._cluster_info(alloc)
@@ -397,7 +289,7 @@ class SSHCloud:
         has too few free reachable hosts (the cluster then keeps its hosts, the lost
         ones quarantined), InvalidRequestError when the cluster holds no hosts.
         """
-        store = _PoolStore()
+        store = PoolStateFile()
         settings = HealthSettings.from_env()
         now = time.time()
         with store.locked() as state:
@@ -458,7 +350,7 @@ class SSHCloud:
 
     def cluster_info(self, cluster: str) -> ClusterInfo | None:
         """The ClusterInfo of a cluster this cloud holds hosts for (None if it holds none)."""
-        alloc = _PoolStore().read().allocations.get(cluster)
+        alloc = PoolStateFile().read().allocations.get(cluster)
         return self._cluster_info(alloc) if alloc and alloc.nodes else None
 
     def _cluster_info(self, alloc: Allocation) -> ClusterInfo:
@@ -497,7 +389,7 @@ class SSHCloud:
         req: ProvisionRequest,
         pool: SSHNodePool,
         key_path: str,
-        store: _PoolStore,
+        store: PoolStateFile,
         keep: tuple[str, ...] = (),
     ) -> list[_Candidate]:
         """Hold free hosts (pool order) and check them until enough answer; learn their keys.
@@ -571,7 +463,7 @@ class SSHCloud:
         self._clean_reused(chosen, store, key_path)
         return chosen
 
-    def _clean_reused(self, chosen: list[_Candidate], store: _PoolStore, key_path: str) -> None:
+    def _clean_reused(self, chosen: list[_Candidate], store: PoolStateFile, key_path: str) -> None:
         """Hosts that come back from quarantine may still run the processes of the cluster
         that lost them (a network cut): stop those before the host is used again."""
         entries = store.read().quarantine
@@ -616,7 +508,7 @@ class SSHCloud:
         try:
             runner.connect()
         except HostKeyMismatchError as exc:
-            where = "config.yaml" if host.host_key else f"{_PoolStore().path} (host_keys)"
+            where = "config.yaml" if host.host_key else f"{PoolStateFile().path} (host_keys)"
             return _Candidate(
                 host, host_key, f"hostkey:{host.address}: {exc} The pinned key comes from {where}."
             )

@@ -16,8 +16,8 @@ A quarantined host leaves quarantine early when
 Either way the host's entry is kept with `until` = now: the next cluster that takes it
 first stops whatever the old cluster left running there (SSHCloud._clean_reused).
 
-Functions take the pool store (`launcher.clouds.ssh._PoolStore`: `read()` and
-`locked()`), so this module needs nothing from ssh.py at import time. Blocking (probes
+Functions take the pool store (`launcher.clouds.ssh_pool_state.PoolStateFile`:
+`read()` and `locked()`, or a stand-in); nothing here imports ssh.py. Blocking (probes
 are TCP banner reads bounded by a timeout, run in parallel); raise ConfigError for a
 malformed config and InvalidRequestError for an unknown pool or host.
 """
@@ -29,14 +29,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from launcher.clouds.base import InvalidRequestError
 from launcher.clouds.ssh_health import HealthSettings, quarantine_active, sshd_reachable
+from launcher.clouds.ssh_pool_state import PoolState
 from launcher.config import SSHHost, SSHNodePool, config_path, load_config
-
-if TYPE_CHECKING:
-    from launcher.clouds.ssh import PoolState
 
 FREE, HELD, QUARANTINED = "free", "held", "quarantined"
 _MAX_PARALLEL = 16

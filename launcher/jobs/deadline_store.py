@@ -23,28 +23,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from launcher.jobs.store import AttemptRow, JobRow, JobStore
+from launcher.jobs.store import AttemptRow, JobRow, JobStore
+
+# A column type of the job row, so defined beside it (store.py); re-exported here.
+from launcher.jobs.store import DeadlineSpec as DeadlineSpec
 
 # A job whose progress estimate reached its duration but which has not exited is this much
 # short of done (it still needs a gang; it ends the job itself).
 UNFINISHED_S = 1e-3
 _PROGRESS_RE = re.compile(rb"LAUNCHER_PROGRESS=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
-
-
-@dataclass(frozen=True)
-class DeadlineSpec:
-    """A DEADLINE job's settings, in seconds: the absolute deadline (epoch), the work the
-    job needs, the restart overhead (None: estimated from the job's history), the progress
-    source ("wall" | "reported") and the launcher.spot policy name."""
-
-    deadline_at: float
-    work_s: float
-    restart_overhead_s: float | None = None
-    progress: str = "wall"
-    policy: str = "launcher"
 
 
 @dataclass(frozen=True)

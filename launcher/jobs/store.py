@@ -22,7 +22,6 @@ from pathlib import Path
 from launcher import state_files
 from launcher.errors import LauncherError
 from launcher.jobs import job_secrets, paths
-from launcher.jobs.deadline_store import DeadlineSpec
 from launcher.jobs.state_machine import (
     IllegalTransitionError,
     ManagedJobStatus,
@@ -169,6 +168,19 @@ _MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+@dataclass(frozen=True)
+class DeadlineSpec:
+    """A DEADLINE job's settings, in seconds: the absolute deadline (epoch), the work the
+    job needs, the restart overhead (None: estimated from the job's history), the progress
+    source ("wall" | "reported") and the launcher.spot policy name."""
+
+    deadline_at: float
+    work_s: float
+    restart_overhead_s: float | None = None
+    progress: str = "wall"
+    policy: str = "launcher"
 
 
 @dataclass(frozen=True)

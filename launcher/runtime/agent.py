@@ -39,20 +39,30 @@ import time
 END_MARKER = "@@launcher-agent-end@@"
 STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NOTICE_FILE = re.compile(r"^notice-rank-(\d+)\.json$")
 PREEMPTED_MARKER = ".launcher-preempted"  # = local_runner.PREEMPTED_MARKER (local nodes)
 
-EXIT_ERROR, EXIT_INVALID, EXIT_VERSION, EXIT_NOT_FOUND = 1, 2, 3, 4
+# --------------------------------------------------------------------------- shapes
+# The job spec, nodes.json and AgentError live in agent_spec.py (agent_ranks.py reads
+# them too); the names stay reachable here (agent.JobSpec, agent.AgentError, ...).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from launcher.runtime import agent_spec as spec
+else:
+    try:
+        from . import agent_spec as spec
+    except ImportError:  # on the node: a sibling of agent.py
+        import agent_spec as spec
 
-
-class AgentError(Exception):
-    def __init__(self, message: str, kind: str = "error", code: int = EXIT_ERROR,
-                 extra: dict | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.code = code
-        self.extra = extra or {}
+EXIT_ERROR, EXIT_INVALID = spec.EXIT_ERROR, spec.EXIT_INVALID
+EXIT_VERSION, EXIT_NOT_FOUND = spec.EXIT_VERSION, spec.EXIT_NOT_FOUND
+AgentError = spec.AgentError
+JobSpec = spec.JobSpec
+WorkerAccess = spec.WorkerAccess
+NodesConfig = spec.NodesConfig
+parse_job_spec = spec.parse_job_spec
+parse_worker = spec.parse_worker
+parse_nodes = spec.parse_nodes
 
 
 def _env_float(name: str, default: float) -> float:
@@ -130,157 +140,6 @@ class Paths:
     def autodowned(self) -> str:
         """Marker written when autostop took the cluster down from the head (JSON)."""
         return self.p("autodowned.json")
-
-
-# --------------------------------------------------------------------------- shapes
-# Mirrors of launcher/runtime/jobspec.py (same field names, same JSON).
-
-
-# Plain classes, not dataclasses: importing dataclasses costs ~15 ms per CLI call.
-
-
-class JobSpec:
-    __slots__ = ("name", "run", "envs", "secret_names", "num_nodes", "gpus_per_node",
-                 "workdir", "task_id", "checkpoint_dir", "cluster_info_json", "checkpoint_store",
-                 "checkpoint_save_seconds")
-
-    def __init__(self, run: str, name: str | None = None, envs: dict[str, str] | None = None,
-                 secret_names: list[str] | None = None, num_nodes: int = 1,
-                 gpus_per_node: float = 0, workdir: str | None = None, task_id: str | None = None,
-                 checkpoint_dir: str | None = None, cluster_info_json: str | None = None,
-                 checkpoint_store: str | None = None,
-                 checkpoint_save_seconds: float | None = None) -> None:
-        self.run = run
-        self.name = name
-        self.envs = envs or {}
-        self.secret_names = secret_names or []
-        self.num_nodes = num_nodes
-        self.gpus_per_node = gpus_per_node
-        self.workdir = workdir
-        self.task_id = task_id
-        self.checkpoint_dir = checkpoint_dir
-        self.cluster_info_json = cluster_info_json
-        self.checkpoint_store = checkpoint_store  # s3:// prefix: see agent_storage.py
-        self.checkpoint_save_seconds = checkpoint_save_seconds
-
-
-class WorkerAccess:
-    __slots__ = ("rank", "ip", "kind", "home", "host", "port", "user", "key_path",
-                 "cuda_visible_devices")
-
-    def __init__(self, rank: int, ip: str, kind: str = "local", home: str | None = None,
-                 host: str | None = None, port: int = 22, user: str | None = None,
-                 key_path: str | None = None, cuda_visible_devices: str | None = None) -> None:
-        self.rank = rank
-        self.ip = ip
-        self.kind = kind
-        self.home = home
-        self.host = host
-        self.port = port
-        self.user = user
-        self.key_path = key_path
-        self.cuda_visible_devices = cuda_visible_devices
-
-    def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__}
-
-
-def _check(cond: bool, message: str) -> None:
-    if not cond:
-        raise AgentError(message, "invalid", EXIT_INVALID)
-
-
-def _opt_str(d: dict, key: str) -> str | None:
-    v = d.get(key)
-    _check(v is None or isinstance(v, str), f"field '{key}' must be a string or null")
-    return v
-
-
-def parse_job_spec(d: object) -> JobSpec:
-    _check(isinstance(d, dict), "job spec must be a JSON object")
-    assert isinstance(d, dict)
-    run = d.get("run")
-    _check(isinstance(run, str) and bool(run.strip()), "job spec: 'run' must be a non-empty string")
-    envs = d.get("envs") or {}
-    _check(isinstance(envs, dict), "job spec: 'envs' must be an object")
-    for k, v in envs.items():
-        _check(isinstance(k, str) and bool(_ENV_NAME.match(k)), f"job spec: bad env name {k!r}")
-        _check(isinstance(v, str), f"job spec: env {k} must be a string")
-    secrets = d.get("secret_names") or []
-    _check(isinstance(secrets, list) and all(isinstance(s, str) for s in secrets),
-           "job spec: 'secret_names' must be a list of strings")
-    num_nodes = d.get("num_nodes", 1)
-    _check(isinstance(num_nodes, int) and not isinstance(num_nodes, bool) and num_nodes >= 1,
-           "job spec: 'num_nodes' must be an integer >= 1")
-    gpus = d.get("gpus_per_node") or 0
-    _check(isinstance(gpus, int | float) and not isinstance(gpus, bool) and gpus >= 0,
-           "job spec: 'gpus_per_node' must be a number >= 0")
-    return JobSpec(
-        run=str(run), name=_opt_str(d, "name"), envs=dict(envs), secret_names=list(secrets),
-        num_nodes=int(num_nodes), gpus_per_node=float(gpus), workdir=_opt_str(d, "workdir"),
-        task_id=_opt_str(d, "task_id"), checkpoint_dir=_opt_str(d, "checkpoint_dir"),
-        cluster_info_json=_opt_str(d, "cluster_info_json"),
-        checkpoint_store=_opt_str(d, "checkpoint_store"),
-        checkpoint_save_seconds=_opt_positive(d, "checkpoint_save_seconds"),
-    )
-
-
-def _opt_positive(d: dict, key: str) -> float | None:
-    v = d.get(key)
-    _check(v is None or (isinstance(v, int | float) and not isinstance(v, bool) and v > 0),
-           f"job spec: {key!r} must be a number > 0 or null")
-    return None if v is None else float(v)
-
-
-def parse_worker(d: object) -> WorkerAccess:
-    _check(isinstance(d, dict), "worker must be a JSON object")
-    assert isinstance(d, dict)
-    kind = d.get("kind", "local")
-    _check(kind in ("local", "ssh"), f"worker kind must be 'local' or 'ssh', got {kind!r}")
-    rank, ip, port = d.get("rank"), d.get("ip"), d.get("port") or 22
-    _check(isinstance(rank, int) and isinstance(ip, str) and isinstance(port, int),
-           "worker needs integer 'rank', string 'ip', integer 'port'")
-    assert isinstance(rank, int) and isinstance(port, int)
-    w = WorkerAccess(rank=rank, ip=str(ip), kind=kind, home=_opt_str(d, "home"),
-                     host=_opt_str(d, "host"), port=port, user=_opt_str(d, "user"),
-                     key_path=_opt_str(d, "key_path"),
-                     cuda_visible_devices=_opt_str(d, "cuda_visible_devices"))
-    _check(kind == "local" or bool(w.host and w.user), f"worker {w.rank}: ssh needs host and user")
-    return w
-
-
-class NodesConfig:
-    """nodes.json: written by the client's install(); re-read for every job start."""
-
-    __slots__ = ("cluster", "workers", "cluster_info_json", "notice_sources")
-
-    def __init__(self, cluster: str, workers: list[WorkerAccess],
-                 cluster_info_json: str | None = None,
-                 notice_sources: list[str] | None = None) -> None:
-        self.cluster = cluster
-        self.workers = workers
-        self.cluster_info_json = cluster_info_json
-        self.notice_sources = notice_sources or ["local-file"]
-
-    def to_json(self) -> dict:
-        return {"cluster": self.cluster, "workers": [w.to_json() for w in self.workers],
-                "cluster_info_json": self.cluster_info_json,
-                "notice_sources": self.notice_sources}
-
-
-def parse_nodes(d: object) -> NodesConfig:
-    _check(isinstance(d, dict), "nodes config must be a JSON object")
-    assert isinstance(d, dict)
-    cluster = d.get("cluster")
-    workers = d.get("workers")
-    _check(isinstance(cluster, str), "nodes config: 'cluster' must be a string")
-    _check(isinstance(workers, list) and bool(workers), "nodes config: 'workers' must be a list")
-    assert isinstance(workers, list)
-    ws = sorted((parse_worker(w) for w in workers), key=lambda w: w.rank)
-    _check([w.rank for w in ws] == list(range(len(ws))), "nodes config: ranks must be 0..N-1")
-    sources = d.get("notice_sources") or ["local-file"]
-    _check(isinstance(sources, list), "nodes config: 'notice_sources' must be a list")
-    return NodesConfig(str(cluster), ws, _opt_str(d, "cluster_info_json"), list(sources))
 
 
 def load_nodes(paths: Paths) -> NodesConfig:
@@ -466,7 +325,6 @@ def read_truncated(paths: Paths, job_id: int) -> str | None:
 # Pure functions: what each rank runs and how the head reaches it. They live in
 # agent_ranks.py; the names stay reachable here (agent.rank_script, agent.read_control,
 # ...) for the sibling modules.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from launcher.runtime import agent_ranks as ranks
 else:
@@ -627,7 +485,7 @@ def stop_daemon(paths: Paths, timeout: float = 10.0) -> bool:
 
 
 AGENT_FILES = ("agent.py", "agent_daemon.py", "agent_cli.py", "agent_notices.py",
-               "agent_storage.py", "agent_ranks.py", "agent_disk.py")
+               "agent_storage.py", "agent_ranks.py", "agent_disk.py", "agent_spec.py")
 
 
 def agent_version(home: str) -> str:

@@ -22,7 +22,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from launcher.runtime.agent import JobSpec, NodesConfig, WorkerAccess
+    from launcher.runtime.agent_spec import JobSpec, NodesConfig, WorkerAccess
 
 
 def _fmt_num(x: float) -> str:

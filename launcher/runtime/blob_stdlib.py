@@ -23,8 +23,9 @@ bucket_sync's backend interface, with `bucket` = "ACCOUNT/CONTAINER":
   the client, mode 0600). With neither, requests go anonymous (a public container).
 - Endpoint: the entry's `endpoint` (an emulator, a test fake, a private endpoint), else
   `https://ACCOUNT.blob.core.windows.net`.
-- Retries (up to `MAX_ATTEMPTS`, exponential backoff with jitter) on 408/429/5xx and
-  connection errors. Errors: `BlobError` with the XML `<Code>: <Message>` in one line.
+- Retries (http_stdlib.py: up to `MAX_ATTEMPTS`, exponential backoff with jitter) on
+  408/429/5xx and connection errors. Errors: `BlobError` with the XML `<Code>: <Message>`
+  in one line.
 """
 
 from __future__ import annotations
@@ -33,32 +34,28 @@ import base64
 import email.utils
 import json
 import os
-import random
-import time
 import urllib.error
 import urllib.parse
-import urllib.request
 import xml.etree.ElementTree as ET
 from typing import IO, Any
+
+# The shared transport (http_stdlib.py): the package sibling, or on a node the top-level
+# module bucket_sync loaded from the file next to this one.
+try:
+    from . import http_stdlib as http
+except ImportError:
+    import http_stdlib as http  # type: ignore[no-redef]
 
 MIB = 1024 * 1024
 API_VERSION = "2021-08-06"
 DEFAULT_BLOCK_THRESHOLD = 64 * MIB
 BLOCK_SIZE = 8 * MIB
-MAX_ATTEMPTS = 6
-RETRY_STATUSES = (408, 429, 500, 502, 503, 504)
 SAS_FILE = "azure_sas.json"
 SAS_VAR = "AZURE_STORAGE_SAS_TOKEN"
-TIMEOUT_S = 120.0
-READ = 1024 * 1024
 
 
-class BlobError(Exception):
+class BlobError(http.HTTPStoreError):
     """A Blob request failed. `status`: the HTTP status (0: connection error)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}" if status else message)
-        self.status = status
 
 
 def load_sas_file(path: str | None = None) -> dict[str, Any]:
@@ -103,29 +100,9 @@ class BlobClient:
     def _open(self, method: str, url: str, body: bytes | IO[bytes] | None = None,
               headers: dict[str, str] | None = None, ok: tuple[int, ...] = (200, 201),
               rewind: int | None = None) -> Any:
-        delay = 0.5
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            hdrs = {"x-ms-version": API_VERSION, **(headers or {})}
-            if rewind is not None and body is not None and not isinstance(body, bytes):
-                body.seek(rewind)
-            req = urllib.request.Request(url, data=body, method=method, headers=hdrs)
-            try:
-                resp = urllib.request.urlopen(req, timeout=TIMEOUT_S)
-                if resp.status in ok:
-                    return resp
-                resp.close()
-                raise BlobError(resp.status, "unexpected status")
-            except urllib.error.HTTPError as exc:
-                message = _error_message(exc)
-                exc.close()
-                if exc.code not in RETRY_STATUSES or attempt == MAX_ATTEMPTS:
-                    raise BlobError(exc.code, message) from None
-            except (OSError, ConnectionError) as exc:
-                if attempt == MAX_ATTEMPTS:
-                    raise BlobError(0, f"{type(exc).__name__}: {exc}") from None
-            time.sleep(delay * (1 + random.random()))
-            delay = min(delay * 2, 20.0)
-        raise BlobError(0, "retries exhausted")
+        return http.open_with_retries(
+            method, url, body, lambda: {"x-ms-version": API_VERSION, **(headers or {})}, ok,
+            rewind, error=BlobError, message_of=_error_message)
 
     def list(self, bucket: str, prefix: str, limit: int | None = None
              ) -> dict[str, tuple[int, float]]:
@@ -153,21 +130,8 @@ class BlobClient:
 
     def download_file(self, bucket: str, name: str, path: str) -> None:
         """Stream blob `name` into `path` (overwritten). Raises BlobError."""
-        for attempt in range(1, 4):
-            with self._open("GET", self._url(bucket, name, {})) as resp:
-                want = resp.headers.get("Content-Length")
-                got = 0
-                with open(path, "wb") as f:
-                    while True:
-                        chunk = resp.read(READ)
-                        if not chunk:
-                            break
-                        f.write(chunk)
-                        got += len(chunk)
-            if want is None or int(want) == got:
-                return
-            if attempt == 3:
-                raise BlobError(0, f"{name}: short body ({got} of {want} bytes)")
+        http.download_to(lambda: self._open("GET", self._url(bucket, name, {})), path,
+                         BlobError, name)
 
     def upload_file(self, path: str, bucket: str, name: str) -> None:
         """Upload `path` as block blob `name` (replacing it). Raises BlobError, OSError."""

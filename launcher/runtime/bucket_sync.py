@@ -163,9 +163,9 @@ def _boto3_client() -> Any:
 
 
 def _stdlib_module(name: str = "s3_stdlib") -> Any:
-    """A stdlib client module (s3_stdlib, gcs_stdlib): the package sibling, or (on a
-    node, even under `python3 -I`, where the script's directory is not on sys.path) the
-    file next to this script."""
+    """A stdlib client module (s3_stdlib, gcs_stdlib, blob_stdlib, http_stdlib): the
+    package sibling, or (on a node, even under `python3 -I`, where the script's
+    directory is not on sys.path) the file next to this script."""
     import importlib  # noqa: PLC0415
     import importlib.util  # noqa: PLC0415
 
@@ -190,8 +190,10 @@ def backend_for(uri: str) -> Any:
     """The backend for `uri`'s scheme: the stdlib GCS client for gs://, the stdlib Blob
     client for Azure URIs, else `backend()` (S3)."""
     if uri.startswith("gs://"):
+        _stdlib_module("http_stdlib")  # the clients' shared transport, loaded first
         return _stdlib_module("gcs_stdlib").GCSClient()
     if uri.startswith("az://") or _blob_https(uri):
+        _stdlib_module("http_stdlib")
         return _stdlib_module("blob_stdlib").BlobClient()
     return backend()
 

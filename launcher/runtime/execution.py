@@ -29,13 +29,16 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from launcher.clouds.base import ClusterInfo
+from launcher.errors import FileMountError as FileMountError  # also execution.FileMountError
 from launcher.errors import LauncherError
+from launcher.runtime.fanout import parallel as parallel  # also execution.parallel
+from launcher.runtime.node_runner import runner_for
 from launcher.runtime.node_setup import SETUP_DIR as SETUP_DIR
-from launcher.runtime.runner import CommandRunner, runner_for
-from launcher.runtime.upload_manifest import REMOTE_WORKDIR, FileMountError  # noqa: F401  (re-exported)
+from launcher.runtime.runner import CommandRunner
+from launcher.runtime.upload_manifest import REMOTE_WORKDIR
 
 if TYPE_CHECKING:
     from launcher.runtime.agent_client import AgentClient
@@ -45,8 +48,6 @@ if TYPE_CHECKING:
 SETUP_TAIL_LINES = 20
 
 LineCallback = Callable[[str], None]
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 class SetupFailedError(LauncherError):
@@ -69,31 +70,6 @@ class SetupFailedError(LauncherError):
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def parallel(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """`[fn(x) for x in items]` with one thread per item; raises the first error (by
-    item order) after all have finished. A single item runs inline."""
-    if len(items) == 1:
-        return [fn(items[0])]
-    results: list[R | None] = [None] * len(items)
-    errors: list[BaseException | None] = [None] * len(items)
-
-    def work(i: int) -> None:
-        try:
-            results[i] = fn(items[i])
-        except BaseException as exc:  # re-raised in the caller's thread
-            errors[i] = exc
-
-    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(items))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for err in errors:
-        if err is not None:
-            raise err
-    return [r for r in results]  # type: ignore[misc]
 
 
 def open_runners(cluster: ClusterInfo) -> list[CommandRunner]:

@@ -27,8 +27,8 @@ bucket_sync: `list`, `download_file`, `upload_file`, `name`):
   the GCE metadata server (`GCE_METADATA_HOST`, default metadata.google.internal; the
   node's service account), fetched again when it nears its expiry or on a 401.
   With none, requests go unauthenticated (fine against an emulator; GCS answers 401).
-- Retries (up to `MAX_ATTEMPTS`, exponential backoff with jitter) on 408/429/5xx and
-  connection errors.
+- Retries (http_stdlib.py: up to `MAX_ATTEMPTS`, exponential backoff with jitter) on
+  408/429/5xx and connection errors; a 401 fetches the token again once.
 - Errors: `GCSError` with GCS's `error.message` and the HTTP status, in one line.
 """
 
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import time
 import urllib.error
 import urllib.parse
@@ -44,26 +43,25 @@ import urllib.request
 from datetime import datetime
 from typing import IO, Any
 
+# The shared transport (http_stdlib.py): the package sibling, or on a node the top-level
+# module bucket_sync loaded from the file next to this one.
+try:
+    from . import http_stdlib as http
+except ImportError:
+    import http_stdlib as http  # type: ignore[no-redef]
+
 MIB = 1024 * 1024
 DEFAULT_RESUMABLE_THRESHOLD = 64 * MIB
 CHUNK_SIZE = 8 * MIB  # a multiple of 256 KiB, as resumable uploads require
-MAX_ATTEMPTS = 6
-RETRY_STATUSES = (408, 429, 500, 502, 503, 504)
 DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 TOKEN_VAR = "LAUNCHER_GCS_TOKEN"
 TOKEN_FILE = "gcs_token.json"
 METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 METADATA_TIMEOUT_S = 2.0
-TIMEOUT_S = 120.0
-READ = 1024 * 1024
 
 
-class GCSError(Exception):
+class GCSError(http.HTTPStoreError):
     """A GCS request failed. `status` is the HTTP status (0: connection error)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}" if status else message)
-        self.status = status
 
 
 def endpoint() -> str:
@@ -157,40 +155,19 @@ class GCSClient:
               headers: dict[str, str] | None = None, ok: tuple[int, ...] = (200,),
               rewind: int | None = None) -> Any:
         """One request with retries; returns the open response (caller closes).
-        `rewind`: the file offset to seek `body` back to before a retry."""
-        delay = 0.5
-        refreshed = False
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+        `rewind`: the file offset to seek `body` back to before a retry. A 401 fetches
+        the token again once."""
+
+        def with_token() -> dict[str, str]:
             hdrs = dict(headers or {})
             tok = self.token.get()
             if tok:
                 hdrs["Authorization"] = f"Bearer {tok}"
-            if rewind is not None and body is not None and not isinstance(body, bytes):
-                body.seek(rewind)
-            req = urllib.request.Request(url, data=body, method=method, headers=hdrs)
-            try:
-                resp = urllib.request.urlopen(req, timeout=TIMEOUT_S)
-                if resp.status in ok:
-                    return resp
-                resp.close()
-                raise GCSError(resp.status, "unexpected status")
-            except urllib.error.HTTPError as exc:
-                if exc.code in ok:  # e.g. 308 for a resumable chunk
-                    return exc
-                message = _error_message(exc)
-                exc.close()
-                if exc.code == 401 and not refreshed:
-                    refreshed = True
-                    self.token.get(force=True)
-                    continue
-                if exc.code not in RETRY_STATUSES or attempt == MAX_ATTEMPTS:
-                    raise GCSError(exc.code, message) from None
-            except (OSError, ConnectionError) as exc:
-                if attempt == MAX_ATTEMPTS:
-                    raise GCSError(0, f"{type(exc).__name__}: {exc}") from None
-            time.sleep(delay * (1 + random.random()))
-            delay = min(delay * 2, 20.0)
-        raise GCSError(0, "retries exhausted")
+            return hdrs
+
+        return http.open_with_retries(
+            method, url, body, with_token, ok, rewind, error=GCSError,
+            message_of=_error_message, on_unauthorized=lambda: self.token.get(force=True))
 
     def _object_url(self, bucket: str, name: str) -> str:
         return (f"{self.base}/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o/"
@@ -219,21 +196,9 @@ class GCSClient:
 
     def download_file(self, bucket: str, name: str, path: str) -> None:
         """Stream object `name` into `path` (overwritten). Raises GCSError."""
-        for attempt in range(1, 4):
-            with self._open("GET", self._object_url(bucket, name) + "?alt=media") as resp:
-                want = resp.headers.get("Content-Length")
-                got = 0
-                with open(path, "wb") as f:
-                    while True:
-                        chunk = resp.read(READ)
-                        if not chunk:
-                            break
-                        f.write(chunk)
-                        got += len(chunk)
-            if want is None or int(want) == got:
-                return
-            if attempt == 3:
-                raise GCSError(0, f"{name}: short body ({got} of {want} bytes)")
+        http.download_to(
+            lambda: self._open("GET", self._object_url(bucket, name) + "?alt=media"), path,
+            GCSError, name)
 
     def upload_file(self, path: str, bucket: str, name: str) -> None:
         """Upload `path` as object `name` (replacing it). Raises GCSError, OSError."""

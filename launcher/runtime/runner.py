@@ -1,8 +1,10 @@
 """The command-runner contract: run commands and copy files on one node.
 
-`runner_for(cluster, node)` gives a `LocalRunner` for nodes on this machine
-(`node.ssh_user is None`: HOME and default cwd are `node.local_root`) and an
-`SSHRunner` otherwise (paramiko, imported only inside `ssh_runner.py`).
+`launcher.runtime.node_runner.runner_for(cluster, node)` gives a `LocalRunner` for
+nodes on this machine (`node.ssh_user is None`: HOME and default cwd are
+`node.local_root`) and an `SSHRunner` otherwise (paramiko, imported only inside
+`ssh_runner.py`); both implement this contract and import this module, never the
+reverse.
 
 Remote paths given to a runner may be absolute, relative, or start with
 `~/`; relative and `~/` paths are relative to the node's home directory.
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from launcher.errors import LauncherError
 
 if TYPE_CHECKING:
-    from launcher.clouds.base import ClusterInfo, NodeInfo
+    from launcher.clouds.base import NodeInfo
 
 OutputCallback = Callable[[str], None]
 
@@ -140,17 +142,6 @@ class CommandRunner(Protocol):
     def close(self) -> None:
         """Release connections. Idempotent. The runner may be used again afterwards."""
         ...
-
-
-def runner_for(cluster: ClusterInfo, node: NodeInfo) -> CommandRunner:
-    """The runner that reaches `node` of `cluster`. Does not connect yet."""
-    if node.ssh_user is None:
-        from launcher.runtime.local_runner import LocalRunner
-
-        return LocalRunner(node)
-    from launcher.runtime.ssh_runner import SSHRunner
-
-    return SSHRunner(node, key_path=cluster.ssh_key_path)
 
 
 # ---- helpers shared by the runners -------------------------------------------------

@@ -14,9 +14,10 @@ launcher.clouds.aws.storage) when a task really uses S3, requests/google-auth
 - `prepare_buckets(copies)`: client side, before the nodes copy: buckets named by
   storage mounts are created when missing, local `source` dirs uploaded to them.
 - `install_on_nodes(runners, cloud, stores)`: bucket_sync.py, its stdlib clients
-  (s3_stdlib.py, used when the node has no boto3; gcs_stdlib.py; blob_stdlib.py), the
-  checkpoint protocol (checkpoint_sync.py) + config.json (the
-  standard endpoint variables the client has set) on every node; for S3 the client's AWS
+  (s3_stdlib.py, used when the node has no boto3; gcs_stdlib.py, blob_stdlib.py and
+  their shared http_stdlib.py), the checkpoint protocol (checkpoint_sync.py) +
+  config.json (the standard endpoint variables the client has set) on every node; for S3
+  the client's AWS
   credentials as `~/.aws/credentials` (0600) unless the nodes use an instance role
   (`aws.iam_instance_profile` in the config, on AWS; an SSH-pool host that has that
   file already keeps its own); for GCS a short-lived access token minted here
@@ -36,7 +37,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from launcher.errors import LauncherError
+from launcher.errors import FileMountError, LauncherError
+from launcher.runtime.fanout import parallel
 
 if TYPE_CHECKING:
     from launcher.runtime.runner import CommandRunner
@@ -129,8 +131,6 @@ def _storage_module(store: str) -> Any:
 
 
 def _refuse(task: Task, field_path: str, message: str) -> LauncherError:
-    from launcher.runtime.execution import FileMountError
-
     return FileMountError(str(task.error(field_path, message)))
 
 
@@ -351,6 +351,8 @@ def node_files(cloud: str | None, stores: Collection[str] = ("s3",),
                                           0o600),
         f"{STORAGE_DIR}/checkpoint_sync.py": (
             here.joinpath("checkpoint_sync.py").read_text("utf-8"), 0o600),
+        f"{STORAGE_DIR}/http_stdlib.py": (here.joinpath("http_stdlib.py").read_text("utf-8"),
+                                          0o600),
         f"{STORAGE_DIR}/config.json": (json.dumps(settings) + "\n", 0o600),
     }
     files.update(short_lived_files(stores, azure_buckets, checkpoint_buckets)[0])
@@ -392,8 +394,6 @@ def install_on_nodes(runners: Sequence[CommandRunner], cloud: str | None,
     """Put bucket_sync.py, its stdlib clients, its config and the credentials of `stores`
     (S3: unless an instance role) on every node. Blocking, parallel. Runner errors and
     BucketError (no GCS token) propagate."""
-    from launcher.runtime.execution import parallel
-
     files = node_files(cloud, stores, azure_buckets, checkpoint_buckets)
 
     def put(runner: CommandRunner) -> None:
@@ -448,7 +448,6 @@ def copy_to_nodes(runners: Sequence[CommandRunner], copies: Sequence[BucketCopy]
                   on_event: Callable[[str], None] | None = None) -> None:
     """Every node downloads every copy to its `remote` path (node-side, from S3).
     Blocking, parallel across nodes. Raises StorageError naming the node and field."""
-    from launcher.runtime.execution import parallel
     from launcher.runtime.runner import shell_path
 
     if not copies:

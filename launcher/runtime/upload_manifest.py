@@ -20,6 +20,7 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from launcher.errors import FileMountError as FileMountError  # re-exported
 from launcher.errors import LauncherError
 
 if TYPE_CHECKING:
@@ -27,12 +28,6 @@ if TYPE_CHECKING:
 
 REMOTE_WORKDIR = "~/sky_workdir"
 _CHUNK = 1 << 20
-
-
-class FileMountError(LauncherError):
-    """A file mount cannot be done (bad local path, unsupported bucket mode, no credentials)."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ in moto, no body.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,24 +37,22 @@ import pytest
 
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
-from tests import netns
 from tests.aws_moto import AWSFake, aws_moto, moto_server
-from tests.checkpoint_view import committed_now
+from tests.cloud_e2e import (
+    EXAMPLES,
+    NETNS_ONLY,
+    assert_recovered_once,
+    managed_jobs,
+    s3_saved_count,
+)
 from tests.nebius_fake import NebiusFake, nebius_cloud, nebius_fake
 from tests.runpod_fake import RunPodFake, runpod_cloud, runpod_fake
 from tests.waiting import wait_until as _wait
 
 __all__ = ["aws_moto", "moto_server", "nebius_cloud", "nebius_fake", "runpod_cloud", "runpod_fake"]
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(
-        netns.unavailable_reason() is not None,
-        reason=f"sshd nodes unavailable: {netns.unavailable_reason()}",
-    ),
-]
+pytestmark = NETNS_ONLY
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "task_examples"
 BUCKET = "ckpt-bucket"
 PREFIX = "run"
 COUNT_TO = 40
@@ -74,26 +71,9 @@ def clouds(
     launcher_home: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Clouds]:
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
-    monkeypatch.setenv("LAUNCHER_JOBS_LOG_SYNC_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
-    config = launcher_home / "config.yaml"
-    config.write_text(config.read_text() + "jobs:\n  checkpoint_save_interval: 1\n")
-    aws_moto.client("s3").create_bucket(Bucket=BUCKET)
-    try:
+    with managed_jobs(monkeypatch, log_sync=True, launcher_home=launcher_home):
+        aws_moto.client("s3").create_bucket(Bucket=BUCKET)
         yield Clouds(aws_moto, nebius_cloud, runpod_cloud)
-    finally:
-        from launcher.api import clusters
-
-        try:
-            api.jobs_controller_stop()
-        finally:  # a stuck controller must not leave the clusters behind too
-            for row in clusters.status():
-                clusters.down(row.name)
-
-
 
 
 def _diagnostics(job_id: int, clouds: Clouds) -> str:
@@ -136,18 +116,7 @@ def _task(tmp_path: Path, choice: str) -> str:
 
 
 def _saved_count(fake: AWSFake) -> int:
-    """The count in the latest save the nodes committed to S3 (0 before the first)."""
-    s3 = fake.client("s3")
-
-    def keys() -> list[str]:
-        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
-        return [o["Key"] for page in pages for o in page.get("Contents", [])]
-
-    def read(key: str) -> str:
-        return str(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode())
-
-    view = committed_now(keys, read, f"{PREFIX}/", per_task=True)
-    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
+    return s3_saved_count(fake, BUCKET, f"{PREFIX}/")
 
 
 RANKED = "  any_of:\n    - cloud: nebius\n    - cloud: runpod\n"
@@ -191,14 +160,7 @@ def test_spot_job_preempted_on_one_gpu_cloud_resumes_from_s3_on_the_other(
             clouds.nebius.preempt(iid)
         else:
             clouds.runpod.interrupt(pod_id)
-        final = api.jobs_wait(job.id, timeout=150)
-        reasons = [e.reason for e in api.jobs_detail(job.id).events]
-        assert final.status == "SUCCEEDED", reasons
-        assert final.recoveries == 1, reasons
-        attempts = store.attempts(job.id)
-        assert len(attempts) == 2, attempts
-        assert attempts[0].outcome and "PREEMPT" in attempts[0].outcome.upper(), attempts[0]
-        assert attempts[1].cause == "preemption", attempts[1]
+        reasons, attempts = assert_recovered_once(job.id, store, timeout=150)
         assert attempts[1].cloud == second_cloud and attempts[1].use_spot, attempts[1]
         if second_cloud == "runpod":  # an interruptible pod (spot), with a bid
             assert "podRentInterruptable" in clouds.runpod.calls, clouds.runpod.calls

@@ -26,7 +26,7 @@ from launcher.clouds.ssh import NODE_RUNTIME_DIRS, SSHCloud, ssh_offers
 from launcher.config import load_config, parse_config
 from launcher.errors import ConfigError
 from launcher.runtime import keys
-from launcher.runtime.runner import runner_for
+from launcher.runtime.node_runner import runner_for
 from tests.netns import SSHNodeSet
 
 # ---- config --------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def _node(home: Path, fake: BlobFake, containers: tuple[str, ...],
     d = home / ".launcher-storage"
     d.mkdir(parents=True, exist_ok=True)
     for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py", "blob_stdlib.py",
-                 "checkpoint_sync.py"):
+                 "checkpoint_sync.py", "http_stdlib.py"):
         shutil.copy(RUNTIME_DIR / name, d / name)
     entries = azure_storage.node_entries({f"{fake.account}/{c}" for c in containers},
                                          {f"{fake.account}/{c}" for c in checkpoints})

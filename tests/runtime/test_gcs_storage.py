@@ -32,7 +32,8 @@ def _node(home: Path) -> Path:
     """A node home with the shipped scripts, as storage_nodes.install_on_nodes makes it."""
     d = home / ".launcher-storage"
     d.mkdir(parents=True, exist_ok=True)
-    for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py", "checkpoint_sync.py"):
+    for name in ("bucket_sync.py", "s3_stdlib.py", "gcs_stdlib.py", "http_stdlib.py",
+                 "checkpoint_sync.py"):
         shutil.copy(RUNTIME_DIR / name, d / name)
     return d / "bucket_sync.py"
 

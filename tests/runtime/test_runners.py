@@ -20,12 +20,12 @@ import pytest
 from launcher.clouds.base import ClusterInfo, NodeInfo
 from launcher.errors import LauncherError
 from launcher.runtime.local_runner import LocalRunner
+from launcher.runtime.node_runner import runner_for
 from launcher.runtime.runner import (
     CommandFailedError,
     CommandRunner,
     CommandTimeoutError,
     NodeUnreachableError,
-    runner_for,
 )
 from tests.netns import SSHNodeSet
 

@@ -29,12 +29,12 @@ from launcher.clouds.base import (
     QuotaError,
 )
 from launcher.clouds.lambda_.credentials import api_key, keys_file, presence
+from launcher.clouds.rest_cloud import RestAPI
 
 __all__ = ["CLOUD", "LambdaAPI", "api_key", "error_for", "keys_file", "presence"]
 
 CLOUD = "lambda"
 MAX_RETRIES = 6
-TIMEOUT_S = 30.0
 _CAPACITY = {"instance-operations/launch/insufficient-capacity"}
 _QUOTA = {"global/quota-exceeded"}
 _AUTH = {"global/invalid-api-key", "global/account-inactive", "global/forbidden"}
@@ -64,23 +64,17 @@ def error_for(status: int, body: Any, action: str, region: str | None = None) ->
     return CloudError(text, **kw)
 
 
-class LambdaAPI:
+class LambdaAPI(RestAPI):
     """One account's API at one base URL. Thread-safe (a session per call)."""
 
-    def __init__(self, key: str, endpoint: str, *, timeout: float = TIMEOUT_S) -> None:
-        self.key = key
-        self.endpoint = endpoint.rstrip("/")
-        self.timeout = timeout
+    cloud = CLOUD
+    service = "Lambda"
+    max_retries = MAX_RETRIES
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
              action: str, region: str | None = None) -> Any:
         """The `data` of a successful answer. Raises the typed errors above."""
-        from launcher.clouds.rest_cloud import request_json  # not needed to read the key
-
-        status, payload = request_json(
-            method, f"{self.endpoint}/{path.lstrip('/')}", body, key=self.key,
-            timeout=self.timeout, action=action, region=region, cloud=CLOUD, service="Lambda",
-            endpoint=self.endpoint, max_retries=MAX_RETRIES)
+        status, payload = self.request(method, path, body, action=action, region=region)
         if status >= 400 or not isinstance(payload, dict) or "data" not in payload:
             raise error_for(status, payload, action, region)
         return payload["data"]
@@ -88,11 +82,6 @@ class LambdaAPI:
     def delete(self, path: str, *, action: str) -> None:
         """DELETE `path`: any 2xx answer (whatever its body) is done, and so is a 404 (gone
         already). Raises the typed errors above."""
-        from launcher.clouds.rest_cloud import request_json
-
-        status, payload = request_json(
-            "DELETE", f"{self.endpoint}/{path.lstrip('/')}", None, key=self.key,
-            timeout=self.timeout, action=action, region=None, cloud=CLOUD, service="Lambda",
-            endpoint=self.endpoint, max_retries=MAX_RETRIES)
+        status, payload = self.request("DELETE", path, None, action=action, region=None)
         if status >= 400 and status != 404:
             raise error_for(status, payload, action, None)

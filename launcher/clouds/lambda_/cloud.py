@@ -39,19 +39,16 @@ from launcher.clouds.base import (
     CapacityError,
     CloudError,
     ClusterInfo,
-    CredentialStatus,
     InvalidRequestError,
     Leftover,
     NodeInfo,
     NodeState,
     ProvisionRequest,
 )
-from launcher.clouds.lambda_.api import CLOUD, LambdaAPI, api_key, keys_file, presence
+from launcher.clouds.lambda_.api import CLOUD, LambdaAPI, api_key, keys_file
 from launcher.clouds.rest_cloud import (
-    RestCloudBase,
+    KeyedRestCloud,
     by_cluster,
-    recorded_ids,
-    terminate_and_wait,
     with_recorded,
 )
 from launcher.clouds.rest_records import Records
@@ -84,40 +81,27 @@ def _settings() -> LambdaSettings:
     return load_config().lambda_
 
 
-class LambdaCloud(RestCloudBase[LambdaSettings, Timeouts]):
+class LambdaCloud(KeyedRestCloud[LambdaSettings, Timeouts, LambdaAPI]):
     """See the module docstring. Constructing it imports nothing and calls nothing."""
 
     name = CLOUD
     _load_settings = staticmethod(_settings)
     _default_timeouts = Timeouts
+    _records = RECORDS
+    _find_key = staticmethod(api_key)
+    _client = LambdaAPI
 
-    def api(self, settings: LambdaSettings | None = None) -> LambdaAPI:
-        """The API client for the configured key; AuthError when there is none."""
-        from launcher.clouds.base import AuthError
+    def _no_key(self, for_check: bool) -> str:
+        if for_check:
+            return f"no API key: set LAMBDA_API_KEY or write 'api_key = ...' to {keys_file()}"
+        return f"no Lambda API key (set LAMBDA_API_KEY or write 'api_key = ...' to {keys_file()})"
 
-        found = api_key()
-        if found is None:
-            raise AuthError(f"no Lambda API key (set LAMBDA_API_KEY or write "
-                            f"'api_key = ...' to {keys_file()})", cloud=CLOUD)
-        return LambdaAPI(found[0], (settings or self.settings()).endpoint())
+    def _whoami(self, api: LambdaAPI, source: str) -> str:
+        """`check`: the key works when `GET /ssh-keys` answers."""
+        api.call("GET", "ssh-keys", action="check credentials")
+        return f"API key from {source} ({self.settings().endpoint()})"
 
-    # ---- Cloud ----
-
-    def check(self) -> CredentialStatus:
-        """Whether the key works (`GET /ssh-keys`); no network when no key is configured.
-        A positive answer is reused for CHECK_TTL_S. Never raises."""
-        found = api_key()
-        if found is None:
-            return presence()
-
-        def probe() -> CredentialStatus:
-            try:
-                self.api().call("GET", "ssh-keys", action="check credentials")
-            except Exception as exc:  # noqa: BLE001 - check never raises
-                return CredentialStatus(False, f"{found[1]}: {exc}")
-            return CredentialStatus(True, f"API key from {found[1]} ({self.settings().endpoint()})")
-
-        return self._cached_check(found[0], probe)
+    # ---- Cloud (check, terminate: KeyedRestCloud) ----
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
         """Create the gang (see the module docstring). Raises CapacityError, QuotaError,
@@ -227,29 +211,15 @@ class LambdaCloud(RestCloudBase[LambdaSettings, Timeouts]):
                 out[str(inst["id"])] = _STATES.get(str(inst.get("status")), NodeState.UNKNOWN)
         return with_recorded(out, RECORDS, cluster)
 
-    def terminate(self, cluster: str) -> None:
-        """Terminate every instance of `cluster` and wait; idempotent. Raises CloudError
-        (the record is kept then, so a retry finds the same instances)."""
-        if RECORDS.entries(cluster) is None and api_key() is None:
-            return  # never launched anything from here, and cannot list: nothing to do
-        self._teardown(self.api(), cluster)
+    def _live_ids(self, api: LambdaAPI, cluster: str, recorded: set[str]) -> list[str]:
+        return [str(i["id"]) for i in self._list(api)
+                if i.get("status") != "terminated" and (
+                    str(i["id"]) in recorded or (
+                        (m := _NAME.match(str(i.get("name") or ""))) and m.group(1) == cluster))]
 
-    def _teardown(self, api: LambdaAPI, cluster: str) -> None:
-        recorded = recorded_ids(RECORDS, cluster)
-
-        def live() -> list[str]:
-            return [str(i["id"]) for i in self._list(api)
-                    if i.get("status") != "terminated" and (
-                        str(i["id"]) in recorded or (
-                            (m := _NAME.match(str(i.get("name") or ""))) and m.group(1) == cluster))]
-
-        def kill(todo: list[str]) -> None:
-            api.call("POST", "instance-operations/terminate", {"instance_ids": todo},
-                     action=f"terminate {cluster}")
-
-        terminate_and_wait(live, kill, cluster=cluster, cloud=CLOUD,
-                           timeout=self._timeouts.teardown, poll=self._timeouts.poll)
-        RECORDS.drop_cluster(cluster)
+    def _kill(self, api: LambdaAPI, cluster: str, ids: list[str]) -> None:
+        api.call("POST", "instance-operations/terminate", {"instance_ids": ids},
+                 action=f"terminate {cluster}")
 
     # ---- SupportsOrphans ----
 

@@ -25,13 +25,13 @@ from launcher.clouds.base import (
     CloudQuotaError,
     InvalidRequestError,
 )
+from launcher.clouds.rest_cloud import RestAPI
 from launcher.clouds.vast.credentials import api_key, key_files, presence
 
 __all__ = ["CLOUD", "NotFound", "VastAPI", "api_key", "error_for", "key_files", "presence"]
 
 CLOUD = "vast"
 MAX_RETRIES = 6
-TIMEOUT_S = 30.0
 _AUTH = {"not_authorized", "invalid_user", "unauthorized", "forbidden"}
 _CAPACITY = {"no_such_ask", "ask_not_available", "bad_ask"}
 _CREDIT = {"insufficient_credit", "insufficient_funds"}
@@ -61,24 +61,18 @@ def error_for(status: int, body: Any, action: str, region: str | None = None) ->
     return CloudError(text, **kw)
 
 
-class VastAPI:
+class VastAPI(RestAPI):
     """One account's API at one base URL. Thread-safe (a request per call)."""
 
-    def __init__(self, key: str, endpoint: str, *, timeout: float = TIMEOUT_S) -> None:
-        self.key = key
-        self.endpoint = endpoint.rstrip("/")
-        self.timeout = timeout
+    cloud = CLOUD
+    service = "Vast"
+    max_retries = MAX_RETRIES
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
              action: str, region: str | None = None) -> Any:
         """The JSON of a successful answer (an object; `GET /ssh/` answers a list).
         Raises the typed errors above."""
-        from launcher.clouds.rest_cloud import request_json  # not needed to read the key
-
-        status, payload = request_json(
-            method, f"{self.endpoint}/{path.lstrip('/')}", body, key=self.key,
-            timeout=self.timeout, action=action, region=region, cloud=CLOUD, service="Vast",
-            endpoint=self.endpoint, max_retries=MAX_RETRIES)
+        status, payload = self.request(method, path, body, action=action, region=region)
         if status >= 400 or not isinstance(payload, dict | list) or (
                 isinstance(payload, dict) and payload.get("success") is False):
             raise error_for(status, payload, action, region)

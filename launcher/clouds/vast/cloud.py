@@ -32,11 +32,9 @@ import time
 from typing import Any
 
 from launcher.clouds.base import (
-    AuthError,
     CapacityError,
     CloudError,
     ClusterInfo,
-    CredentialStatus,
     InvalidRequestError,
     Leftover,
     NodeInfo,
@@ -44,14 +42,12 @@ from launcher.clouds.base import (
     ProvisionRequest,
 )
 from launcher.clouds.rest_cloud import (
-    RestCloudBase,
+    KeyedRestCloud,
     by_cluster,
-    recorded_ids,
-    terminate_and_wait,
     with_recorded,
 )
 from launcher.clouds.rest_records import Records
-from launcher.clouds.vast.api import CLOUD, NotFound, VastAPI, api_key, key_files, presence
+from launcher.clouds.vast.api import CLOUD, NotFound, VastAPI, api_key, key_files
 from launcher.clouds.vast.offers import bid_price, in_region, parse_shape, search_body
 from launcher.config_gpu_clouds import VastSettings
 
@@ -96,39 +92,29 @@ def _settings() -> VastSettings:
     return load_config().vast
 
 
-class VastCloud(RestCloudBase[VastSettings, Timeouts]):
+class VastCloud(KeyedRestCloud[VastSettings, Timeouts, VastAPI]):
     """See the module docstring. Constructing it imports nothing and calls nothing."""
 
     name = CLOUD
     _load_settings = staticmethod(_settings)
     _default_timeouts = Timeouts
+    _records = RECORDS
+    _find_key = staticmethod(api_key)
+    _client = VastAPI
 
-    def api(self, settings: VastSettings | None = None) -> VastAPI:
-        """The API client for the configured key; AuthError when there is none."""
-        found = api_key()
-        if found is None:
-            raise AuthError(f"no Vast API key (set VAST_API_KEY or run `vastai set api-key`, "
-                            f"which writes {key_files()[0]})", cloud=CLOUD)
-        return VastAPI(found[0], (settings or self.settings()).endpoint())
+    def _no_key(self, for_check: bool) -> str:
+        if for_check:
+            return f"no API key: set VAST_API_KEY or write it to {key_files()[0]}"
+        return (f"no Vast API key (set VAST_API_KEY or run `vastai set api-key`, "
+                f"which writes {key_files()[0]})")
 
-    # ---- Cloud ----
+    def _whoami(self, api: VastAPI, source: str) -> str:
+        """`check`: the account of the key (`GET /users/current/`)."""
+        user = api.call("GET", "users/current/", action="check credentials")
+        who = user.get("email") or user.get("username") or user.get("id") or "?"
+        return f"{who} (API key from {source})"
 
-    def check(self) -> CredentialStatus:
-        """Whether the key works (`GET /users/current/`); no network without a key.
-        A positive answer is reused for CHECK_TTL_S. Never raises."""
-        found = api_key()
-        if found is None:
-            return presence()
-
-        def probe() -> CredentialStatus:
-            try:
-                user = self.api().call("GET", "users/current/", action="check credentials")
-            except Exception as exc:  # noqa: BLE001 - check never raises
-                return CredentialStatus(False, f"{found[1]}: {exc}")
-            who = user.get("email") or user.get("username") or user.get("id") or "?"
-            return CredentialStatus(True, f"{who} (API key from {found[1]})")
-
-        return self._cached_check(found[0], probe)
+    # ---- Cloud (check, terminate: KeyedRestCloud) ----
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
         """Create the one node (see the module docstring). Raises CapacityError,
@@ -234,28 +220,14 @@ class VastCloud(RestCloudBase[VastSettings, Timeouts]):
                if str(i.get("label") or "") == label(cluster)}
         return with_recorded(out, RECORDS, cluster)
 
-    def terminate(self, cluster: str) -> None:
-        """Destroy the cluster's instance and wait; idempotent. Raises CloudError (the
-        record is kept then, so a retry finds it)."""
-        if RECORDS.entries(cluster) is None and api_key() is None:
-            return
-        self._teardown(self.api(), cluster)
+    def _live_ids(self, api: VastAPI, cluster: str, recorded: set[str]) -> list[str]:
+        return [str(i["id"]) for i in self._list(api)
+                if str(i["id"]) in recorded or str(i.get("label") or "") == label(cluster)]
 
-    def _teardown(self, api: VastAPI, cluster: str) -> None:
-        recorded = recorded_ids(RECORDS, cluster)
-
-        def live() -> list[str]:
-            return [str(i["id"]) for i in self._list(api)
-                    if str(i["id"]) in recorded or str(i.get("label") or "") == label(cluster)]
-
-        def kill(todo: list[str]) -> None:
-            for iid in todo:
-                with contextlib.suppress(NotFound):
-                    api.call("DELETE", f"instances/{iid}/", action=f"destroy instance {iid}")
-
-        terminate_and_wait(live, kill, cluster=cluster, cloud=CLOUD,
-                           timeout=self._timeouts.teardown, poll=self._timeouts.poll)
-        RECORDS.drop_cluster(cluster)
+    def _kill(self, api: VastAPI, cluster: str, ids: list[str]) -> None:
+        for iid in ids:
+            with contextlib.suppress(NotFound):
+                api.call("DELETE", f"instances/{iid}/", action=f"destroy instance {iid}")
 
     # ---- SupportsOrphans ----
 

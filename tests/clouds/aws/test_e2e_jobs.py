@@ -14,7 +14,6 @@ stdlib S3 client: the bodies' python3 has neither boto3 nor the aws CLI.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,20 +23,18 @@ import pytest
 from launcher.api import jobs as api
 from launcher.jobs import paths
 from launcher.jobs.store import JobStore
-from tests import netns
 from tests.aws_moto import CLUSTER_TAG, AWSFake
-from tests.checkpoint_view import committed_now
+from tests.cloud_e2e import (
+    NETNS_ONLY,
+    assert_recovered_once,
+    managed_jobs,
+    resumable_task,
+    s3_saved_count,
+)
 from tests.waiting import wait_until as _wait
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(
-        netns.unavailable_reason() is not None,
-        reason=f"sshd nodes unavailable: {netns.unavailable_reason()}",
-    ),
-]
+pytestmark = NETNS_ONLY
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "task_examples"
 BUCKET = "launcher-test-ckpt"
 COUNT_TO = 30
 
@@ -46,42 +43,17 @@ COUNT_TO = 30
 def spot_env(
     aws_cloud: AWSFake, launcher_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[AWSFake]:
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
-    monkeypatch.setenv("LAUNCHER_JOBS_LOG_SYNC_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
-    config = launcher_home / "config.yaml"
-    config.write_text(config.read_text() + "jobs:\n  checkpoint_save_interval: 1\n")
-    aws_cloud.client("s3").create_bucket(Bucket=BUCKET)
-    try:
+    with managed_jobs(monkeypatch, log_sync=True, launcher_home=launcher_home):
+        aws_cloud.client("s3").create_bucket(Bucket=BUCKET)
         yield aws_cloud
-    finally:
-        api.jobs_controller_stop()
-        from launcher.api import clusters
-
-        for row in clusters.status():
-            clusters.down(row.name)
-
-
 
 
 def _task(tmp_path: Path, strategy: str | None = None) -> str:
-    run = (
-        'if [ "$LAUNCHER_NODE_RANK" = 0 ]; then python3 count_resumable.py; '
-        "else echo worker up; fi"
-    )
-    path = tmp_path / "spot.yaml"
-    path.write_text(
-        f"name: spot\nnum_nodes: 2\nworkdir: {EXAMPLES}\n"
-        "resources:\n  cloud: aws\n  region: us-east-1\n  instance_type: m6i.large\n"
-        "  use_spot: true\n"
-        + (f"  job_recovery:\n    strategy: {strategy}\n" if strategy else "")
-        + f"checkpoint:\n  path: /root/ckpt\n  store: s3://{BUCKET}/jobs\n"
-        f"envs:\n  COUNT_TO: '{COUNT_TO}'\n  STEP_S: '0.15'\n  CKPT_EVERY: '1'\n"
-        f"run: |\n  {run}\n"
-    )
-    return str(path)
+    return resumable_task(
+        tmp_path, "spot",
+        "  cloud: aws\n  region: us-east-1\n  instance_type: m6i.large\n  use_spot: true\n"
+        + (f"  job_recovery:\n    strategy: {strategy}\n" if strategy else ""),
+        f"s3://{BUCKET}/jobs", COUNT_TO)
 
 
 def _cluster_instances(fake: AWSFake, cluster: str) -> list[str]:
@@ -93,18 +65,7 @@ def _cluster_instances(fake: AWSFake, cluster: str) -> list[str]:
 
 
 def _saved_count(fake: AWSFake) -> int:
-    """The count in the latest save the nodes committed to S3 (0 before the first)."""
-    s3 = fake.client("s3")
-
-    def keys() -> list[str]:
-        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
-        return [o["Key"] for page in pages for o in page.get("Contents", [])]
-
-    def read(key: str) -> str:
-        return str(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode())
-
-    view = committed_now(keys, read, "jobs/", per_task=True)
-    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
+    return s3_saved_count(fake, BUCKET)
 
 
 @pytest.mark.parametrize("strategy", [None, "FAILOVER"], ids=["default", "failover"])
@@ -126,15 +87,7 @@ def test_spot_gang_preempted_by_ec2_relaunches_in_another_az_and_resumes_from_s3
         saved = _saved_count(fake)
 
         fake.preempt(ids)  # no notice: the bodies die, EC2 says SpotInstanceTermination
-        final = api.jobs_wait(job.id, timeout=60)
-        detail = api.jobs_detail(job.id)
-        reasons = [e.reason for e in detail.events]
-        assert final.status == "SUCCEEDED", reasons
-        assert final.recoveries == 1, reasons
-        attempts = store.attempts(job.id)
-        assert len(attempts) == 2
-        assert attempts[0].outcome and "PREEMPT" in attempts[0].outcome.upper(), attempts[0]
-        assert attempts[1].cause == "preemption"
+        reasons, attempts = assert_recovered_once(job.id, store, timeout=60)
         assert attempts[1].region == "us-east-1" and attempts[1].zone != first.zone, [
             (a.zone, a.outcome) for a in attempts
         ]

@@ -11,58 +11,34 @@ and the bodies are gone. Nothing is reached but loopback and the lab's bridge.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from launcher.api import clusters as api
-from launcher.api.exec_job import exec_
 from launcher.api.launch import launch
-from launcher.task import Task
-from tests import netns
 from tests.aws_moto import AWSFake
+from tests.cloud_e2e import (
+    GANG_RUN,
+    NETNS_ONLY,
+    assert_cli_status_up,
+    assert_job_logged_ranks,
+    assert_ranks_ran,
+    assert_setup_ran,
+    cli,
+    down_all,
+    exec_and_queue,
+    workdir_task,
+)
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(
-        netns.unavailable_reason() is not None,
-        reason=f"sshd nodes unavailable: {netns.unavailable_reason()}",
-    ),
-]
+pytestmark = NETNS_ONLY
 
 RESOURCES = {"cloud": "aws", "region": "us-east-1", "instance_type": "m6i.large"}
-REPO = Path(__file__).resolve().parents[3]
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-c", "from launcher.cli import main; main()", *args],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
-        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
-    )  # fmt: skip
-    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc
-    return proc
 
 
 def test_two_node_launch_exec_queue_logs_down_on_aws(aws_cloud: AWSFake, tmp_path: Path) -> None:
     assert aws_cloud.bodies is not None
-    work = tmp_path / "wd"
-    work.mkdir()
-    (work / "f.txt").write_text("synced")
-    task = Task.from_dict(
-        {
-            "name": "e2e",
-            "num_nodes": 2,
-            "workdir": str(work),
-            "resources": RESOURCES,
-            "setup": "echo setup on $(hostname) > ~/setup.txt; echo setup on $(hostname)",
-            "run": 'echo "rank=$LAUNCHER_NODE_RANK host=$(hostname) f=$(cat f.txt)"',
-        }
-    )
+    task = workdir_task(tmp_path, RESOURCES, GANG_RUN, num_nodes=2,
+                        setup="echo setup on $(hostname) > ~/setup.txt; echo setup on $(hostname)")
     lines: list[str] = []
     setup_lines: list[str] = []
     events: list[str] = []
@@ -84,31 +60,20 @@ def test_two_node_launch_exec_queue_logs_down_on_aws(aws_cloud: AWSFake, tmp_pat
         assert len(live) == 2 and len(zones) == 1 and None not in zones, zones
         nodes = aws_cloud.bodies.wait_for([i.id for i in live])
         hostnames = {nodes[i.id].hostname for i in live}
-        for rank in (0, 1):
-            got = [ln for ln in lines if ln.startswith(f"(rank {rank}) rank={rank} host=")]
-            assert len(got) == 1, lines
-            host = got[0].split("host=")[1].split()[0]
-            assert host in hostnames and got[0].endswith("f=synced")
+        assert_ranks_ran(lines, hostnames)
         assert {ln.split(" on ")[1] for ln in setup_lines if "setup on" in ln} == hostnames
-        for inst in live:  # workdir and setup reached every body's own /root
-            assert (nodes[inst.id].home / "setup.txt").read_text().startswith("setup on ip-")
+        # workdir and setup reached every body's own /root
+        assert_setup_ran([nodes[inst.id] for inst in live], prefix="setup on ip-")
 
-        out: list[str] = []
-        r = exec_("awse2e", "echo exec on $(hostname)", on_line=out.append)
-        assert r.exit_code == 0 and any("exec on ip-" in ln for ln in out), out
-        jobs = api.queue("awse2e")
-        assert len(jobs) == 2 and all(j.status.value == "SUCCEEDED" for j in jobs)
-        first: list[str] = []
-        api.logs("awse2e", jobs[0].id, follow=False, on_line=first.append)
-        assert sum("rank=" in ln for ln in first) == 2, first
+        jobs = exec_and_queue("awse2e", marker="exec on ip-")
+        assert_job_logged_ranks("awse2e", jobs[0].id)
 
         # the CLI, as its own process (standard AWS variables only): queue, logs, and a
         # status refresh that asks EC2 (moto) for the cluster's instances
-        queue = json.loads(_cli("queue", "awse2e", "--json").stdout)
+        queue = json.loads(cli("queue", "awse2e", "--json").stdout)
         assert len(queue) == 2, queue
-        assert "exec on ip-" in _cli("logs", "awse2e", str(jobs[1].id)).stdout
-        rows = json.loads(_cli("status", "--refresh", "--json").stdout)
-        assert [r["name"] for r in rows] == ["awse2e"] and rows[0]["status"] == "UP", rows
+        assert "exec on ip-" in cli("logs", "awse2e", str(jobs[1].id)).stdout
+        assert_cli_status_up("awse2e")
 
         api.down("awse2e")
         aws_cloud.bodies.sync()
@@ -122,5 +87,4 @@ def test_two_node_launch_exec_queue_logs_down_on_aws(aws_cloud: AWSFake, tmp_pat
         assert total_s < 90, (launch_s, total_s)
         print(f"launch {launch_s:.2f}s, whole test path {total_s:.2f}s", *events, sep="\n")
     finally:
-        for row in api.status():
-            api.down(row.name)
+        down_all()

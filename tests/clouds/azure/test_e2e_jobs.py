@@ -15,7 +15,6 @@ not from 0.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -25,22 +24,19 @@ import pytest
 
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
-from tests import netns
 from tests.azure_fake import AzureFake
 from tests.blob_fake import BlobFake, blob_on_lab  # noqa: F401 - the fixture
-from tests.checkpoint_view import committed_now
+from tests.cloud_e2e import (
+    NETNS_ONLY,
+    assert_recovered_once,
+    managed_jobs,
+    resumable_task,
+    saved_count,
+)
 from tests.waiting import wait_until
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(
-        netns.unavailable_reason() is not None,
-        reason=f"sshd nodes unavailable: {netns.unavailable_reason()}",
-    ),
-]
+pytestmark = NETNS_ONLY
 
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "task_examples"
 CONTAINER = "launcher-test-ckpt"
 COUNT_TO = 30
 
@@ -48,42 +44,18 @@ COUNT_TO = 30
 @pytest.fixture
 def spot_env(azure_cloud: AzureFake, blob_on_lab: BlobFake, launcher_home: Path,  # noqa: F811
              monkeypatch: pytest.MonkeyPatch) -> Iterator[AzureFake]:
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
-    monkeypatch.setenv("LAUNCHER_JOBS_LOG_SYNC_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
-    config = launcher_home / "config.yaml"
-    config.write_text(config.read_text() + "jobs:\n  checkpoint_save_interval: 1\n")
-    try:
+    with managed_jobs(monkeypatch, log_sync=True, launcher_home=launcher_home):
         yield azure_cloud
-    finally:
-        api.jobs_controller_stop()
-        from launcher.api import clusters
-
-        for row in clusters.status():
-            clusters.down(row.name)
 
 
 def _task(tmp_path: Path, account: str) -> str:
-    run = ('if [ "$LAUNCHER_NODE_RANK" = 0 ]; then python3 count_resumable.py; '
-           "else echo worker up; fi")
-    path = tmp_path / "spot.yaml"
-    path.write_text(
-        f"name: azspot\nnum_nodes: 2\nworkdir: {EXAMPLES}\n"
-        "resources:\n  cloud: azure\n  instance_type: Standard_D2s_v5\n  use_spot: true\n"
-        f"checkpoint:\n  path: /root/ckpt\n  store: az://{account}/{CONTAINER}/run\n"
-        f"envs:\n  COUNT_TO: '{COUNT_TO}'\n  STEP_S: '0.15'\n  CKPT_EVERY: '1'\n"
-        f"run: |\n  {run}\n"
-    )
-    return str(path)
+    return resumable_task(
+        tmp_path, "azspot", "  cloud: azure\n  instance_type: Standard_D2s_v5\n  use_spot: true\n",
+        f"az://{account}/{CONTAINER}/run", COUNT_TO)
 
 
 def _saved_count(blob: BlobFake) -> int:  # noqa: F811
-    """The count in the latest save the nodes committed (0 before the first)."""
-    view = committed_now(lambda: blob.keys(CONTAINER, "run/"),
-                         lambda k: blob.read(CONTAINER, k), "run/", per_task=True)
-    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
+    return saved_count(blob, CONTAINER)
 
 
 def test_spot_gang_evicted_relaunches_in_another_location_and_resumes_from_blob(
@@ -104,14 +76,7 @@ def test_spot_gang_evicted_relaunches_in_another_location_and_resumes_from_blob(
         saved = _saved_count(blob)
         fake.evict(vms)  # no notice: the bodies die, the VMs are deleted
 
-        final = api.jobs_wait(job.id, timeout=90)
-        reasons = [e.reason for e in api.jobs_detail(job.id).events]
-        assert final.status == "SUCCEEDED", reasons
-        assert final.recoveries == 1, reasons
-        attempts = store.attempts(job.id)
-        assert len(attempts) == 2
-        assert attempts[0].outcome and "PREEMPT" in attempts[0].outcome.upper(), attempts[0]
-        assert attempts[1].cause == "preemption"
+        reasons, attempts = assert_recovered_once(job.id, store)
         assert attempts[1].region != first.region, [(a.region, a.outcome) for a in attempts]
         lines: list[str] = []
         api.jobs_logs(job.id, lines.append, follow=False)

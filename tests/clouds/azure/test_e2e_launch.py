@@ -13,53 +13,34 @@ down, after which the fake holds nothing and the bodies are gone.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from launcher.api import clusters as api
-from launcher.api.exec_job import exec_
 from launcher.api.launch import launch
-from launcher.task import Task
-from tests import netns
 from tests.azure_fake import AzureFake
+from tests.cloud_e2e import (
+    GANG_RUN,
+    NETNS_ONLY,
+    assert_cli_status_up,
+    assert_job_logged_ranks,
+    assert_ranks_ran,
+    assert_setup_ran,
+    cli,
+    down_all,
+    exec_and_queue,
+    workdir_task,
+)
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(
-        netns.unavailable_reason() is not None,
-        reason=f"sshd nodes unavailable: {netns.unavailable_reason()}",
-    ),
-]
+pytestmark = NETNS_ONLY
 
 RESOURCES = {"cloud": "azure", "region": "eastus", "instance_type": "Standard_D2s_v5"}
-REPO = Path(__file__).resolve().parents[3]
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-c", "from launcher.cli import main; main()", *args],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
-        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
-    )  # fmt: skip
-    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc
-    return proc
 
 
 def test_two_node_launch_exec_logs_down_on_azure(azure_cloud: AzureFake, tmp_path: Path) -> None:
     fake = azure_cloud
-    work = tmp_path / "wd"
-    work.mkdir()
-    (work / "f.txt").write_text("synced")
-    task = Task.from_dict({
-        "name": "e2e", "num_nodes": 2, "workdir": str(work), "resources": RESOURCES,
-        "setup": "echo setup on $(hostname) > ~/setup.txt; echo setup on $(hostname)",
-        "run": 'echo "rank=$LAUNCHER_NODE_RANK host=$(hostname) f=$(cat f.txt)"',
-    })
+    task = workdir_task(tmp_path, RESOURCES, GANG_RUN, num_nodes=2,
+                        setup="echo setup on $(hostname) > ~/setup.txt; echo setup on $(hostname)")
     lines: list[str] = []
     events: list[str] = []
     t0 = time.monotonic()
@@ -75,28 +56,16 @@ def test_two_node_launch_exec_logs_down_on_azure(azure_cloud: AzureFake, tmp_pat
         assert {v["location"] for v in vms} == {"eastus"}
         assert all(v["properties"]["hardwareProfile"]["vmSize"] == "Standard_D2s_v5" for v in vms)
         nodes = fake.bodies.wait_for([v["properties"]["vmId"] for v in vms])
-        hostnames = {n.hostname for n in nodes.values()}
-        for rank in (0, 1):
-            got = [ln for ln in lines if ln.startswith(f"(rank {rank}) rank={rank} host=")]
-            assert len(got) == 1, lines
-            assert got[0].split("host=")[1].split()[0] in hostnames and got[0].endswith("f=synced")
-        for node in nodes.values():
-            assert (node.home / "setup.txt").read_text().startswith("setup on ")
+        assert_ranks_ran(lines, {n.hostname for n in nodes.values()})
+        assert_setup_ran(nodes.values())
 
-        out: list[str] = []
-        r = exec_("aze2e", "echo exec on $(hostname)", on_line=out.append)
-        assert r.exit_code == 0 and any("exec on " in ln for ln in out), out
-        jobs = api.queue("aze2e")
-        assert len(jobs) == 2 and all(j.status.value == "SUCCEEDED" for j in jobs)
-        first: list[str] = []
-        api.logs("aze2e", jobs[0].id, follow=False, on_line=first.append)
-        assert sum("rank=" in ln for ln in first) == 2, first
+        jobs = exec_and_queue("aze2e")
+        assert_job_logged_ranks("aze2e", jobs[0].id)
 
-        assert len(json.loads(_cli("queue", "aze2e", "--json").stdout)) == 2
-        assert "exec on " in _cli("logs", "aze2e", str(jobs[1].id)).stdout
-        rows = json.loads(_cli("status", "--refresh", "--json").stdout)
-        assert [r["name"] for r in rows] == ["aze2e"] and rows[0]["status"] == "UP", rows
-        check = _cli("check").stdout
+        assert len(json.loads(cli("queue", "aze2e", "--json").stdout)) == 2
+        assert "exec on " in cli("logs", "aze2e", str(jobs[1].id)).stdout
+        assert_cli_status_up("aze2e")
+        check = cli("check").stdout
         assert "tester@example.com" in check, check
 
         api.down("aze2e")
@@ -107,5 +76,4 @@ def test_two_node_launch_exec_logs_down_on_azure(azure_cloud: AzureFake, tmp_pat
         assert api.status() == []
         print(f"launch {launch_s:.2f}s, whole test {time.monotonic() - t0:.2f}s", *events, sep="\n")
     finally:
-        for row in api.status():
-            api.down(row.name)
+        down_all()

@@ -9,50 +9,33 @@ the bodies are gone. Nothing is reached but loopback and the lab.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from launcher.api import clusters as api
-from launcher.api.exec_job import exec_
 from launcher.api.launch import launch
-from launcher.task import Task
-from tests import netns
+from tests.cloud_e2e import (
+    GANG_RUN,
+    NETNS_ONLY,
+    assert_cli_status_up,
+    assert_job_logged_ranks,
+    assert_ranks_ran,
+    assert_setup_ran,
+    cli,
+    down_all,
+    exec_and_queue,
+    workdir_task,
+)
 from tests.gcp_fake import GCPFake
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(netns.unavailable_reason() is not None,
-                       reason=f"sshd nodes unavailable: {netns.unavailable_reason()}"),
-]
+pytestmark = NETNS_ONLY
 
 RESOURCES = {"cloud": "gcp", "region": "us-central1", "instance_type": "n2-standard-2"}
-REPO = Path(__file__).resolve().parents[3]
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-c", "from launcher.cli import main; main()", *args],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
-        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"})
-    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc
-    return proc
 
 
 def test_two_node_launch_exec_logs_down_on_gcp(gcp_cloud: GCPFake, tmp_path: Path) -> None:
     bodies = gcp_cloud.bodies  # type: ignore[attr-defined]
-    work = tmp_path / "wd"
-    work.mkdir()
-    (work / "f.txt").write_text("synced")
-    task = Task.from_dict({
-        "name": "e2e", "num_nodes": 2, "workdir": str(work), "resources": RESOURCES,
-        "setup": "echo setup on $(hostname) > ~/setup.txt",
-        "run": 'echo "rank=$LAUNCHER_NODE_RANK host=$(hostname) f=$(cat f.txt)"',
-    })
+    task = workdir_task(tmp_path, RESOURCES, GANG_RUN, num_nodes=2)
     lines: list[str] = []
     events: list[str] = []
     t0 = time.monotonic()
@@ -70,33 +53,21 @@ def test_two_node_launch_exec_logs_down_on_gcp(gcp_cloud: GCPFake, tmp_path: Pat
         assert all(i["tags"]["items"][0] == "launcher" for i in live)
         assert "accessConfigs" not in live[0]["networkInterfaces"][0]  # use_internal_ips
         nodes = bodies.wait_for([i["id"] for i in live])
-        hostnames = {n.hostname for n in nodes.values()}
-        for rank in (0, 1):
-            got = [ln for ln in lines if ln.startswith(f"(rank {rank}) rank={rank} host=")]
-            assert len(got) == 1 and got[0].endswith("f=synced"), lines
-            assert got[0].split("host=")[1].split()[0] in hostnames
-        for node in nodes.values():
-            assert (node.home / "setup.txt").read_text().startswith("setup on ")
+        assert_ranks_ran(lines, {n.hostname for n in nodes.values()})
+        assert_setup_ran(nodes.values())
         # the firewall rules of the network exist (created once, kept)
         assert {"launcher-default-ssh", "launcher-default-internal"} <= set(
             gcp_cloud.state.firewalls)
 
-        out: list[str] = []
-        r = exec_("gcpe2e", "echo exec on $(hostname)", on_line=out.append)
-        assert r.exit_code == 0 and any("exec on " in ln for ln in out), out
-        jobs = api.queue("gcpe2e")
-        assert len(jobs) == 2 and all(j.status.value == "SUCCEEDED" for j in jobs)
-        first: list[str] = []
-        api.logs("gcpe2e", jobs[0].id, follow=False, on_line=first.append)
-        assert sum("rank=" in ln for ln in first) == 2, first
+        jobs = exec_and_queue("gcpe2e")
+        assert_job_logged_ranks("gcpe2e", jobs[0].id)
 
         # the CLI as its own process (only the documented settings reach the fake):
         # queue, logs, a status refresh that asks GCE, check naming project and account
-        assert len(json.loads(_cli("queue", "gcpe2e", "--json").stdout)) == 2
-        assert "exec on " in _cli("logs", "gcpe2e", str(jobs[1].id)).stdout
-        rows = json.loads(_cli("status", "--refresh", "--json").stdout)
-        assert [r["name"] for r in rows] == ["gcpe2e"] and rows[0]["status"] == "UP", rows
-        check = _cli("check").stdout
+        assert len(json.loads(cli("queue", "gcpe2e", "--json").stdout)) == 2
+        assert "exec on " in cli("logs", "gcpe2e", str(jobs[1].id)).stdout
+        assert_cli_status_up("gcpe2e")
+        check = cli("check").stdout
         assert "project launcher-test, account launcher@launcher-test" in check, check
 
         api.down("gcpe2e")
@@ -106,5 +77,4 @@ def test_two_node_launch_exec_logs_down_on_gcp(gcp_cloud: GCPFake, tmp_path: Pat
         assert api.status() == []
         print(f"launch {launch_s:.2f}s, whole {time.monotonic() - t0:.2f}s", *events, sep="\n")
     finally:
-        for row in api.status():
-            api.down(row.name)
+        down_all()

@@ -12,7 +12,6 @@ GCS client, not from 0.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -22,20 +21,19 @@ import pytest
 
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
-from tests import netns
-from tests.checkpoint_view import committed_now
+from tests.cloud_e2e import (
+    NETNS_ONLY,
+    assert_recovered_once,
+    managed_jobs,
+    resumable_task,
+    saved_count,
+)
 from tests.gcp_fake import GCPFake
 from tests.gcs_fake import GCSFake, gcs_on_lab  # noqa: F401 - the fixture
 from tests.waiting import wait_until as _wait
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(netns.unavailable_reason() is not None,
-                       reason=f"sshd nodes unavailable: {netns.unavailable_reason()}"),
-]
+pytestmark = NETNS_ONLY
 
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "task_examples"
 BUCKET = "launcher-test-ckpt"
 COUNT_TO = 30
 
@@ -43,30 +41,12 @@ COUNT_TO = 30
 @pytest.fixture
 def spot_env(gcp_cloud: GCPFake, gcs_on_lab: GCSFake, launcher_home: Path,  # noqa: F811
              monkeypatch: pytest.MonkeyPatch) -> Iterator[GCPFake]:
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
-    monkeypatch.setenv("LAUNCHER_JOBS_LOG_SYNC_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
-    config = launcher_home / "config.yaml"
-    config.write_text(config.read_text() + "jobs:\n  checkpoint_save_interval: 1\n")
-    try:
+    with managed_jobs(monkeypatch, log_sync=True, launcher_home=launcher_home):
         yield gcp_cloud
-    finally:
-        api.jobs_controller_stop()
-        from launcher.api import clusters
-
-        for row in clusters.status():
-            clusters.down(row.name)
-
-
 
 
 def _saved_count(gcs: GCSFake) -> int:  # noqa: F811
-    """The count in the latest save the nodes committed to GCS (0 before the first)."""
-    view = committed_now(lambda: gcs.keys(BUCKET, "run/"), lambda k: gcs.read(BUCKET, k),
-                         "run/", per_task=True)
-    return int(json.loads(view["count.json"])["count"]) if "count.json" in view else 0
+    return saved_count(gcs, BUCKET)
 
 
 def _names(fake: GCPFake, cluster: str) -> list[str]:
@@ -76,18 +56,12 @@ def _names(fake: GCPFake, cluster: str) -> list[str]:
 def test_spot_gang_preempted_by_gce_relaunches_in_another_zone_and_resumes_from_gcs(
         spot_env: GCPFake, gcs_on_lab: GCSFake, tmp_path: Path) -> None:  # noqa: F811
     fake, gcs = spot_env, gcs_on_lab
-    run = ('if [ "$LAUNCHER_NODE_RANK" = 0 ]; then python3 count_resumable.py; '
-           "else echo worker up; fi")
-    task = tmp_path / "spot.yaml"
-    task.write_text(
-        f"name: spot\nnum_nodes: 2\nworkdir: {EXAMPLES}\n"
-        "resources:\n  cloud: gcp\n  region: us-central1\n  instance_type: n2-standard-2\n"
-        "  use_spot: true\n"
-        f"checkpoint:\n  path: /root/ckpt\n  store: gs://{BUCKET}/run\n"
-        f"envs:\n  COUNT_TO: '{COUNT_TO}'\n  STEP_S: '0.15'\n  CKPT_EVERY: '1'\n"
-        f"run: |\n  {run}\n")
+    task = resumable_task(
+        tmp_path, "spot",
+        "  cloud: gcp\n  region: us-central1\n  instance_type: n2-standard-2\n  use_spot: true\n",
+        f"gs://{BUCKET}/run", COUNT_TO)
     t0 = time.monotonic()
-    job = api.jobs_launch(str(task))
+    job = api.jobs_launch(task)
     store = JobStore()
     try:
         _wait(lambda: api.jobs_status(job.id).status == "RUNNING", 40, "RUNNING")
@@ -103,14 +77,7 @@ def test_spot_gang_preempted_by_gce_relaunches_in_another_zone_and_resumes_from_
         saved = _saved_count(gcs)
 
         fake.preempt(names)  # no notice: the bodies die without a last save
-        final = api.jobs_wait(job.id, timeout=90)
-        reasons = [e.reason for e in api.jobs_detail(job.id).events]
-        assert final.status == "SUCCEEDED", reasons
-        assert final.recoveries == 1, reasons
-        attempts = store.attempts(job.id)
-        assert len(attempts) == 2
-        assert attempts[0].outcome and "PREEMPT" in attempts[0].outcome.upper(), attempts[0]
-        assert attempts[1].cause == "preemption"
+        reasons, attempts = assert_recovered_once(job.id, store)
         assert attempts[1].region == "us-central1" and attempts[1].zone != first.zone
         preempted_ops = [o for o in fake.state.operations.values()
                          if o["operationType"] == "compute.instances.preempted"]

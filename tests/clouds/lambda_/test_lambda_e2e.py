@@ -10,56 +10,33 @@ its own process), status --refresh, and down, after which the fake holds nothing
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from launcher.api import clusters as api
-from launcher.api.exec_job import exec_
 from launcher.api.launch import launch
-from launcher.task import Task
-from tests import netns
+from tests.cloud_e2e import (
+    GANG_RUN,
+    NETNS_ONLY,
+    assert_cli_status_up,
+    assert_job_logged_ranks,
+    assert_ranks_ran,
+    assert_setup_ran,
+    cli,
+    down_all,
+    exec_and_queue,
+    workdir_task,
+)
 from tests.lambda_fake import LambdaFake
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(
-        netns.unavailable_reason() is not None,
-        reason=f"sshd nodes unavailable: {netns.unavailable_reason()}",
-    ),
-]
-
-REPO = Path(__file__).resolve().parents[3]
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-c", "from launcher.cli import main; main()", *args],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
-        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
-    )  # fmt: skip
-    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc
-    return proc
+pytestmark = NETNS_ONLY
 
 
 def test_two_node_launch_exec_logs_down_on_lambda(lambda_cloud: LambdaFake,
                                                   tmp_path: Path) -> None:
     fake = lambda_cloud
-    work = tmp_path / "wd"
-    work.mkdir()
-    (work / "f.txt").write_text("synced")
-    task = Task.from_dict({
-        "name": "e2e", "num_nodes": 2, "workdir": str(work),
-        "resources": {"cloud": "lambda", "region": "us-east-1",
-                      "instance_type": "cpu_4x_general"},
-        "setup": "echo setup on $(hostname) > ~/setup.txt",
-        "run": 'echo "rank=$LAUNCHER_NODE_RANK host=$(hostname) f=$(cat f.txt)"',
-    })
+    task = workdir_task(tmp_path, {"cloud": "lambda", "region": "us-east-1",
+                                   "instance_type": "cpu_4x_general"}, GANG_RUN, num_nodes=2)
     lines: list[str] = []
     t0 = time.monotonic()
     try:
@@ -70,26 +47,14 @@ def test_two_node_launch_exec_logs_down_on_lambda(lambda_cloud: LambdaFake,
         live = fake.live()
         assert sorted(i["name"] for i in live) == ["launcher-lme2e-0", "launcher-lme2e-1"]
         nodes = fake.bodies.wait_for([i["id"] for i in live])
-        hostnames = {n.hostname for n in nodes.values()}
-        for rank in (0, 1):
-            got = [ln for ln in lines if ln.startswith(f"(rank {rank}) rank={rank} host=")]
-            assert len(got) == 1, lines
-            assert got[0].split("host=")[1].split()[0] in hostnames and got[0].endswith("f=synced")
-        for node in nodes.values():
-            assert (node.home / "setup.txt").read_text().startswith("setup on ")
+        assert_ranks_ran(lines, {n.hostname for n in nodes.values()})
+        assert_setup_ran(nodes.values())
 
-        out: list[str] = []
-        r = exec_("lme2e", "echo exec on $(hostname)", on_line=out.append)
-        assert r.exit_code == 0 and any("exec on " in ln for ln in out), out
-        jobs = api.queue("lme2e")
-        assert len(jobs) == 2 and all(j.status.value == "SUCCEEDED" for j in jobs)
-        first: list[str] = []
-        api.logs("lme2e", jobs[0].id, follow=False, on_line=first.append)
-        assert sum("rank=" in ln for ln in first) == 2, first
-        assert "exec on " in _cli("logs", "lme2e", str(jobs[1].id)).stdout
-        rows = json.loads(_cli("status", "--refresh", "--json").stdout)
-        assert [r["name"] for r in rows] == ["lme2e"] and rows[0]["status"] == "UP", rows
-        assert "LAMBDA_API_KEY" in _cli("check").stdout
+        jobs = exec_and_queue("lme2e")
+        assert_job_logged_ranks("lme2e", jobs[0].id)
+        assert "exec on " in cli("logs", "lme2e", str(jobs[1].id)).stdout
+        assert_cli_status_up("lme2e")
+        assert "LAMBDA_API_KEY" in cli("check").stdout
 
         api.down("lme2e")
         fake.bodies.sync()
@@ -98,5 +63,4 @@ def test_two_node_launch_exec_logs_down_on_lambda(lambda_cloud: LambdaFake,
         assert api.status() == []
         print(f"launch {launch_s:.2f}s, whole test {time.monotonic() - t0:.2f}s")
     finally:
-        for row in api.status():
-            api.down(row.name)
+        down_all()

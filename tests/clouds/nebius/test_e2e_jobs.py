@@ -19,33 +19,17 @@ import pytest
 
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
-from tests import netns
+from tests.cloud_e2e import NETNS_ONLY, assert_recovered_once, managed_jobs
 from tests.nebius_fake import NebiusFake
 from tests.waiting import wait_until
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(
-        netns.unavailable_reason() is not None,
-        reason=f"sshd nodes unavailable: {netns.unavailable_reason()}",
-    ),
-]
+pytestmark = NETNS_ONLY
 
 
 @pytest.fixture
 def spot_env(nebius_cloud: NebiusFake, monkeypatch: pytest.MonkeyPatch) -> Iterator[NebiusFake]:
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
-    monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
-    try:
+    with managed_jobs(monkeypatch):
         yield nebius_cloud
-    finally:
-        api.jobs_controller_stop()
-        from launcher.api import clusters
-
-        for row in clusters.status():
-            clusters.down(row.name)
 
 
 def _task(tmp_path: Path) -> str:
@@ -75,14 +59,7 @@ def test_preempted_spot_gang_recovers(spot_env: NebiusFake, tmp_path: Path) -> N
         assert all(fake.instances[i].spec.check_presence("preemptible") for i in ids)
         fake.preempt(ids[1])  # no notice: the body dies, the instance is STOPPED
 
-        final = api.jobs_wait(job.id, timeout=90)
-        reasons = [e.reason for e in api.jobs_detail(job.id).events]
-        assert final.status == "SUCCEEDED", reasons
-        assert final.recoveries == 1, reasons
-        attempts = store.attempts(job.id)
-        assert len(attempts) == 2
-        assert attempts[0].outcome and "PREEMPT" in attempts[0].outcome.upper(), attempts[0]
-        assert attempts[1].cause == "preemption"
+        reasons, attempts = assert_recovered_once(job.id, store)
         lines: list[str] = []
         api.jobs_logs(job.id, lines.append, follow=False)
         assert any("step 25" in ln for ln in lines), lines[-10:]

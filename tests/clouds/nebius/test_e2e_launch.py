@@ -14,37 +14,29 @@ nothing and the bodies are gone. Also: `launcher launch task_examples/train-2nod
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from launcher.api import clusters as api
-from launcher.api.exec_job import exec_
 from launcher.api.launch import launch
-from launcher.task import Task
 from tests import netns
+from tests.cloud_e2e import (
+    assert_cli_status_up,
+    assert_job_logged_ranks,
+    assert_setup_ran,
+    cli,
+    down_all,
+    exec_and_queue,
+    workdir_task,
+)
 from tests.nebius_fake import FABRIC, NebiusFake
-
-REPO = Path(__file__).resolve().parents[3]
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-c", "from launcher.cli import main; main()", *args],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
-        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
-    )  # fmt: skip
-    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc
-    return proc
 
 
 def test_rdma_dryrun_chooses_nebius(nebius_fake: NebiusFake) -> None:
     t0 = time.monotonic()
-    out = json.loads(_cli("launch", "task_examples/train-2node-rdma.yaml", "--dryrun",
+    out = json.loads(cli("launch", "task_examples/train-2node-rdma.yaml", "--dryrun",
                           "--json").stdout)
     first = out["placements"][0]
     assert (first["cloud"], first["region"], first["fabric"]) == (
@@ -60,17 +52,11 @@ def test_rdma_dryrun_chooses_nebius(nebius_fake: NebiusFake) -> None:
 def test_two_node_rdma_launch_exec_logs_down_on_nebius(nebius_cloud: NebiusFake,
                                                        tmp_path: Path) -> None:
     fake = nebius_cloud
-    work = tmp_path / "wd"
-    work.mkdir()
-    (work / "f.txt").write_text("synced")
-    task = Task.from_dict({
-        "name": "e2e", "num_nodes": 2, "workdir": str(work),
-        "resources": {"cloud": "nebius", "accelerators": "H100:8",
-                      "network": {"fabric": "infiniband"}},
-        "setup": "echo setup on $(hostname) > ~/setup.txt",
-        "run": 'echo "rank=$LAUNCHER_NODE_RANK host=$(hostname) f=$(cat f.txt) '
-               'gpus=$LAUNCHER_NUM_GPUS_PER_NODE"',
-    })
+    task = workdir_task(
+        tmp_path, {"cloud": "nebius", "accelerators": "H100:8",
+                   "network": {"fabric": "infiniband"}},
+        'echo "rank=$LAUNCHER_NODE_RANK host=$(hostname) f=$(cat f.txt) '
+        'gpus=$LAUNCHER_NUM_GPUS_PER_NODE"', num_nodes=2)
     lines: list[str] = []
     t0 = time.monotonic()
     try:
@@ -86,20 +72,12 @@ def test_two_node_rdma_launch_exec_logs_down_on_nebius(nebius_cloud: NebiusFake,
         for rank in (0, 1):
             got = [ln for ln in lines if ln.startswith(f"(rank {rank}) rank={rank} host=")]
             assert len(got) == 1 and "f=synced gpus=8" in got[0], lines
-        for node in nodes.values():
-            assert (node.home / "setup.txt").read_text().startswith("setup on ")
+        assert_setup_ran(nodes.values())
 
-        out: list[str] = []
-        r = exec_("nbe2e", "echo exec on $(hostname)", on_line=out.append)
-        assert r.exit_code == 0 and any("exec on " in ln for ln in out), out
-        jobs = api.queue("nbe2e")
-        assert len(jobs) == 2 and all(j.status.value == "SUCCEEDED" for j in jobs)
-        got_logs: list[str] = []
-        api.logs("nbe2e", jobs[0].id, follow=False, on_line=got_logs.append)
-        assert sum("rank=" in ln for ln in got_logs) == 2, got_logs
-        rows = json.loads(_cli("status", "--refresh", "--json").stdout)
-        assert [r["name"] for r in rows] == ["nbe2e"] and rows[0]["status"] == "UP", rows
-        check = [ln for ln in _cli("check").stdout.splitlines() if ln.startswith("nebius")]
+        jobs = exec_and_queue("nbe2e")
+        assert_job_logged_ranks("nbe2e", jobs[0].id)
+        assert_cli_status_up("nbe2e")
+        check = [ln for ln in cli("check").stdout.splitlines() if ln.startswith("nebius")]
         assert check and "NEBIUS_IAM_TOKEN, project project-e00fake" in check[0], check
 
         api.down("nbe2e")
@@ -109,5 +87,4 @@ def test_two_node_rdma_launch_exec_logs_down_on_nebius(nebius_cloud: NebiusFake,
         assert api.status() == []
         print(f"nebius 2-node launch {launch_s:.2f}s, whole test {time.monotonic() - t0:.2f}s")
     finally:
-        for row in api.status():
-            api.down(row.name)
+        down_all()

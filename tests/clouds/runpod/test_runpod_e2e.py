@@ -12,10 +12,6 @@ the public port RunPod mapped port 22 to, with the deploy's PUBLIC_KEY authorize
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,46 +20,30 @@ import pytest
 
 from launcher.api import clusters as api
 from launcher.api import jobs as jobs_api
-from launcher.api.exec_job import exec_
 from launcher.api.launch import launch
 from launcher.jobs.store import JobStore
-from launcher.task import Task
-from tests import netns
+from tests.cloud_e2e import (
+    NETNS_ONLY,
+    assert_cli_status_up,
+    assert_recovered_once,
+    assert_setup_ran,
+    cli,
+    down_all,
+    exec_and_queue,
+    managed_jobs,
+    workdir_task,
+)
 from tests.runpod_fake import EMAIL, RunPodFake
 from tests.waiting import wait_until as _wait
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(netns.unavailable_reason() is not None,
-                       reason=f"sshd nodes unavailable: {netns.unavailable_reason()}"),
-]
+pytestmark = NETNS_ONLY
 
-REPO = Path(__file__).resolve().parents[3]
 RESOURCES = {"cloud": "runpod", "instance_type": "1x_A100-80GB_SECURE"}
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-c", "from launcher.cli import main; main()", *args],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
-        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
-    )
-    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc
-    return proc
-
-
 
 
 def test_launch_exec_logs_down_on_runpod(runpod_cloud: RunPodFake, tmp_path: Path) -> None:
     fake = runpod_cloud
-    work = tmp_path / "wd"
-    work.mkdir()
-    (work / "f.txt").write_text("synced")
-    task = Task.from_dict({
-        "name": "e2e", "workdir": str(work), "resources": RESOURCES,
-        "setup": "echo setup on $(hostname) > ~/setup.txt",
-        "run": 'echo "rank=$LAUNCHER_NODE_RANK f=$(cat f.txt)"',
-    })
+    task = workdir_task(tmp_path, RESOURCES, 'echo "rank=$LAUNCHER_NODE_RANK f=$(cat f.txt)"')
     lines: list[str] = []
     t0 = time.monotonic()
     try:
@@ -77,17 +57,12 @@ def test_launch_exec_logs_down_on_runpod(runpod_cloud: RunPodFake, tmp_path: Pat
         node = fake.bodies.wait_for([pod_id])[pod_id]
         assert node.port == pod["_port"] != 22
         assert any(ln.endswith("rank=0 f=synced") for ln in lines), lines
-        assert (node.home / "setup.txt").read_text().startswith("setup on ")
+        assert_setup_ran([node])
 
-        out: list[str] = []
-        r = exec_("rpe2e", "echo exec on $(hostname)", on_line=out.append)
-        assert r.exit_code == 0 and any("exec on " in ln for ln in out), out
-        jobs = api.queue("rpe2e")
-        assert len(jobs) == 2 and all(j.status.value == "SUCCEEDED" for j in jobs)
-        assert "exec on " in _cli("logs", "rpe2e", str(jobs[1].id)).stdout
-        rows = json.loads(_cli("status", "--refresh", "--json").stdout)
-        assert [r["name"] for r in rows] == ["rpe2e"] and rows[0]["status"] == "UP", rows
-        assert EMAIL in _cli("check").stdout
+        jobs = exec_and_queue("rpe2e")
+        assert "exec on " in cli("logs", "rpe2e", str(jobs[1].id)).stdout
+        assert_cli_status_up("rpe2e")
+        assert EMAIL in cli("check").stdout
 
         api.down("rpe2e")
         fake.bodies.sync()
@@ -95,22 +70,13 @@ def test_launch_exec_logs_down_on_runpod(runpod_cloud: RunPodFake, tmp_path: Pat
         assert api.status() == []
         print(f"runpod launch {launch_s:.2f}s, whole test {time.monotonic() - t0:.2f}s")
     finally:
-        for row in api.status():
-            api.down(row.name)
+        down_all()
 
 
 @pytest.fixture
 def spot_env(runpod_cloud: RunPodFake, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunPodFake]:
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
-    monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
-    try:
+    with managed_jobs(monkeypatch):
         yield runpod_cloud
-    finally:
-        jobs_api.jobs_controller_stop()
-        for row in api.status():
-            api.down(row.name)
 
 
 def test_interrupted_spot_pod_recovers_elsewhere(spot_env: RunPodFake, tmp_path: Path) -> None:
@@ -131,12 +97,7 @@ def test_interrupted_spot_pod_recovers_elsewhere(spot_env: RunPodFake, tmp_path:
         first_dc = fake.pods[pod_id]["dataCenterId"]
         fake.interrupt(pod_id)
 
-        final = jobs_api.jobs_wait(job.id, timeout=90)
-        reasons = [e.reason for e in jobs_api.jobs_detail(job.id).events]
-        assert final.status == "SUCCEEDED" and final.recoveries == 1, reasons
-        attempts = store.attempts(job.id)
-        assert len(attempts) == 2 and attempts[1].cause == "preemption", attempts
-        assert attempts[0].outcome and "PREEMPT" in attempts[0].outcome.upper(), attempts[0]
+        _, attempts = assert_recovered_once(job.id, store)
         assert attempts[1].zone != first_dc, [(a.zone, a.outcome) for a in attempts]
         lines: list[str] = []
         jobs_api.jobs_logs(job.id, lines.append, follow=False)

@@ -12,35 +12,20 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from launcher.api import clusters as api
-from launcher.api.exec_job import exec_
 from launcher.api.launch import launch
-from launcher.task import Task
-from tests import netns
+from tests.cloud_e2e import NETNS_ONLY, down_all, exec_and_queue, workdir_task
 from tests.vast_fake import VastFake
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(
-        netns.unavailable_reason() is not None,
-        reason=f"sshd nodes unavailable: {netns.unavailable_reason()}",
-    ),
-]
+pytestmark = NETNS_ONLY
 RESOURCES = {"cloud": "vast", "region": "Florida, US, NA", "instance_type": "1x-H100_SXM-32-65536"}
 
 
 def test_one_node_launch_exec_down_on_vast(vast_cloud: VastFake, tmp_path: Path) -> None:
     fake = vast_cloud
-    work = tmp_path / "wd"
-    work.mkdir()
-    (work / "f.txt").write_text("synced")
-    task = Task.from_dict({
-        "name": "e2e", "workdir": str(work), "resources": RESOURCES,
-        "setup": "echo setup > ~/setup.txt",
-        "run": 'echo "rank=$LAUNCHER_NODE_RANK n=$LAUNCHER_NUM_NODES f=$(cat f.txt)"',
-    })
+    task = workdir_task(tmp_path, RESOURCES,
+                        'echo "rank=$LAUNCHER_NODE_RANK n=$LAUNCHER_NUM_NODES f=$(cat f.txt)"',
+                        setup="echo setup > ~/setup.txt")
     lines: list[str] = []
     t0 = time.monotonic()
     try:
@@ -53,11 +38,7 @@ def test_one_node_launch_exec_down_on_vast(vast_cloud: VastFake, tmp_path: Path)
         node = fake.bodies.wait_for([str(inst["id"])])[str(inst["id"])]
         assert any(ln.endswith("rank=0 n=1 f=synced") for ln in lines), lines
         assert (node.home / "setup.txt").read_text() == "setup\n"
-        out: list[str] = []
-        r = exec_("vae2e", "echo exec on $(hostname)", on_line=out.append)
-        assert r.exit_code == 0 and any("exec on " in ln for ln in out), out
-        jobs = api.queue("vae2e")
-        assert len(jobs) == 2 and all(j.status.value == "SUCCEEDED" for j in jobs)
+        jobs = exec_and_queue("vae2e")
         logs: list[str] = []
         api.logs("vae2e", jobs[0].id, follow=False, on_line=logs.append)
         assert any("f=synced" in ln for ln in logs), logs
@@ -68,5 +49,4 @@ def test_one_node_launch_exec_down_on_vast(vast_cloud: VastFake, tmp_path: Path)
         assert api.status() == []
         print(f"launch {launch_s:.2f}s, whole test {time.monotonic() - t0:.2f}s")
     finally:
-        for row in api.status():
-            api.down(row.name)
+        down_all()

@@ -19,36 +19,20 @@ import pytest
 
 from launcher.api import jobs as api
 from launcher.jobs.store import JobStore
-from tests import netns
+from tests.cloud_e2e import NETNS_ONLY, assert_recovered_once, managed_jobs
 from tests.vast_fake import VastFake
 from tests.waiting import wait_until
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(
-        netns.unavailable_reason() is not None,
-        reason=f"sshd nodes unavailable: {netns.unavailable_reason()}",
-    ),
-]
+pytestmark = NETNS_ONLY
 
 
 @pytest.fixture
 def spot_env(vast_cloud: VastFake, monkeypatch: pytest.MonkeyPatch) -> Iterator[VastFake]:
     from launcher.api.catalog_refresh import catalog_refresh
 
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MIN_S", "0.2")
-    monkeypatch.setenv("LAUNCHER_JOBS_POLL_MAX_S", "0.5")
-    monkeypatch.setenv("LAUNCHER_JOBS_CONFIRM_S", "0.3")
-    monkeypatch.setenv("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
-    catalog_refresh(cloud="vast")
-    try:
+    with managed_jobs(monkeypatch):
+        catalog_refresh(cloud="vast")
         yield vast_cloud
-    finally:
-        api.jobs_controller_stop()
-        from launcher.api import clusters
-
-        for row in clusters.status():
-            clusters.down(row.name)
 
 
 def test_outbid_interruptible_instance_recovers_elsewhere(spot_env: VastFake,
@@ -70,13 +54,7 @@ def test_outbid_interruptible_instance_recovers_elsewhere(spot_env: VastFake,
         assert inst["is_bid"] and inst["dph_total"] == 0.90
         fake.outbid(str(inst["id"]))
 
-        final = api.jobs_wait(job.id, timeout=90)
-        reasons = [e.reason for e in api.jobs_detail(job.id).events]
-        assert final.status == "SUCCEEDED", reasons
-        assert final.recoveries == 1, reasons
-        attempts = store.attempts(job.id)
-        assert len(attempts) == 2 and attempts[1].cause == "preemption"
-        assert attempts[0].outcome and "PREEMPT" in attempts[0].outcome.upper(), attempts[0]
+        reasons, attempts = assert_recovered_once(job.id, store)
         assert attempts[1].region == "Vietnam, VN, AS", [(a.region, a.outcome) for a in attempts]
         lines: list[str] = []
         api.jobs_logs(job.id, lines.append, follow=False)

@@ -1,0 +1,25 @@
+"""Which runner reaches a node: `runner_for(cluster, node)`.
+
+Above runner.py (the contract) and the two runners that implement it, so that the
+contract never imports its implementations. The runner module is imported only when
+it is picked: paramiko (ssh_runner.py) is never loaded for a cluster of local nodes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from launcher.clouds.base import ClusterInfo, NodeInfo
+    from launcher.runtime.runner import CommandRunner
+
+
+def runner_for(cluster: ClusterInfo, node: NodeInfo) -> CommandRunner:
+    """The runner that reaches `node` of `cluster`. Does not connect yet."""
+    if node.ssh_user is None:
+        from launcher.runtime.local_runner import LocalRunner
+
+        return LocalRunner(node)
+    from launcher.runtime.ssh_runner import SSHRunner
+
+    return SSHRunner(node, key_path=cluster.ssh_key_path)
