@@ -24,7 +24,7 @@ CASES = {
                   "azure.mgmt.network, azure.mgmt.resource.resources",
     "clients built": (
         "from launcher.clouds.azure.session import Clients\n"
-        "from launcher.config_azure import AzureSettings\n"
+        "from launcher.config.azure import AzureSettings\n"
         "c = Clients(AzureSettings(subscription_id='s'), credential=object())\n"
         "c.compute(); c.network(); c.resource()"),
 }

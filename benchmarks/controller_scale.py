@@ -63,7 +63,7 @@ def main() -> int:
         from launcher.errors import LauncherError
         from launcher.jobs.cluster_ops import RealClusterOps
         from launcher.jobs.store import JobStore
-        from launcher.task import Task
+        from launcher.task.model import Task
 
         task = Task.from_dict(
             {

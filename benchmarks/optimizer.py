@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 from launcher.api import planning
 from launcher.catalog import query
-from launcher.optimizer import rank
-from launcher.task import Task
+from launcher.optimizer.ranking import rank
+from launcher.task.model import Task
 
 GOAL_MS = 20.0
 

@@ -42,7 +42,7 @@ Rankings (rows):
 - list:      the lowest current spot price; ties by zone name (the optimizer's stable
              key, so the list-price ranking the launcher had);
 - list-rnd:  the lowest current price, ties broken at random (seeded);
-- expected:  price x launcher.optimizer.expected_cost_factor(rate, R), the optimizer's
+- expected:  price x launcher.optimizer.ranking.expected_cost_factor(rate, R), the optimizer's
              own formula, with each zone's rate its preemptions over the last
              `--window-h` hours (default 24) per hour it was up, with a weak prior
              ((k + 0.5) / (up_h + 1)), plus the rates the managed-jobs controller adds
@@ -98,7 +98,7 @@ from launcher.jobs.recovery import (  # noqa: E402
     observed_rates,
     placement_tiers,
 )
-from launcher.optimizer import DEFAULT_RESTART_OVERHEAD_HOURS, expected_cost_factor  # noqa: E402
+from launcher.optimizer.ranking import DEFAULT_RESTART_OVERHEAD_HOURS, expected_cost_factor  # noqa: E402
 
 SETS = ("preemption/1-node/aws-04-19-2023", "preemption/1-node/aws-04-22-2023")
 AVAIL_SETS = ("availability/1-node/aws-02-15-2023", "availability/1-node/aws-10-26-2022")

@@ -35,8 +35,8 @@ def _median(fn: object, runs: int = 5) -> float:
 
 def measure(n: int) -> tuple[float, float, float, float, float]:
     """(size MB, open+check s, open s, backup s, `launcher status` s) for n events."""
-    from launcher import state_files
-    from launcher.state import PlacementRecord, StateDB
+    from launcher.state import files as state_files
+    from launcher.state.db import PlacementRecord, StateDB
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"

@@ -30,7 +30,7 @@ from launcher.api import clusters as api
 from launcher.api import jobs as jobs_api
 from launcher.api.exec_job import exec_
 from launcher.jobs.store import AttemptRow, JobStore
-from launcher.task import Task
+from launcher.task.model import Task
 from tests import netns
 from tests.checkpoint_view import committed_now
 

@@ -45,7 +45,7 @@ RULES: tuple[tuple[str, str], ...] = (
     ("launcher.state", "launcher.api"),
     ("launcher.config", "launcher.api"),
     ("launcher.task", "launcher.api"),
-    ("launcher.resources", "launcher.api"),
+    ("launcher.task.resources", "launcher.api"),
 )
 
 

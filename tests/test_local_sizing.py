@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from launcher.catalog.local import _memory_gib, local_offers
-from launcher.optimizer import rank
-from launcher.task import Task
+from launcher.optimizer.ranking import rank
+from launcher.task.model import Task
 
 REPO = Path(__file__).resolve().parents[1]
 CPUS = os.cpu_count() or 1

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from launcher.provisioning.failover import ConfirmCallback
     from launcher.runtime.agent_client import CancelResult
     from launcher.runtime.jobspec import JobRecord
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 LineCallback = Callable[[str], None]
 

@@ -64,7 +64,7 @@ def refreshable_clouds() -> list[str]:
 def _regions_for(cloud: str, regions: Sequence[str] | None) -> tuple[tuple[str, ...], bool]:
     """(regions, whether they are the defaults rather than named by the user)."""
     from launcher.catalog import query
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     if regions:
         return tuple(dict.fromkeys(regions)), False
@@ -107,16 +107,16 @@ def catalog_refresh(
     installed) or UsageError for an unknown cloud."""
     from launcher.catalog import query, refreshed
     from launcher.clouds.sdk import as_missing_sdk, sdk_boundary
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
     from launcher.errors import UsageError
 
     if cloud is not None and cloud.lower() not in FETCHERS:
         from launcher.catalog.query_args import _catalog_clouds
-        from launcher.resource_fields import KNOWN_CLOUDS
+        from launcher.task.resources_parser import KNOWN_CLOUDS
 
         known = sorted(set(_catalog_clouds(query)) | set(FETCHERS))
         if cloud.lower() not in known and cloud.lower() not in KNOWN_CLOUDS:
-            from launcher.cloud_names import cloud_did_you_mean
+            from launcher.task.cloud_names import cloud_did_you_mean
 
             raise UsageError(
                 f"--cloud {cloud}: unknown cloud{cloud_did_you_mean(cloud, known)} (known: "

@@ -51,7 +51,7 @@ class CleanupReport:
 def _cloud_object(cloud: str) -> Any:
     from launcher.clouds.registry import IMPLEMENTED
     from launcher.provisioning.cloud_access import default_cloud
-    from launcher.task_fields import did_you_mean
+    from launcher.task.fields import did_you_mean
 
     if cloud not in IMPLEMENTED:
         raise UsageError(f"clouds cleanup: unknown cloud {cloud!r}"
@@ -66,7 +66,7 @@ def _cloud_object(cloud: str) -> Any:
 
 def _clusters_using(cloud: str) -> dict[str | None, list[str]]:
     """Region -> the state DB's clusters on `cloud` there ("NAME (STATUS)")."""
-    from launcher.state import StateDB
+    from launcher.state.db import StateDB
 
     out: dict[str | None, list[str]] = {}
     with StateDB() as db:

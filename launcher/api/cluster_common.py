@@ -15,11 +15,11 @@ from launcher.errors import LauncherError
 from launcher.provisioning.cloud_access import CloudFn, default_cloud
 from launcher.provisioning.prepare import job_spec_for
 from launcher.provisioning.teardown import terminate_everywhere
-from launcher.state import ClusterRecord, ClusterStatus, StateDB
+from launcher.state.db import ClusterRecord, ClusterStatus, StateDB
 
 if TYPE_CHECKING:
     from launcher.runtime.jobspec import JobRecord
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 __all__ = [
     "CloudFn",
@@ -140,7 +140,7 @@ def _catalog_spelling(name: str) -> str:
         return name
     from launcher.catalog import query
     from launcher.catalog.aliases import user_aliases
-    from launcher.task_fields import canonical_accelerator_name
+    from launcher.task.fields import canonical_accelerator_name
 
     return canonical_accelerator_name(name, query.accelerator_names(), user_aliases()) or name
 

@@ -27,7 +27,7 @@ from launcher.api.cluster_common import (
 )
 from launcher.clouds.base import NodeState
 from launcher.errors import ClusterNotFoundError, LauncherError
-from launcher.state import (
+from launcher.state.db import (
     ClusterRecord,
     ClusterStatus,
     StateDB,

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from launcher.errors import UsageError
-from launcher.state import StateDB, UsageEntry
+from launcher.state.db import StateDB, UsageEntry
 
 DAY_S = 86400.0
 

@@ -22,11 +22,11 @@ from launcher.api.cluster_common import (
     require_up,
     require_user_owned,
 )
-from launcher.state import StateDB, acquire_cluster_lock
+from launcher.state.db import StateDB, acquire_cluster_lock
 
 if TYPE_CHECKING:
     from launcher.runtime.jobspec import JobSpec
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 # How long exec waits for another command (a launch's setup, a stop) holding the cluster.
 EXEC_LOCK_WAIT_S = 30.0
@@ -52,7 +52,7 @@ def exec_(
 
     if isinstance(task_or_command, str):
         from launcher.errors import UsageError
-        from launcher.task import script_size_problem
+        from launcher.task.model import script_size_problem
 
         problem = script_size_problem(task_or_command, "the command")
         if problem:

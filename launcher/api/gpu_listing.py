@@ -156,7 +156,7 @@ def canonical_accelerator(name: str, known_names: Collection[str]) -> str:
     the other names users write, e.g. 'A100-40GB'). Raises InvalidQueryError with close
     names suggested."""
     from launcher.catalog.aliases import user_aliases
-    from launcher.task_fields import canonical_accelerator_name, unknown_accelerator_message
+    from launcher.task.fields import canonical_accelerator_name, unknown_accelerator_message
 
     hit = canonical_accelerator_name(name, known_names, user_aliases())
     if hit is None:
@@ -169,7 +169,7 @@ def _check_fabric(fabric: str | None) -> str | None:
     if fabric is None:
         return None
     f = fabric.strip().lower()
-    from launcher.resources import REQUESTABLE_FABRICS
+    from launcher.task.resources import REQUESTABLE_FABRICS
 
     if f not in REQUESTABLE_FABRICS:
         raise InvalidQueryError(

@@ -1,7 +1,7 @@
 """What `status --refresh` found wrong with a cluster, stored so every later `status`
 shows it (as SkyPilot does), with when it was seen.
 
-Own migration chain ("cluster-health", see launcher/state.py), one table:
+Own migration chain ("cluster-health", see launcher/state/db.py), one table:
 `cluster_health(cluster, launched_at, status, reason, seen_at)`. A row belongs to one
 incarnation of the cluster (its `launched_at`): a cluster relaunched under the same
 name never inherits it. The next refresh that finds the cluster healthy removes it.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.state import ClusterRecord, Migration, StateDB
+from launcher.state.db import ClusterRecord, Migration, StateDB
 
 COMPONENT = "cluster-health"
 MIGRATIONS: tuple[Migration, ...] = (

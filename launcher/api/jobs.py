@@ -39,7 +39,7 @@ from launcher.jobs.store import AttemptRow, EventRow, JobRow, JobStore
 
 if TYPE_CHECKING:
     from launcher.jobs.deadline_store import DeadlineSpec
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 LineCallback = Callable[[str], None]
 
@@ -138,7 +138,7 @@ def jobs_launch(task: Task | str, name: str | None = None, *, start_controller: 
     Unless `check=False` (the caller checked already), the task must be feasible now
     (`jobs_check_feasible`). Raises TaskValidationError for a bad task (including an
     unknown job_recovery strategy), NoPlacementError for an unsatisfiable one."""
-    from launcher.task import Task as TaskCls
+    from launcher.task.model import Task as TaskCls
 
     t = TaskCls.from_yaml(task) if isinstance(task, str) else task
     _validate(t)
@@ -178,7 +178,7 @@ def deadline_spec(t: Task, now: float) -> DeadlineSpec | None:
     met even on on-demand from now (duration + restart overhead > time left)."""
     from launcher.jobs.deadline_store import DeadlineSpec
     from launcher.spot.policy import DEFAULT_POLICY
-    from launcher.task_policies import DEFAULT_RESTART_OVERHEAD_S, format_deadline_at, span_text
+    from launcher.task.policies import DEFAULT_RESTART_OVERHEAD_S, format_deadline_at, span_text
 
     rec = t.job_recovery
     if rec is None or not rec.is_deadline:

@@ -58,7 +58,7 @@ from launcher.provisioning.failover import (
     provision_with_failover,
 )
 from launcher.provisioning.prepare import prepare_cluster
-from launcher.state import (
+from launcher.state.db import (
     ClusterRecord,
     ClusterStatus,
     StateDB,
@@ -67,7 +67,7 @@ from launcher.state import (
 )
 
 if TYPE_CHECKING:
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 __all__ = [
     "Backoff",

@@ -27,7 +27,7 @@ from launcher.errors import NoPlacementError, TaskValidationError
 if TYPE_CHECKING:
     from launcher.api.jobs import ManagedJob
     from launcher.api.planning import Plan, UnsatisfiableTaskError
-    from launcher.task_pipeline import Pipeline
+    from launcher.task.pipeline import Pipeline
 
 
 @dataclass(frozen=True)

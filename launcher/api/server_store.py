@@ -1,5 +1,5 @@
 """The API server's tables in the state DB (its own `server` migration chain, see
-launcher/state.py): users and their token hashes, who launched/cancelled/downed what,
+launcher/state/db.py): users and their token hashes, who launched/cancelled/downed what,
 and asynchronous requests.
 
 Tokens: 256 random bits from `secrets`, shown once, stored only as their SHA-256
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.errors import LauncherError, UsageError
-from launcher.state import Migration, StateDB
+from launcher.state.db import Migration, StateDB
 
 ROLES = ("admin", "user")
 TOKEN_PREFIX = "lk_"

@@ -149,8 +149,8 @@ def simulate_task(
     `job_recovery` (duration, deadline in hours, policy, restart_overhead) when it gives them;
     `hours` is required otherwise, the others default to no deadline, the "launcher" policy and
     the optimizer's default restart overhead."""
-    from launcher.optimizer import DEFAULT_RESTART_OVERHEAD_HOURS
-    from launcher.task import Task
+    from launcher.optimizer.ranking import DEFAULT_RESTART_OVERHEAD_HOURS
+    from launcher.task.model import Task
 
     zones = load_trace_files(traces)
     task = Task.from_yaml(task_path, require_values=False)

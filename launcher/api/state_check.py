@@ -16,9 +16,9 @@ def check_state() -> StateHealth:
     """Open the state DB the way every command does (clusters and managed-jobs tables,
     with the integrity check). Blocking, short. Raises StateDamagedError (one paragraph
     on how to recover) or StateError."""
-    from launcher import state_files
     from launcher.jobs.store import JobStore
-    from launcher.state import StateDB
+    from launcher.state import files as state_files
+    from launcher.state.db import StateDB
 
     with StateDB() as db:
         path = db.path

@@ -61,7 +61,7 @@ CREATE INDEX offers_by_cloud ON offers(cloud);
 
 def launcher_home() -> str:
     """`$LAUNCHER_HOME`, else ~/.launcher (not created here)."""
-    from launcher.config import launcher_home as home
+    from launcher.config.settings import launcher_home as home
 
     return str(home())
 

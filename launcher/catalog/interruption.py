@@ -152,7 +152,7 @@ def data_dir() -> str:
 
 def aws_table_path() -> str:
     """The per-user table a refresh wrote, when there is one; else the bundled table."""
-    from launcher.config import launcher_home
+    from launcher.config.settings import launcher_home
 
     user = os.path.join(str(launcher_home()), "catalog", AWS_TABLE)
     return user if os.path.exists(user) else os.path.join(data_dir(), AWS_TABLE)

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 
 from launcher.catalog.offer import Offer
 from launcher.errors import LauncherError
-from launcher.task_fields import close_matches
+from launcher.task.fields import close_matches
 
 if TYPE_CHECKING:
-    from launcher.resources import Resources
-    from launcher.task import Task
+    from launcher.task.model import Task
+    from launcher.task.resources import Resources
 
 __all__ = [
     "AWS_ZONE_NAME_RE",
@@ -109,7 +109,7 @@ def canonical_cloud(name: str, known: Collection[str]) -> str:
     lowered = {k.lower(): k for k in known}
     found = lowered.get(name.strip().lower())
     if found is None:
-        from launcher.cloud_names import cloud_suggestions
+        from launcher.task.cloud_names import cloud_suggestions
 
         hits = cloud_suggestions(name, known)
         suggest = f"; did you mean {' or '.join(hits)}?" if hits else ""
@@ -174,7 +174,7 @@ def resolve_task_locations(
             # an alternative on a cloud launcher knows nothing of is dropped with a note
             # while other alternatives remain (like a Kubernetes one)
             first_skip = first_skip or exc
-            from launcher.task_fields import format_path
+            from launcher.task.fields import format_path
 
             skipped.append(f"{format_path(res.path)} ({cloud}) is skipped: launcher has no "
                            f"prices and no provisioner for {cloud}.")
@@ -318,6 +318,6 @@ def _price_key(o: Offer) -> tuple[float, float, str]:
 
 
 def _dotted(path: tuple[str | int, ...], part: str) -> str:
-    from launcher.task_fields import format_path
+    from launcher.task.fields import format_path
 
     return format_path((*path, part))

@@ -103,7 +103,7 @@ class RefreshInfo:
 
 
 def store_path() -> str:
-    from launcher.config import launcher_home
+    from launcher.config.settings import launcher_home
 
     return os.path.join(str(launcher_home()), "catalog", STORE_FILE)
 

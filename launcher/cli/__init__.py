@@ -5,7 +5,7 @@
 turns every `LauncherError` into a one-paragraph message on stderr and a non-zero
 exit, never a traceback; so does a `ModuleNotFoundError` of a cloud SDK that is not
 installed (one line naming the `pip install 'launcher[...]'` extra). It runs with
-umask 077 and makes `LAUNCHER_HOME` private (launcher/state_files.py). `launcher --help` alone is printed from the index's rendered
+umask 077 and makes `LAUNCHER_HOME` private (launcher/state/files.py). `launcher --help` alone is printed from the index's rendered
 copy (same text click renders; no click import). `launcher.cli.app` (the typer app
 with every command registered) is still available as an attribute, imported on
 first access.
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     from launcher.errors import LauncherError
 
     try:
-        from launcher.state_files import secure_home
+        from launcher.state.files import secure_home
 
         secure_home()  # 0700; an existing readable home is made private, with a warning
         rv = root_group().main(args=argv, standalone_mode=False, prog_name="launcher")
@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as err:  # a full disk is an expected failure, not a bug
         import sqlite3
 
-        from launcher.diskspace import full_message, is_disk_full_error, is_full
-        from launcher.state import launcher_home
+        from launcher.state.db import launcher_home
+        from launcher.state.diskspace import full_message, is_disk_full_error, is_full
 
         storage = isinstance(err, OSError | sqlite3.Error)
         if not (is_disk_full_error(err) or (storage and is_full(launcher_home()))):

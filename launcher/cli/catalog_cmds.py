@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from launcher.catalog.money import format_money
 from launcher.cli.app import app, print_json
 from launcher.cli.plan_render import fabric_text as _fabric
 from launcher.cli.plan_render import num as _num
 from launcher.cli.plan_render import plan_and_render, rejection_line, render_plan
 from launcher.cli.table import Table, echo, print_table
-from launcher.money import format_money
 
 if TYPE_CHECKING:
     from launcher.api.planning import GpuListing, GpuSummaryRow
@@ -265,7 +265,7 @@ def cost_cmd(
 ) -> None:
     """Rank where TASK.yaml can run, cheapest first, with its hourly (and total) cost."""
     from launcher.api import planning
-    from launcher.task import Task
+    from launcher.task.model import Task
 
     task = Task.from_yaml(task_file, require_values=False)  # costing needs no env values
     h = _number(hours, "--hours")

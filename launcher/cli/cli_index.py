@@ -158,7 +158,7 @@ def _key() -> str:
 
 
 def _home() -> str:
-    """launcher.config.launcher_home(), without importing launcher.config (its
+    """launcher.config.settings.launcher_home(), without importing launcher.config (its
     dataclasses and inspect imports would double the cost of `launcher --help`);
     tests/cli/test_lazy_cli.py checks the two agree."""
     env = os.environ.get("LAUNCHER_HOME")

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from launcher.catalog.money import format_money
 from launcher.cli.app import ENV_HELP, SECRET_HELP, app, print_json
 from launcher.cli.completion import complete_cluster_name
-from launcher.money import format_money
 
 if TYPE_CHECKING:
-    from launcher.optimizer import Placement
-    from launcher.task import Task
+    from launcher.optimizer.ranking import Placement
+    from launcher.task.model import Task
 
 # `launcher local ...` (kept in its own module)
 from launcher.cli import local_cmds  # noqa: E402,F401  isort: skip
@@ -61,7 +61,7 @@ def _load_task(path: str, env: list[str] | None, cloud: str | None, gpus: str | 
                require_values: bool = True, infra: str | None = None,
                use_spot: bool | None = None) -> Task:
     from launcher.cli.app import parse_assignments
-    from launcher.task import Task
+    from launcher.task.model import Task
 
     task = Task.from_yaml(path, env_overrides=parse_assignments(env, "--env") or None,
                           secret_overrides=parse_assignments(secret, "--secret") or None,
@@ -190,7 +190,7 @@ def launch_cmd(
     name_hint = cluster
     if cluster is None and not b.remote:  # the server names it (and says so)
         from launcher.api.launch import generate_cluster_name
-        from launcher.state import StateDB
+        from launcher.state.db import StateDB
 
         with StateDB() as db:
             name_hint = generate_cluster_name(db)
@@ -251,7 +251,7 @@ def _say_interrupted_before_job(name: str) -> None:
     """After Ctrl-C before the job was submitted: say what is left (a cluster, or nothing)."""
     import contextlib
 
-    from launcher.state import StateDB
+    from launcher.state.db import StateDB
 
     with contextlib.suppress(Exception), StateDB() as db:
         rec = db.get_cluster(name)
@@ -283,7 +283,7 @@ def exec_cmd(
             f"`--`: `launcher exec {cluster} -- CMD`.")
     if len(target) == 1 and target[0].endswith((".yaml", ".yml")):
         from launcher.cli.app import parse_assignments
-        from launcher.task import Task
+        from launcher.task.model import Task
 
         task = Task.from_yaml(target[0], env_overrides=parse_assignments(env, "--env") or None,
                               secret_overrides=parse_assignments(secret, "--secret") or None)
@@ -571,7 +571,7 @@ def autostop_cmd(
 ) -> int:
     """Stop (or --down) a cluster after it has been idle for -i minutes (default 5)."""
     from launcher.client import backend
-    from launcher.task_policies import DEFAULT_AUTOSTOP_MINUTES
+    from launcher.task.policies import DEFAULT_AUTOSTOP_MINUTES
 
     autostop = backend().autostop
 

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from launcher.catalog.money import format_money
 from launcher.cli.app import app, print_json
 from launcher.cli.table import Table, echo, print_table
-from launcher.money import format_money
 
 if TYPE_CHECKING:
     from launcher.api.cost_report import CostReport

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from launcher.catalog.money import format_money
 from launcher.cli.app import ENV_HELP, SECRET_HELP, app, console, err_console, print_json
 from launcher.cli.completion import complete_managed_job_id
-from launcher.money import format_money
 
 if TYPE_CHECKING:
     from launcher.jobs.accounting import JobSummary
-    from launcher.task_pipeline import Pipeline
+    from launcher.task.pipeline import Pipeline
 
 jobs_app = typer.Typer(
     rich_markup_mode=None,
@@ -83,7 +83,7 @@ def launch_cmd(
     as a managed job, one after another; a stage starts when the one before SUCCEEDED."""
     from launcher.cli.app import parse_assignments
     from launcher.client import backend
-    from launcher.task_pipeline import load_pipeline
+    from launcher.task.pipeline import load_pipeline
 
     pipeline = load_pipeline(task, env_overrides=parse_assignments(env, "--env") or None,
                              secret_overrides=parse_assignments(secret, "--secret") or None,
@@ -225,7 +225,7 @@ def _dur(s: float | None) -> str:
 def _ensure_controller() -> None:
     """Live jobs but no controller: start it (their statuses would stay stale) and say so."""
     from launcher.client import backend
-    from launcher.state_files import StateError
+    from launcher.state.files import StateError
 
     try:
         started = backend().ensure_controller()
@@ -234,8 +234,8 @@ def _ensure_controller() -> None:
     except Exception as exc:  # still show what the DB says, with a warning
         import sqlite3
 
-        from launcher.diskspace import is_disk_full_error, is_full
-        from launcher.state import launcher_home
+        from launcher.state.db import launcher_home
+        from launcher.state.diskspace import is_disk_full_error, is_full
 
         if is_disk_full_error(exc) or (isinstance(exc, OSError | sqlite3.Error)
                                        and is_full(launcher_home())):

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from launcher.catalog.money import format_money
 from launcher.cli.table import Table, echo, print_table
-from launcher.money import format_money
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from launcher.api.planning import Plan
-    from launcher.optimizer import Placement
+    from launcher.optimizer.ranking import Placement
     from launcher.provisioning.planning_rows import PlanRow
 
 TOP_PLACEMENTS = 10  # lines of the plan table

@@ -17,7 +17,7 @@ class Login:
 
 
 def login_path() -> Path:
-    from launcher.config import launcher_home
+    from launcher.config.settings import launcher_home
 
     return launcher_home() / "api_login.json"
 
@@ -45,7 +45,7 @@ def normalize_endpoint(url: str) -> str:
 
 
 def save_login(login: Login) -> Path:
-    from launcher import state_files
+    from launcher.state import files as state_files
 
     path = login_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

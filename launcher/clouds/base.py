@@ -115,7 +115,7 @@ class ProvisionRequest:
     # call, so a retried or resumed call cannot create a second gang (EC2 ClientToken,
     # GCP requestId, ...). None: the cloud derives nothing and creates afresh.
     idempotency_token: str | None = None
-    # The task's `config:` overrides that apply here (launcher.task_config), section ->
+    # The task's `config:` overrides that apply here (launcher.task.config_section), section ->
     # key -> value, e.g. {"aws": {"use_internal_ips": True}, "docker": {"run_options":
     # ("--shm-size=16g",)}}: a provisioner applies its section over config.yaml's
     # (`task_config.apply_overrides(load_config().aws, req.settings.get("aws", {}))`).

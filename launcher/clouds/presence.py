@@ -31,7 +31,7 @@ LOCAL_STATUS = CredentialStatus(True, "nodes are processes on this machine")
 def ssh_pools_status() -> CredentialStatus:
     """Enabled when at least one pool of config.yaml's `ssh_node_pools` is usable (its
     identity file, if named, exists). Never raises."""
-    from launcher.config import config_path, load_config
+    from launcher.config.settings import config_path, load_config
     from launcher.errors import LauncherError
 
     try:
@@ -60,21 +60,21 @@ def _aws() -> CredentialStatus:
 
 def _gcp() -> CredentialStatus:
     from launcher.clouds.gcp.session import presence
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     return presence(load_config().gcp)
 
 
 def _azure() -> CredentialStatus:
     from launcher.clouds.azure.session import presence
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     return presence(load_config().azure)
 
 
 def _nebius() -> CredentialStatus:
     from launcher.clouds.nebius.session import presence
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     return presence(load_config().nebius)
 

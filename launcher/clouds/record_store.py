@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from launcher.config import launcher_home
+from launcher.config.settings import launcher_home
 
 
 def load_json(path: Path) -> dict[str, Any] | None:

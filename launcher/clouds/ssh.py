@@ -51,7 +51,7 @@ from launcher.clouds.base import (
 from launcher.clouds.ssh_health import HealthSettings, confirmed_unreachable, quarantine_active
 from launcher.clouds.ssh_hosts import release_answering
 from launcher.clouds.ssh_pool_state import Allocation, PoolStateFile
-from launcher.config import SSHHost, SSHNodePool, config_path, load_config
+from launcher.config.settings import SSHHost, SSHNodePool, config_path, load_config
 from launcher.errors import LauncherError
 from launcher.runtime import keys
 from launcher.runtime.runner import NodeUnreachableError, shell_path

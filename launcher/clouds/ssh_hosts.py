@@ -34,7 +34,7 @@ from typing import Protocol
 from launcher.clouds.base import InvalidRequestError
 from launcher.clouds.ssh_health import HealthSettings, quarantine_active, sshd_reachable
 from launcher.clouds.ssh_pool_state import PoolState
-from launcher.config import SSHHost, SSHNodePool, config_path, load_config
+from launcher.config.settings import SSHHost, SSHNodePool, config_path, load_config
 
 FREE, HELD, QUARANTINED = "free", "held", "quarantined"
 _MAX_PARALLEL = 16

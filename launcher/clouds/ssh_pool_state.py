@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from launcher.clouds.base import NodeInfo
 from launcher.clouds.ssh_health import quarantine_active
-from launcher.config import launcher_home
+from launcher.config.settings import launcher_home
 from launcher.errors import ConfigError
 
 _STATE_VERSION = 1

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 # Clouds whose LAUNCHER_CHECKPOINT_DIR needs no default store: the local cloud's
 # directory is on this machine; an SSH pool's hosts are the user's own (a pool may
@@ -26,7 +26,7 @@ CONFIG_FIELD = "jobs.checkpoint_store (in ~/.launcher/config.yaml)"
 
 def _jobs_settings() -> Any:
     try:
-        from launcher.config import load_config
+        from launcher.config.settings import load_config
 
         return getattr(load_config(), "jobs", None)
     except Exception:  # a broken config is reported by the launch itself

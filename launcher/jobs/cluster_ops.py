@@ -33,7 +33,7 @@ from launcher.jobs.recovery import PlacementTier
 
 if TYPE_CHECKING:
     from launcher.provisioning.failover import PlanFn
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 
 class NoCapacityError(LauncherError):
@@ -276,7 +276,7 @@ def checkpoint_dir_for(cloud: str, region: str | None, job_id: int, task: Task |
         return str(paths.local_checkpoint_dir(job_id))
     if cloud == "ssh":
         try:
-            from launcher.config import load_config
+            from launcher.config.settings import load_config
 
             pool = load_config().ssh_node_pools.get(region or "")
             base = pool.checkpoint_dir if pool is not None else None
@@ -331,7 +331,7 @@ class RealClusterOps:
         if client is not None:
             return client
         from launcher.runtime.execution import agent_client
-        from launcher.state import StateDB
+        from launcher.state.db import StateDB
 
         with StateDB() as db:
             if db.get_cluster(cluster_name) is None:
@@ -360,7 +360,7 @@ class RealClusterOps:
             name = self._clouds.get(cluster_name)
         if name is not None:
             return name
-        from launcher.state import StateDB
+        from launcher.state.db import StateDB
 
         with StateDB() as db:
             rec = db.get_cluster(cluster_name)
@@ -378,7 +378,7 @@ class RealClusterOps:
         from launcher.provisioning.failover import Provisioned, provision_with_failover
         from launcher.provisioning.prepare import job_spec_for, prepare_cluster
         from launcher.runtime import execution
-        from launcher.state import StateDB, acquire_cluster_lock
+        from launcher.state.db import StateDB, acquire_cluster_lock
 
         task = req.task
         if req.market is not None:
@@ -455,7 +455,7 @@ class RealClusterOps:
 
     def adopt(self, cluster_name: str) -> AttemptLaunch | None:
         from launcher.provisioning.cloud_access import default_cloud
-        from launcher.state import ClusterStatus, StateDB
+        from launcher.state.db import ClusterStatus, StateDB
 
         with StateDB() as db:
             rec = db.get_cluster(cluster_name)
@@ -647,7 +647,7 @@ class RealClusterOps:
         from launcher.clouds.local import LocalCloud
         from launcher.provisioning.prepare import job_spec_for, prepare_cluster
         from launcher.runtime import execution
-        from launcher.state import StateDB, acquire_cluster_lock
+        from launcher.state.db import StateDB, acquire_cluster_lock
 
         self._forget(cluster_name)
         with StateDB() as db:
@@ -723,7 +723,7 @@ def _store_of_job(cloud: str, job_id: int) -> str | None:
     import json
 
     from launcher.jobs.store import JobStore
-    from launcher.task import Task
+    from launcher.task.model import Task
 
     try:
         store = JobStore()

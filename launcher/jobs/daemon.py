@@ -54,7 +54,7 @@ def config_from_env() -> ControllerConfig:
     """ControllerConfig from the config file's `jobs:` section, then the environment."""
     cfg = ControllerConfig()
     with contextlib.suppress(Exception):  # a broken config file is reported where it is used
-        from launcher.config import load_config
+        from launcher.config.settings import load_config
 
         tick = load_config().jobs.deadline_tick
         if tick is not None:
@@ -75,7 +75,7 @@ def load_task(job: JobRow, store: JobStore | None = None) -> object:
     values (kept apart, see job_secrets.py). Raises LauncherError when the values of a
     secret are gone (the job cannot be relaunched as submitted)."""
     from launcher.errors import LauncherError
-    from launcher.task import Task
+    from launcher.task.model import Task
 
     data = json.loads(job.task_yaml)
     wanted = [k for k, v in (data.get("secrets") or {}).items() if v is None]
@@ -150,7 +150,7 @@ def hold_lock() -> Iterator[bool]:
 
 
 def main() -> int:
-    from launcher import state_files
+    from launcher.state import files as state_files
 
     state_files.private_umask()  # its logs and the local nodes' files stay private
     state_files.secure_home()

@@ -24,8 +24,8 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from launcher import state_files
 from launcher.errors import LauncherError
+from launcher.state import files as state_files
 
 SCRUB_COMPONENT = "job-secrets"  # a component chain in `schema_version` (see state.py)
 

@@ -89,7 +89,7 @@ class NodeCredentials:
     def _renew(self, cluster: str, t: _Tracked) -> None:
         from launcher.runtime import execution
         from launcher.runtime.storage_nodes import renew_on_nodes, shipped_lifetime
-        from launcher.state import StateDB
+        from launcher.state.db import StateDB
 
         try:
             with StateDB() as db:

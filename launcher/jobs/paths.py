@@ -15,7 +15,7 @@ from pathlib import Path
 
 def launcher_home() -> Path:
     """LAUNCHER_HOME, or ~/.launcher. Not created here."""
-    from launcher.config import launcher_home as home
+    from launcher.config.settings import launcher_home as home
 
     return home()
 

@@ -43,8 +43,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from launcher.catalog.interruption import InterruptionRate
-from launcher.optimizer import Blocked
-from launcher.optimizer import Place as RatePlace
+from launcher.optimizer.ranking import Blocked
+from launcher.optimizer.ranking import Place as RatePlace
 
 EAGER_NEXT_REGION = "EAGER_NEXT_REGION"
 FAILOVER = "FAILOVER"

@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher import state_files
 from launcher.errors import LauncherError
 from launcher.jobs import job_secrets, paths
 from launcher.jobs.state_machine import (
@@ -27,6 +26,7 @@ from launcher.jobs.state_machine import (
     ManagedJobStatus,
     check_transition,
 )
+from launcher.state import files as state_files
 
 
 class ManagedJobNotFoundError(LauncherError):
@@ -423,7 +423,7 @@ def _attempt(r: sqlite3.Row) -> AttemptRow:
 
 
 def _open_error(path: Path, exc: BaseException) -> state_files.StateError:
-    from launcher.diskspace import describe_storage_error  # says "disk full" when it is
+    from launcher.state.diskspace import describe_storage_error  # says "disk full" when it is
 
     return state_files.StateError(
         f"Cannot open the state DB at {path}: {describe_storage_error(path, exc)}"

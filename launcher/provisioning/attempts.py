@@ -1,6 +1,6 @@
 """Every provisioning attempt, recorded in the state DB before the cloud is called.
 
-Own migration chain ("provisioning", see launcher/state.py), one table:
+Own migration chain ("provisioning", see launcher/state/db.py), one table:
 `provision_attempts(cluster, attempt, token, cloud, region, zone, instance_type,
 started_at, outcome, error_class, message, ended_at)`.
 
@@ -25,7 +25,7 @@ import hashlib
 import time
 from dataclasses import dataclass
 
-from launcher.state import Migration, StateDB
+from launcher.state.db import Migration, StateDB
 
 COMPONENT = "provisioning"
 MIGRATIONS: tuple[Migration, ...] = (

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
+from launcher.catalog.money import format_money
 from launcher.clouds.base import (
     AuthError,
     CapacityError,
@@ -41,15 +42,14 @@ from launcher.clouds.base import (
     QuotaError,
 )
 from launcher.errors import LauncherError, NoPlacementError
-from launcher.money import format_money
-from launcher.optimizer import Blocked, Placement
+from launcher.optimizer.ranking import Blocked, Placement
 from launcher.provisioning import attempts as attempt_log
 from launcher.provisioning.cloud_access import CloudFn, default_cloud
-from launcher.state import PlacementRecord, StateDB
+from launcher.state.db import PlacementRecord, StateDB
 
 if TYPE_CHECKING:
     from launcher.clouds.base import Cloud
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 EventCallback = Callable[[str], None]
 # Clouds that reach nodes without the user's launcher key: local (no SSH at all) and

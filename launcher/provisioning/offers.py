@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from launcher.catalog.offer import Offer
-    from launcher.resources import ResourceCandidate
+    from launcher.task.resources import ResourceCandidate
 
 SSH_CLOUD = "ssh"
 
 
 def pool_offers() -> list[Offer]:
     """One offer per SSH node pool in `config.yaml` (none without a config file)."""
-    from launcher.config import config_path
+    from launcher.config.settings import config_path
 
     if not config_path().exists():
         return []

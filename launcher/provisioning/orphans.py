@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from launcher.clouds.base import INSTANCE, SupportsOrphans, SupportsResourceScan, TaggedResource
 from launcher.provisioning.cloud_access import CloudFn, default_cloud
-from launcher.state import StateDB
+from launcher.state.db import StateDB
 
 
 @dataclass(frozen=True)

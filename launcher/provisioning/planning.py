@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from launcher.catalog.locations import resolve_task_locations
+from launcher.catalog.money import format_money
 from launcher.catalog.offer import KUBERNETES_CLOUD, UNPRICED_CLOUDS, WHOLE_HOST_CLOUDS, Offer
 from launcher.catalog.query_args import InvalidQueryError, _catalog_clouds, json_number
 from launcher.errors import NoPlacementError
-from launcher.money import format_money
-from launcher.optimizer import (
+from launcher.optimizer.ranking import (
     LOCAL_CLOUD,
     Blocked,
     Failure,
@@ -45,12 +45,12 @@ from launcher.provisioning.planning_rows import (
     plan_rows,
 )
 from launcher.provisioning.planning_spot import placement_label, reorder_note, spot_model
-from launcher.resources import ResourceCandidate
+from launcher.task.resources import ResourceCandidate
 
 if TYPE_CHECKING:
     from launcher.catalog.interruption import InterruptionRate
     from launcher.clouds.status import CredentialStatus
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 __all__ = [
     "InvalidQueryError",
@@ -303,7 +303,7 @@ def plan(
     Raises NoPlacementError, explained per constraint, when no offer fits at all.
     """
     from launcher.catalog import query
-    from launcher.task import canonicalize_accelerators
+    from launcher.task.model import canonicalize_accelerators
 
     if hours is not None and not hours > 0:
         raise InvalidQueryError(f"--hours must be a positive number of hours, got {hours:g}.")
@@ -322,7 +322,7 @@ def plan(
     def status(cloud: str) -> CredentialStatus:
         st = status_cache.get(cloud)
         if st is None:
-            # a `config:` key this cloud cannot honour (task_config.py) decides first
+            # a `config:` key this cloud cannot honour (task/config_section.py) decides first
             refused = task.config.launch_refusal(cloud) if task.config else None
             if refused:
                 from launcher.clouds.status import CredentialStatus as Status
@@ -404,7 +404,7 @@ def plan(
         notes.append(NOTHING_LAUNCHABLE)
     reordered: list[Reorder] = []
     if spot is not None:
-        from launcher.optimizer import reordered_by_expected_cost
+        from launcher.optimizer.ranking import reordered_by_expected_cost
 
         reordered = reordered_by_expected_cost(ranking.placements)
         if reordered:
@@ -421,8 +421,8 @@ def plan(
 
 def _resolve_families(query: Any, task: Task) -> Task:
     """SkyPilot's old `Inferentia:N` for an inf2 size, read as `Inferentia2:N` (see
-    launcher.task_families); reads the catalog only when the task names such a chip."""
-    from launcher.task_families import family_names, resolve_family_counts
+    launcher.task.families); reads the catalog only when the task names such a chip."""
+    from launcher.task.families import family_names, resolve_family_counts
 
     names = family_names(task)
     if not names:
@@ -678,7 +678,7 @@ _SSH_CLOUD = "ssh"  # = launcher.catalog.query.SSH_CLOUD: its offers are config.
 
 def _no_ssh_pool(pool: str | None, pools: Sequence[str]) -> str:
     """The `ssh` cloud's offers are the pools declared in config.yaml: say which is missing."""
-    from launcher.state import launcher_home
+    from launcher.state.db import launcher_home
 
     config = launcher_home() / "config.yaml"
     if pools:
@@ -698,7 +698,7 @@ def _nothing_of(c: ResourceCandidate, what: str, offers: Sequence[Offer]) -> str
             f"{o.region}: {_host_shape(o)}" for o in sorted(pool_offers(), key=lambda o: o.region))
         return f"no SSH node pool has {what}" + (f" (pools: {pools})" if pools else "")
     if c.accelerator is None and c.instance_type is not None:
-        from launcher.task_fields import close_matches
+        from launcher.task.fields import close_matches
 
         close = close_matches(c.instance_type, {o.instance_type for o in offers})
         hint = f" (did you mean {' or '.join(close)}?)" if close else ""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from launcher.optimizer import Placement
+    from launcher.optimizer.ranking import Placement
 
 # Why a placement is not launchable. What launcher cannot build decides before a cloud
 # that is merely not enabled (enabling that cloud would not help).

@@ -1,5 +1,5 @@
 """Planning helpers for spot tasks: the expected-cost model a plan ranks with, and the
-words for a ranking whose order differs from the list-price order (launcher.expected_cost;
+words for a ranking whose order differs from the list-price order (launcher.optimizer.expected_cost;
 docs/spot.md "Expected cost"). Used by launcher.provisioning.planning; nothing here prints.
 """
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from launcher.money import format_money
-from launcher.optimizer import Place, Placement, Reorder, SpotCostModel
+from launcher.catalog.money import format_money
+from launcher.optimizer.ranking import Place, Placement, Reorder, SpotCostModel
 
 if TYPE_CHECKING:
     from launcher.catalog.interruption import InterruptionRate
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 
 def placement_label(p: Placement) -> str:
@@ -29,7 +29,7 @@ def spot_model(
     `observed`; R = the task's job_recovery restart overhead, else the default; W =
     `hours`, else the task's job_recovery duration, else DEFAULT_WORK_HOURS."""
     from launcher.catalog.interruption import load_table
-    from launcher.optimizer import DEFAULT_RESTART_OVERHEAD_HOURS, DEFAULT_WORK_HOURS
+    from launcher.optimizer.ranking import DEFAULT_RESTART_OVERHEAD_HOURS, DEFAULT_WORK_HOURS
 
     recovery = getattr(task, "job_recovery", None)
     minutes = getattr(recovery, "restart_overhead_minutes", None)

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from launcher.errors import LauncherError
-from launcher.state import ClusterRecord, ClusterStatus, StateDB
+from launcher.state.db import ClusterRecord, ClusterStatus, StateDB
 
 if TYPE_CHECKING:
     from launcher.clouds.base import ClusterInfo
     from launcher.runtime.agent_client import AgentClient
     from launcher.runtime.jobspec import JobSpec
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 EventCallback = Callable[[str], None]
 LineCallback = Callable[[str], None]

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from launcher.clouds.base import Cloud, ClusterInfo, NodeState
-from launcher.state import ClusterRecord, ClusterStatus, StateDB
+from launcher.state.db import ClusterRecord, ClusterStatus, StateDB
 
 ANSWER_TIMEOUT_S = 20.0
 

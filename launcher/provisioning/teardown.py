@@ -9,7 +9,7 @@ from __future__ import annotations
 from launcher.errors import LauncherError
 from launcher.provisioning import attempts as attempt_log
 from launcher.provisioning.cloud_access import CloudFn, default_cloud
-from launcher.state import ClusterRecord, StateDB, cluster_lock
+from launcher.state.db import ClusterRecord, StateDB, cluster_lock
 
 # How long `down_cluster` waits for a command holding the cluster (e.g. a launch).
 LOCK_WAIT_S = 10.0

@@ -43,7 +43,7 @@ from launcher.runtime.upload_manifest import REMOTE_WORKDIR
 if TYPE_CHECKING:
     from launcher.runtime.agent_client import AgentClient
     from launcher.runtime.jobspec import WorkerAccess
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 SETUP_TAIL_LINES = 20
 
@@ -221,7 +221,7 @@ class _NodeOutcome:
 
 def setup_log_dir(cluster_name: str) -> Path:
     """A fresh directory for one launch's setup logs of `cluster_name`."""
-    from launcher.state import launcher_home
+    from launcher.state.db import launcher_home
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = launcher_home() / "logs" / cluster_name

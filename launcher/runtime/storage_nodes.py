@@ -42,7 +42,7 @@ from launcher.runtime.fanout import parallel
 
 if TYPE_CHECKING:
     from launcher.runtime.runner import CommandRunner
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 STORAGE_DIR = "~/.launcher-storage"
 SCRIPT = f"{STORAGE_DIR}/bucket_sync.py"
@@ -138,7 +138,7 @@ def plan_bucket_copies(task: Task) -> list[BucketCopy]:
     """The S3 copies of `task`'s file mounts, in task order. Pure (no I/O).
 
     Raises FileMountError naming the field for a mount a launch cannot do yet."""
-    from launcher.task_storage import LIST_SOURCE_NOT_LAUNCHABLE, store_of_uri
+    from launcher.task.storage import LIST_SOURCE_NOT_LAUNCHABLE, store_of_uri
 
     out: list[BucketCopy] = []
     for remote, source in task.file_mounts.items():
@@ -323,7 +323,7 @@ def uses_instance_role(cloud: str | None) -> bool:
     if cloud != "aws":
         return False
     try:
-        from launcher.config import load_config
+        from launcher.config.settings import load_config
 
         aws = getattr(load_config(), "aws", None)
         return bool(getattr(aws, "iam_instance_profile", None))

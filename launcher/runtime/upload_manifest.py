@@ -24,7 +24,7 @@ from launcher.errors import FileMountError as FileMountError  # re-exported
 from launcher.errors import LauncherError
 
 if TYPE_CHECKING:
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 REMOTE_WORKDIR = "~/sky_workdir"
 _CHUNK = 1 << 20

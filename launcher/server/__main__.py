@@ -22,8 +22,8 @@ def main(argv: list[str] | None = None) -> int:
 def serve(host: str, port: int, tls_cert: str | None, tls_key: str | None) -> int:
     import uvicorn
 
-    from launcher import state_files
     from launcher.server.app import create_app
+    from launcher.state import files as state_files
 
     state_files.private_umask()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")

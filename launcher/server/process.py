@@ -128,7 +128,7 @@ def health(url: str, timeout: float = 2.0) -> str | None:
 
 
 def status() -> ServerInfo:
-    from launcher.config import launcher_home
+    from launcher.config.settings import launcher_home
 
     data = _read_pid_file() or {}
     pid = data.get("pid")
@@ -141,7 +141,7 @@ def status() -> ServerInfo:
 
 def ensure_key() -> Path:
     """The Fernet key that encrypts secrets at rest (created once, 0600)."""
-    from launcher import state_files
+    from launcher.state import files as state_files
 
     path = key_path()
     if not path.exists():
@@ -195,7 +195,7 @@ def start(host: str, port: int, *, foreground: bool = False, tls_cert: str | Non
     if tls_cert and tls_key:
         args += ["--tls-cert", os.path.abspath(tls_cert), "--tls-key", os.path.abspath(tls_key)]
     if foreground:
-        from launcher import state_files
+        from launcher.state import files as state_files
 
         state_files.write_private(pid_path(), json.dumps({"pid": os.getpid(), "url": url}).encode())
         return Started(ServerInfo(True, os.getpid(), url, None, "", str(log_path())), token)
@@ -204,7 +204,7 @@ def start(host: str, port: int, *, foreground: bool = False, tls_cert: str | Non
         proc = subprocess.Popen([sys.executable, "-m", "launcher.server", *args],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True)
-    from launcher import state_files
+    from launcher.state import files as state_files
 
     state_files.write_private(pid_path(), json.dumps({"pid": proc.pid, "url": url}).encode())
     end = time.monotonic() + wait_s

@@ -21,7 +21,7 @@ DEFAULT_PORT = 46590
 
 
 def server_dir(home: Path | None = None) -> Path:
-    from launcher.config import launcher_home
+    from launcher.config.settings import launcher_home
 
     return (home or launcher_home()) / "server"
 

@@ -37,7 +37,7 @@ from launcher.runtime.upload_manifest import (
 from launcher.server.settings import server_dir
 
 if TYPE_CHECKING:
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
@@ -192,7 +192,7 @@ def server_task(task_dict: Mapping[str, Any], *, user: str, source: str | None,
     """The `Task` a client submitted, its local paths replaced by `user`'s uploaded
     copies (`uploads`: an UploadManifest's JSON). Raises LauncherError for a malformed
     task, a missing upload, or any local path that is not one of the user's uploads."""
-    from launcher.task import Task
+    from launcher.task.model import Task
 
     d = json.loads(json.dumps(task_dict))  # a private deep copy to rewrite
     store = UploadStore(user)

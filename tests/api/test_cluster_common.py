@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from launcher.api.cluster_common import fit_problem
-from launcher.state import ClusterRecord, ClusterStatus
-from launcher.task import Task
+from launcher.state.db import ClusterRecord, ClusterStatus
+from launcher.task.model import Task
 
 
 def cluster(accelerator: str | None, count: float = 0) -> ClusterRecord:

@@ -22,8 +22,8 @@ from launcher.clouds.base import NodeState, ProvisionRequest
 from launcher.clouds.local import LocalCloud, _node_pids
 from launcher.errors import ClusterNotFoundError
 from launcher.runtime.execution import SetupFailedError
-from launcher.state import ClusterStatus, PlacementRecord, StateDB
-from launcher.task import Task
+from launcher.state.db import ClusterStatus, PlacementRecord, StateDB
+from launcher.task.model import Task
 
 REPO = Path(__file__).resolve().parents[2]
 

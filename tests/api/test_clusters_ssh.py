@@ -17,8 +17,8 @@ import pytest
 from launcher.api import clusters as api
 from launcher.api.exec_job import exec_
 from launcher.api.launch import launch
-from launcher.optimizer import Blocked, Placement
-from launcher.task import Task
+from launcher.optimizer.ranking import Blocked, Placement
+from launcher.task.model import Task
 
 pytestmark = pytest.mark.netns
 
@@ -31,7 +31,7 @@ class _Plan:
 
 def _pool_plan(task: object, blocked: Blocked) -> _Plan:
     from launcher.clouds.ssh import ssh_offers
-    from launcher.optimizer import rank
+    from launcher.optimizer.ranking import rank
 
     placements = rank(task, ssh_offers(), blocked).placements  # type: ignore[arg-type]
     return _Plan(placements, [True] * len(placements))
@@ -131,7 +131,7 @@ def test_autostop_without_down_is_refused_on_ssh(pool: object) -> None:
 
 def test_autostop_down_on_ssh_takes_the_cluster_down(pool: object) -> None:
     from launcher.clouds.ssh import SSHCloud
-    from launcher.state import StateDB
+    from launcher.state.db import StateDB
 
     launch(_task("sleep 1000$LAUNCHER_NODE_RANK & echo bg"), "idle", plan_fn=_pool_plan)
     api.autostop("idle", 0.01, down=True)  # 0.6 s idle
@@ -179,7 +179,7 @@ def test_network_cut_worker_is_cleaned_up_and_status_shows_degraded(
 
 
 def test_pool_gpus_accept_the_task_yaml_form(launcher_home: Path) -> None:
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
     from launcher.errors import ConfigError
 
     cfg = launcher_home / "config.yaml"

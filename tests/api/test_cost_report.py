@@ -16,7 +16,7 @@ import pytest
 from launcher.api.cost_report import cost_report
 from launcher.errors import UsageError
 from launcher.jobs.store import JobStore
-from launcher.state import ClusterRecord, ClusterStatus, StateDB
+from launcher.state.db import ClusterRecord, ClusterStatus, StateDB
 
 NOW = 1_790_000_000.0  # in the past, so the CLI (real now) sees every row
 H = 3600.0

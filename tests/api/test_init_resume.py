@@ -20,8 +20,8 @@ import pytest
 from launcher.api import clusters as api
 from launcher.api.launch import launch
 from launcher.clouds.local import LocalCloud
-from launcher.state import ClusterStatus, PlacementRecord, StateDB
-from launcher.task import Task
+from launcher.state.db import ClusterStatus, PlacementRecord, StateDB
+from launcher.task.model import Task
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from launcher.cli import main; main()"]

@@ -10,7 +10,7 @@ import launcher.provisioning.planning as core_planning
 from launcher.api.jobs import jobs_check_feasible
 from launcher.clouds.base import CredentialStatus
 from launcher.errors import NoPlacementError
-from launcher.task import Task
+from launcher.task.model import Task
 
 
 def test_gpudirect_gangs_on_an_enabled_gcp_are_refused_with_the_reason(

@@ -9,7 +9,7 @@ from launcher.api.clusters import down_orphan, status
 from launcher.clouds.base import INSTANCE, SupportsOrphans, SupportsResourceScan, TaggedResource
 from launcher.errors import LauncherError
 from launcher.provisioning.orphans import Orphan
-from launcher.state import PlacementRecord, StateDB
+from launcher.state.db import PlacementRecord, StateDB
 from tests.provisioning.test_failover import FakeCloud
 
 

@@ -17,10 +17,10 @@ from launcher.api import planning
 from launcher.catalog.offer import Offer
 from launcher.clouds.base import CredentialStatus
 from launcher.errors import LauncherError, NoPlacementError, TaskValidationError
-from launcher.optimizer import Blocked
+from launcher.optimizer.ranking import Blocked
 from launcher.provisioning import offers as pool_source
 from launcher.provisioning import planning as core_planning
-from launcher.task import Task
+from launcher.task.model import Task
 
 BASE = Offer(
     cloud="aws",

@@ -9,7 +9,7 @@ import pytest
 
 from launcher.api import planning
 from launcher.catalog.interruption import InterruptionRate
-from launcher.task import Task
+from launcher.task.model import Task
 
 SPOT = "resources:\n  accelerators: V100:1\n  use_spot: true\n  cloud: aws\n  region: us-east-1\n"
 

@@ -18,7 +18,7 @@ import pytest
 from launcher.api import clusters as api
 from launcher.api.exec_job import exec_
 from launcher.api.launch import launch
-from launcher.task import Task
+from launcher.task.model import Task
 
 DUMP = 'python3 -c "import json, os; print(json.dumps(dict(os.environ)))" > ~/{name}.json'
 

@@ -13,7 +13,7 @@ from launcher.api import gpus
 from launcher.api.planning import plan
 from launcher.catalog.locations import UnknownLocationError
 from launcher.errors import NoPlacementError
-from launcher.task import Task
+from launcher.task.model import Task
 
 
 @pytest.fixture

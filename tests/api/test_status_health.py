@@ -11,7 +11,7 @@ import pytest
 
 from launcher import api
 from launcher.clouds.base import NodeState
-from launcher.state import ClusterStatus, PlacementRecord, StateDB
+from launcher.state.db import ClusterStatus, PlacementRecord, StateDB
 
 
 class PoolView:

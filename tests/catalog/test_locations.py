@@ -16,7 +16,7 @@ from launcher.catalog.locations import (
 )
 from launcher.catalog.offer import Offer
 from launcher.errors import TaskValidationError
-from launcher.task import Task
+from launcher.task.model import Task
 
 BASE = Offer(
     cloud="aws", region="us-east-1", zone="use1-az1", instance_type="p5.48xlarge",

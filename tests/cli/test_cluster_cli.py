@@ -16,7 +16,7 @@ import pytest
 import typer
 
 from launcher.cli import main
-from launcher.state import PlacementRecord, StateDB
+from launcher.state.db import PlacementRecord, StateDB
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "import sys; from launcher.cli import main; main(sys.argv[1:])"]

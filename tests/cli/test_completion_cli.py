@@ -48,7 +48,7 @@ def complete(line: str, home: Path) -> tuple[list[str], str]:
 
 
 def make_clusters(*names: str) -> None:
-    from launcher.state import PlacementRecord, StateDB
+    from launcher.state.db import PlacementRecord, StateDB
 
     with StateDB() as db:
         for name in names:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher import state_files
 from launcher.jobs.store import JobStore
-from launcher.state import PlacementRecord, StateDB
+from launcher.state import files as state_files
+from launcher.state.db import PlacementRecord, StateDB
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "import sys; from launcher.cli import main; main(sys.argv[1:])"]

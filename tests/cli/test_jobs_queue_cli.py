@@ -1,4 +1,4 @@
-"""`launcher jobs queue`'s table writes money like every other listing (launcher.money):
+"""`launcher jobs queue`'s table writes money like every other listing (launcher.catalog.money):
 cents, and a sub-cent cost with two significant digits, never `$0.0000`."""
 
 from __future__ import annotations

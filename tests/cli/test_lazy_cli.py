@@ -87,7 +87,7 @@ def test_index_cache_is_keyed_by_the_cli_sources(
 
 
 def test_index_home_is_launcher_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from launcher.config import launcher_home
+    from launcher.config.settings import launcher_home
 
     for value in (str(tmp_path / "h"), "~/somewhere", "rel/dir"):
         monkeypatch.setenv("LAUNCHER_HOME", value)

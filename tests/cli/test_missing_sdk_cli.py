@@ -151,7 +151,7 @@ def test_azure_refresh_needs_no_sdk(tmp_path: Path) -> None:
 
 def test_down_of_an_aws_cluster_names_the_extra(tmp_path: Path) -> None:
     """Teardown reaches boto3 inside the provisioner: the error still reads as one line."""
-    from launcher.state import PlacementRecord, StateDB
+    from launcher.state.db import PlacementRecord, StateDB
 
     with StateDB(tmp_path / "launcher-home" / "state.db") as db:
         db.create_cluster("c1", PlacementRecord(

@@ -23,7 +23,7 @@ from launcher.clouds.base import (
     ProvisionRequest,
 )
 from launcher.clouds.ssh import NODE_RUNTIME_DIRS, SSHCloud, ssh_offers
-from launcher.config import load_config, parse_config
+from launcher.config.settings import load_config, parse_config
 from launcher.errors import ConfigError
 from launcher.runtime import keys
 from launcher.runtime.node_runner import runner_for

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.config import parse_config
+from launcher.config.settings import parse_config
 from launcher.errors import ConfigError
 from launcher.jobs.checkpoint_store import CONFIG_FIELD, checkpoint_store_for, stores_to_check
-from launcher.task import Task
+from launcher.task.model import Task
 
 
 def _task(checkpoint: object) -> Task:

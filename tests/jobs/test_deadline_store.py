@@ -11,7 +11,7 @@ from launcher.jobs import paths
 from launcher.jobs.controller.deadline import restart_overhead_s
 from launcher.jobs.deadline_store import DeadlineSpec
 from launcher.jobs.store import JobRow, JobStore
-from launcher.task_policies import DEFAULT_RESTART_OVERHEAD_S
+from launcher.task.policies import DEFAULT_RESTART_OVERHEAD_S
 
 
 def _job(store: JobStore, *, overhead: float | None, progress: str = "wall") -> JobRow:

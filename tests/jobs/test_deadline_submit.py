@@ -14,7 +14,7 @@ from launcher.api import jobs as api
 from launcher.errors import TaskValidationError
 from launcher.jobs import deadline_store as dl
 from launcher.jobs.store import JobStore
-from launcher.task import Task
+from launcher.task.model import Task
 
 
 def _task(body: str, spot: bool = True) -> Task:
@@ -106,7 +106,7 @@ def test_queue_shows_deadline_mode_progress_and_projected_finish(
 
 def test_deadline_tick_from_config_then_environment(launcher_home: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from launcher.config import ConfigError
+    from launcher.config.settings import ConfigError
     from launcher.jobs.daemon import config_from_env
 
     assert config_from_env().deadline_tick_s == 60.0
@@ -115,7 +115,7 @@ def test_deadline_tick_from_config_then_environment(launcher_home: Path,
     monkeypatch.setenv("LAUNCHER_JOBS_DEADLINE_TICK_S", "0.5")
     assert config_from_env().deadline_tick_s == 0.5
     (launcher_home / "config.yaml").write_text("jobs:\n  deadline_tick: soon\n")
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     with pytest.raises(ConfigError) as err:
         load_config()

@@ -99,7 +99,7 @@ def _counts(lines: list[str]) -> list[int]:
 
 
 def _no_clusters_left(home: Path) -> None:
-    from launcher.state import StateDB
+    from launcher.state.db import StateDB
 
     with StateDB() as db:
         assert [c.name for c in db.list_clusters()] == []

@@ -22,7 +22,7 @@ from launcher.jobs.controller.placement import LaunchRequests
 from launcher.jobs.controller.preemption import Recovery
 from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptRow, JobRow
-from launcher.optimizer import Blocked
+from launcher.optimizer.ranking import Blocked
 from tests.jobs.fake_ops import FakeOps
 from tests.jobs.parts import PLACES, context, run, running_job
 

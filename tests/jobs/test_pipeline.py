@@ -19,8 +19,8 @@ from launcher.api import jobs as api
 from launcher.api.pipelines import jobs_launch_pipeline, pipeline_stage_ids, plan_pipeline
 from launcher.errors import TaskValidationError
 from launcher.jobs.store import JobStore
-from launcher.task import Task
-from launcher.task_pipeline import load_pipeline
+from launcher.task.model import Task
+from launcher.task.pipeline import load_pipeline
 
 CLI = [sys.executable, "-c", "from launcher.cli import main; main()"]
 

@@ -143,8 +143,8 @@ def test_preempted_zones_come_back_least_penalized_first() -> None:
 from launcher.catalog.interruption import InterruptionRate  # noqa: E402
 from launcher.catalog.offer import Offer  # noqa: E402
 from launcher.jobs.recovery import DEFAULT_COOLDOWN_S, REGION_SHARE, observed_rates  # noqa: E402
-from launcher.optimizer import SpotCostModel, rank  # noqa: E402
-from launcher.resources import ResourceCandidate  # noqa: E402
+from launcher.optimizer.ranking import SpotCostModel, rank  # noqa: E402
+from launcher.task.resources import ResourceCandidate  # noqa: E402
 
 
 class _Flat:
@@ -238,7 +238,7 @@ def test_a_calmer_region_beats_a_slightly_cheaper_zone_next_to_a_preemption(
 def test_cluster_ops_plans_a_tier_with_its_observed_rates(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from launcher.jobs.cluster_ops import _plan_fn
     from launcher.provisioning.failover import default_plan
-    from launcher.task import Task
+    from launcher.task.model import Task
 
     monkeypatch.setenv("LAUNCHER_HOME", str(tmp_path))
     assert _plan_fn(placement_tiers(FAILOVER, [], None)[0]) is default_plan

@@ -17,7 +17,7 @@ from launcher.clouds.base import CapacityError, ClusterInfo, ProvisionRequest
 from launcher.provisioning import attempts as attempt_log
 from launcher.provisioning.failover import provision_with_failover
 from launcher.provisioning.teardown import terminate_everywhere
-from launcher.state import StateDB
+from launcher.state.db import StateDB
 from tests.provisioning.test_failover import FakeCloud, FakeTask, _clouds, fake_plan
 
 

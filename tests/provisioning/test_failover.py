@@ -25,10 +25,10 @@ from launcher.clouds.base import (
     QuotaError,
 )
 from launcher.errors import NoPlacementError
-from launcher.optimizer import Blocked, Placement
+from launcher.optimizer.ranking import Blocked, Placement
 from launcher.provisioning.failover import LaunchAbortedError, provision_with_failover
-from launcher.resources import ResourceCandidate
-from launcher.state import ClusterStatus, StateDB
+from launcher.state.db import ClusterStatus, StateDB
+from launcher.task.resources import ResourceCandidate
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest
 from launcher.clouds.base import CredentialStatus
 from launcher.clouds.gcp.limits import GPUDIRECT_NOT_LAUNCHABLE
 from launcher.provisioning import planning
-from launcher.task import Task
+from launcher.task.model import Task
 
 
 def _task(text: str) -> Task:

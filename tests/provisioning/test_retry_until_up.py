@@ -15,7 +15,7 @@ from launcher.clouds.base import (
     QuotaError,
 )
 from launcher.provisioning.failover import Backoff, provision_with_failover
-from launcher.state import StateDB
+from launcher.state.db import StateDB
 from tests.provisioning.test_failover import FakeCloud, FakeTask, _clouds, fake_plan
 
 

@@ -23,7 +23,7 @@ from launcher.clouds.azure import storage as azure_storage
 from launcher.clouds.local import LocalCloud
 from launcher.runtime import blob_stdlib
 from launcher.runtime.execution import FileMountError
-from launcher.task import Task
+from launcher.task.model import Task
 from tests.blob_fake import ACCOUNT, BlobFake, blob  # noqa: F401 - the fixture
 from tests.checkpoint_view import committed
 from tests.runtime.test_agent import RUNTIME_DIR, Agent

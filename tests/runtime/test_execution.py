@@ -20,7 +20,7 @@ from launcher.runtime.execution import (
     run_setup,
     sync_task_files,
 )
-from launcher.task import Task
+from launcher.task.model import Task
 
 
 def _cluster(name: str, nodes: int):  # type: ignore[no-untyped-def]

@@ -20,7 +20,7 @@ import pytest
 from launcher.api.launch import launch
 from launcher.clouds.local import LocalCloud
 from launcher.runtime import gcs_stdlib
-from launcher.task import Task
+from launcher.task.model import Task
 from tests.checkpoint_view import committed
 from tests.gcs_fake import GCSFake, gcs  # noqa: F401 - the fixture
 from tests.runtime.test_agent import RUNTIME_DIR, Agent

@@ -13,7 +13,7 @@ import pytest
 from launcher.clouds.base import NodeInfo
 from launcher.runtime.local_runner import LocalRunner
 from launcher.runtime.runner import NodePathError
-from launcher.task import MAX_SCRIPT_BYTES
+from launcher.task.model import MAX_SCRIPT_BYTES
 from tests.runtime.test_agent import Agent
 
 

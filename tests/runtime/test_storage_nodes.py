@@ -20,7 +20,7 @@ from launcher.api.launch import launch
 from launcher.api.planning import plan
 from launcher.clouds.local import LocalCloud
 from launcher.runtime.execution import FileMountError
-from launcher.task import Task
+from launcher.task.model import Task
 from tests.moto_s3 import S3Server, s3  # noqa: F401 - the fixture
 
 MARK = "file_mounts./data.mode"
@@ -164,7 +164,7 @@ def test_node_credentials_instance_role_and_ssh_hosts_own_files(
         assert (homes[0] / ".aws" / "credentials").read_text() == "[default]\nmine = 1\n"
         assert "aws_secret_access_key = testing" in (homes[1] / ".aws" / "credentials"
                                                      ).read_text()
-        from launcher.config import LauncherConfig
+        from launcher.config.settings import LauncherConfig
 
         if not hasattr(LauncherConfig(), "aws"):  # the provisioner's `aws:` config section
             return

@@ -106,7 +106,7 @@ def test_upload_over_the_limit_is_refused_naming_the_path(server: Server, tmp_pa
 
 def test_a_user_cannot_reach_another_users_uploads(server: Server, tmp_path: Path) -> None:
     from launcher.client.remote import RemoteBackend
-    from launcher.task import Task
+    from launcher.task.model import Task
 
     wd = _workdir(tmp_path)
     task = Task.from_dict({"workdir": str(wd), "resources": {"infra": "local"}, "run": "ls"})

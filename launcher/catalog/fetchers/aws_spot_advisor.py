@@ -151,7 +151,7 @@ def fetch_feed(url: str = FEED_URL, timeout: float = FETCH_TIMEOUT_S) -> Mapping
 
 def refreshed_table_path() -> str:
     """`$LAUNCHER_HOME/catalog/aws_spot_interruption.csv`: the table a refresh writes."""
-    from launcher.config import launcher_home
+    from launcher.config.settings import launcher_home
 
     return os.path.join(str(launcher_home()), "catalog", TABLE_FILE)
 

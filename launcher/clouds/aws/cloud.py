@@ -66,7 +66,7 @@ from launcher.clouds.base import (
     ProvisionRequest,
     TaggedResource,
 )
-from launcher.config import AWSSettings, load_config
+from launcher.config.settings import AWSSettings, load_config
 
 PREEMPTION_REASONS = ("Server.SpotInstanceTermination", "Server.SpotInstanceShutdown")
 # EC2 says an id cached in regions/<region>.json no longer exists: look up and retry once
@@ -167,7 +167,7 @@ class AWSCloud:
 
         if req.num_nodes < 1:
             raise InvalidRequestError("num_nodes must be >= 1.", cloud=CLOUD, region=req.region)
-        from launcher.task_config import apply_overrides
+        from launcher.task.config_section import apply_overrides
 
         # config.yaml's aws: section, with the task's own `config: {aws: ...}` keys over it
         settings = apply_overrides(self.settings(), req.settings.get("aws", {}))

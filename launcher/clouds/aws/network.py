@@ -30,7 +30,7 @@ from launcher.clouds.aws import records
 from launcher.clouds.aws.errors import CLOUD, aws_errors, error_code
 from launcher.clouds.aws.tags import CLUSTER_TAG, tag_specification
 from launcher.clouds.base import CapacityError, InvalidRequestError
-from launcher.config import AWSSettings
+from launcher.config.settings import AWSSettings
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 from launcher.clouds.record_store import locked as _locked
 from launcher.clouds.record_store import read_json as _read
 from launcher.clouds.record_store import write_json as _write
-from launcher.config import launcher_home
+from launcher.config.settings import launcher_home
 
 
 def aws_dir() -> Path:

@@ -128,7 +128,7 @@ def _num(value: Any) -> float | None:
 
 def default_sku_lister(region: str) -> list[dict[str, Any]]:
     from launcher.clouds.azure.session import Clients
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     compute = Clients(load_config().azure).compute()
     return [s.as_dict() for s in compute.resource_skus.list(filter=f"location eq '{region}'")]

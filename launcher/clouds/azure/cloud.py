@@ -62,7 +62,7 @@ from launcher.clouds.base import (
     ProvisionRequest,
     TaggedResource,
 )
-from launcher.config_azure import AzureSettings
+from launcher.config.azure import AzureSettings
 
 NodeWaiter = Any  # Callable[[ClusterInfo, float], ClusterInfo] (aws/nodes.py)
 CHECK_TTL_S = 60.0
@@ -78,7 +78,7 @@ class Timeouts:
 
 
 def _settings() -> AzureSettings:
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     return load_config().azure
 
@@ -152,7 +152,7 @@ class AzureCloud:
 
         if req.num_nodes < 1:
             raise InvalidRequestError("num_nodes must be >= 1.", cloud=CLOUD, region=req.region)
-        from launcher.task_config import apply_overrides
+        from launcher.task.config_section import apply_overrides
 
         settings = apply_overrides(self.settings(), req.settings.get("azure") or {})
         clients = self._clients_for(settings)

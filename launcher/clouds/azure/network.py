@@ -13,7 +13,7 @@ from typing import Any
 
 from launcher.clouds.azure import names
 from launcher.clouds.azure.errors import azure_errors, retry_conflicts, wait_lro
-from launcher.config_azure import AzureSettings
+from launcher.config.azure import AzureSettings
 
 
 def _port_ranges(ports: tuple[str, ...]) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 from launcher.clouds.azure import names
 from launcher.clouds.azure.errors import azure_errors, retry_conflicts, wait_lro
 from launcher.clouds.azure.network import create_nic, create_public_ip, private_ip
-from launcher.config_azure import AzureSettings
+from launcher.config.azure import AzureSettings
 
 _MAX_PARALLEL = 16
 

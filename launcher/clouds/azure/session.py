@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from launcher.clouds.status import CredentialStatus
-from launcher.config_azure import AzureSettings
+from launcher.config.azure import AzureSettings
 
 CLOUD = "azure"
 POLLING_INTERVAL_S = 5  # between LRO polls when the service sends no Retry-After

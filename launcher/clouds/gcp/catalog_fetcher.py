@@ -226,7 +226,7 @@ def _aggregated(get: GetJson, base: str, project: str, what: str,
 def _session_get() -> tuple[GetJson, str, str]:
     """An authorized GET (ADC), the Compute endpoint and the project."""
     from launcher.clouds.gcp.session import SCOPES, api_endpoint, local_credentials
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     settings = load_config().gcp
     project = local_credentials(settings).project

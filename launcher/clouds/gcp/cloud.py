@@ -66,7 +66,7 @@ from launcher.clouds.gcp.teardown import (
     label_filter,
     teardown_zone,
 )
-from launcher.config import GCPSettings, load_config
+from launcher.config.settings import GCPSettings, load_config
 
 CHECK_TTL_S = 60.0
 
@@ -120,7 +120,7 @@ class GCPCloud:
     def _task_settings(self, req: ProvisionRequest) -> GCPSettings:
         """config.yaml's `gcp:` with the task's `config.gcp` keys laid over it
         (SkyPilot's `project_id` and `vpc_name` are launcher's `project` and `network`)."""
-        from launcher.task_config import apply_overrides
+        from launcher.task.config_section import apply_overrides
 
         renames = {"project_id": "project", "vpc_name": "network"}
         overrides = {renames.get(k, k): v for k, v in (req.settings.get("gcp") or {}).items()}

@@ -17,7 +17,7 @@ from typing import Any
 
 from launcher.clouds.gcp.errors import is_not_found
 from launcher.clouds.gcp.ops import call, wait
-from launcher.config import GCPSettings
+from launcher.config.settings import GCPSettings
 
 NODE_TAG = "launcher"
 _known: set[tuple[str, str]] = set()  # (project, rule) this process saw exist
@@ -28,7 +28,7 @@ _seen_mark: list[int] = [0]
 
 
 def _mark_path() -> Any:
-    from launcher.config import launcher_home
+    from launcher.config.settings import launcher_home
 
     return launcher_home() / "gcp" / "firewalls-deleted"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.clouds.status import CredentialStatus
-from launcher.config import GCPSettings
+from launcher.config.settings import GCPSettings
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"

@@ -52,7 +52,7 @@ from launcher.clouds.rest_cloud import (
     with_recorded,
 )
 from launcher.clouds.rest_records import Records
-from launcher.config_gpu_clouds import LambdaSettings
+from launcher.config.gpu_clouds import LambdaSettings
 
 _NAME = re.compile(r"^launcher-(.+)-(\d+)$")
 _STATES = {"booting": NodeState.PENDING, "active": NodeState.RUNNING,
@@ -76,7 +76,7 @@ def instance_name(cluster: str, rank: int) -> str:
 
 
 def _settings() -> LambdaSettings:
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     return load_config().lambda_
 
@@ -107,7 +107,7 @@ class LambdaCloud(KeyedRestCloud[LambdaSettings, Timeouts, LambdaAPI]):
         """Create the gang (see the module docstring). Raises CapacityError, QuotaError,
         AuthError, InvalidRequestError or CloudError; nothing is left on failure."""
         from launcher.runtime.keys import ensure_user_key
-        from launcher.task_config import apply_overrides
+        from launcher.task.config_section import apply_overrides
 
         if req.num_nodes < 1:
             raise InvalidRequestError("num_nodes must be >= 1.", cloud=CLOUD, region=req.region)

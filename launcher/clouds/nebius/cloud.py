@@ -45,7 +45,7 @@ from launcher.clouds.base import (
     TaggedResource,
 )
 from launcher.clouds.nebius import records, shapes
-from launcher.config_nebius import NebiusSettings
+from launcher.config.nebius import NebiusSettings
 
 _KIND_NAMES = {"instances": INSTANCE, "disks": "disk", "gpu_clusters": "GPU cluster"}
 
@@ -65,7 +65,7 @@ class Timeouts:
 
 
 def _settings() -> NebiusSettings:
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     return load_config().nebius
 
@@ -149,7 +149,7 @@ class NebiusCloud:
             default_subnet,
         )
         from launcher.runtime.keys import ensure_user_key
-        from launcher.task_config import apply_overrides
+        from launcher.task.config_section import apply_overrides
 
         if req.num_nodes < 1:
             raise InvalidRequestError("num_nodes must be >= 1.", cloud=CLOUD, region=req.region)

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from launcher.config import launcher_home
+from launcher.config.settings import launcher_home
 
 
 def _path(cluster: str) -> Path:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.clouds.status import CredentialStatus
-from launcher.config_nebius import NebiusSettings
+from launcher.config.nebius import NebiusSettings
 
 CLI_CONFIG = Path("~/.nebius/config.yaml")
 USER_AGENT = "launcher/0.1"

@@ -45,7 +45,7 @@ from launcher.clouds.rest_cloud import RestCloudBase, by_cluster
 from launcher.clouds.runpod import api, instance_types, records
 from launcher.clouds.runpod.credentials import api_key
 from launcher.clouds.runpod.errors import CLOUD
-from launcher.config_runpod import RunPodSettings
+from launcher.config.runpod import RunPodSettings
 
 _NAME = re.compile(r"^launcher-(.+)-(\d+)$")
 _NOT_FOUND = re.compile(r"not found|does not exist|no pod", re.I)
@@ -66,7 +66,7 @@ def pod_name(cluster: str, rank: int = 0) -> str:
 
 
 def _settings() -> RunPodSettings:
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     return load_config().runpod
 
@@ -112,7 +112,7 @@ class RunPodCloud(RestCloudBase[RunPodSettings, Timeouts]):
         """Deploy the pod (see the module docstring). Raises CapacityError, QuotaError,
         AuthError, InvalidRequestError or CloudError; nothing is left on failure."""
         from launcher.runtime.keys import ensure_user_key
-        from launcher.task_config import apply_overrides
+        from launcher.task.config_section import apply_overrides
 
         if req.num_nodes != 1:
             raise InvalidRequestError(

@@ -127,6 +127,6 @@ def fetch(regions: Sequence[str], *, price_list_url: str | None = None,
           on_progress: Callable[[str], None] | None = None) -> FetchedCatalog:
     """The entry point the API layer calls (the same shape for every cloud's fetcher)."""
     del price_list_format, regions_are_defaults, on_progress
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     return fetch_catalog(regions, endpoint=price_list_url or load_config().vast.endpoint())

@@ -49,7 +49,7 @@ from launcher.clouds.rest_cloud import (
 from launcher.clouds.rest_records import Records
 from launcher.clouds.vast.api import CLOUD, NotFound, VastAPI, api_key, key_files
 from launcher.clouds.vast.offers import bid_price, in_region, parse_shape, search_body
-from launcher.config_gpu_clouds import VastSettings
+from launcher.config.gpu_clouds import VastSettings
 
 MAX_OFFERS = 3
 _LABEL = re.compile(r"^launcher-(.+)-(\d+)$")
@@ -87,7 +87,7 @@ def node_state(inst: dict[str, Any] | None) -> NodeState:
 
 
 def _settings() -> VastSettings:
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
 
     return load_config().vast
 
@@ -121,7 +121,7 @@ class VastCloud(KeyedRestCloud[VastSettings, Timeouts, VastAPI]):
         AuthError, CloudQuotaError, InvalidRequestError or CloudError; nothing is left
         on failure."""
         from launcher.runtime.keys import ensure_user_key
-        from launcher.task_config import apply_overrides
+        from launcher.task.config_section import apply_overrides
 
         if req.num_nodes != 1:
             raise InvalidRequestError(f"Vast offers are single hosts: max 1 node, asked for "

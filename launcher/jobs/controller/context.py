@@ -26,7 +26,7 @@ from launcher.jobs.crash import CrashPoints, SimulatedCrash
 from launcher.jobs.store import JobRow, JobStore
 
 if TYPE_CHECKING:
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 log = logging.getLogger("launcher.jobs.controller")
 T = TypeVar("T")

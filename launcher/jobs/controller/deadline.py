@@ -448,7 +448,7 @@ def restart_overhead_s(job: JobRow, attempts: list[AttemptRow]) -> float:
     """The restart overhead the policy assumes for DEADLINE job `job`: its task's
     `restart_overhead`, else the mean provisioning + setup time of its attempts that ran
     plus their mean work lost, else DEFAULT_RESTART_OVERHEAD_S."""
-    from launcher.task_policies import DEFAULT_RESTART_OVERHEAD_S
+    from launcher.task.policies import DEFAULT_RESTART_OVERHEAD_S
 
     assert job.deadline is not None
     if job.deadline.restart_overhead_s is not None:

@@ -37,7 +37,7 @@ from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptPhase, JobRow, JobStore
 
 if TYPE_CHECKING:
-    from launcher.task import Task
+    from launcher.task.model import Task
 
 log = logging.getLogger("launcher.jobs.controller")
 

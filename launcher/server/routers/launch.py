@@ -101,7 +101,7 @@ def _claimable(user: User, name: str) -> None:
 def launch(body: LaunchBody, request: Request,
            user: User = Depends(current_user)) -> dict[str, str]:
     """Submit a launch as a request: {"request_id"}."""
-    from launcher.state import validate_cluster_name
+    from launcher.state.db import validate_cluster_name
 
     task = server_task(body, user, request)  # a bad task is refused now, not in the request
     if body.cluster:
@@ -112,7 +112,7 @@ def launch(body: LaunchBody, request: Request,
     def work(emit: Emit, cancel: threading.Event) -> dict[str, Any]:
         from launcher.api.launch import generate_cluster_name
         from launcher.api.launch import launch as api_launch
-        from launcher.state import StateDB
+        from launcher.state.db import StateDB
 
         t = box["t"] = _Tracker(user.name, emit, cancel)
         name = body.cluster

@@ -27,7 +27,7 @@ from launcher.clouds.aws.images import (
 )
 from launcher.clouds.aws.session import ClientFactory
 from launcher.clouds.base import ClusterInfo, ProvisionRequest
-from launcher.config import AWSSettings
+from launcher.config.settings import AWSSettings
 
 REGIONS = ("us-east-1", "us-west-2")
 FAKE_HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyForTests"

@@ -16,7 +16,7 @@ import pytest
 
 from launcher.clouds.aws import session
 from launcher.clouds.aws.cloud import AWSCloud
-from launcher.config import AWSSettings, parse_config
+from launcher.config.settings import AWSSettings, parse_config
 from launcher.errors import ConfigError
 from tests.clouds.aws.aws_fixtures import aws_env  # noqa: F401
 

@@ -21,7 +21,7 @@ from launcher.api import clusters as api
 from launcher.api.cleanup import DELETED, KEPT, WOULD_DELETE, cleanup_leftovers
 from launcher.api.launch import launch
 from launcher.clouds.aws import records
-from launcher.task import Task
+from launcher.task.model import Task
 from tests import netns
 from tests.aws_moto import REGION, AWSFake
 
@@ -92,9 +92,9 @@ def test_a_cluster_in_the_state_db_keeps_its_region_and_untagged_pieces_are_igno
         aws_moto: AWSFake, launcher_home: Path) -> None:
     from launcher.clouds.aws.cloud import AWSCloud
     from launcher.clouds.aws.network import ensure_key_pair, ensure_security_group, find_vpc
-    from launcher.config import load_config
+    from launcher.config.settings import load_config
     from launcher.runtime.keys import ensure_user_key
-    from launcher.state import PlacementRecord, StateDB
+    from launcher.state.db import PlacementRecord, StateDB
 
     ec2 = aws_moto.client("ec2")
     settings = load_config().aws

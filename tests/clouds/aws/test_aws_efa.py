@@ -21,7 +21,7 @@ from launcher.clouds.aws.cloud import AWSCloud, Timeouts
 from launcher.clouds.aws.images import GPU_AMI_PARAMETER_X86_64
 from launcher.clouds.aws.network import key_pair_name
 from launcher.clouds.base import CapacityError
-from launcher.config import AWSSettings
+from launcher.config.settings import AWSSettings
 from tests.clouds.aws.aws_fixtures import FakeWaiter, request
 from tests.clouds.aws.ec2_pages import ZONES, _moto_resource
 
@@ -255,7 +255,7 @@ def test_launch_killed_after_its_placement_group_then_status_refresh_deletes_it(
     import os
 
     from launcher.api.clusters import status
-    from launcher.state import PlacementRecord, StateDB
+    from launcher.state.db import PlacementRecord, StateDB
 
     with StateDB() as db:  # the launch records its INIT row before any cloud call
         db.create_cluster("efa", PlacementRecord("aws", REGION, "use1-az4", "p5.48xlarge", 2,

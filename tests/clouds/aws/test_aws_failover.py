@@ -33,10 +33,10 @@ from launcher.clouds.base import (
     QuotaError,
 )
 from launcher.errors import NoPlacementError
-from launcher.optimizer import Blocked, Placement
+from launcher.optimizer.ranking import Blocked, Placement
 from launcher.provisioning.failover import provision_with_failover
-from launcher.resources import ResourceCandidate
-from launcher.state import StateDB
+from launcher.state.db import StateDB
+from launcher.task.resources import ResourceCandidate
 from tests.clouds.aws.aws_fixtures import aws_env, factory, make_cloud  # noqa: F401
 
 CODES = {

@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from launcher.clouds.aws.session import ClientFactory
 from launcher.clouds.aws.tags import CLUSTER_TAG
 from launcher.clouds.base import ClusterInfo
-from launcher.config import launcher_home
+from launcher.config.settings import launcher_home
 from tests.clouds.aws.aws_fixtures import FakeWaiter, make_cloud, request, seeded_moto
 
 WAITER_STEP = ("node-waiter", 1)

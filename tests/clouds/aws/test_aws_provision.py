@@ -16,7 +16,7 @@ from launcher.clouds.aws.cloud import AWSCloud
 from launcher.clouds.aws.network import key_pair_name
 from launcher.clouds.aws.tags import CLUSTER_TAG, RANK_TAG, USER_TAG, VERSION_TAG
 from launcher.clouds.base import InvalidRequestError, NodeState
-from launcher.config import AWSSettings
+from launcher.config.settings import AWSSettings
 from tests.clouds.aws.aws_fixtures import (  # noqa: F401  (fixtures)
     FAKE_HOST_KEY,
     CallCounter,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from launcher.config import AWSSettings
+from launcher.config.settings import AWSSettings
 from tests.clouds.aws.aws_fixtures import (  # noqa: F401  (fixtures)
     aws_env,
     factory,

@@ -10,7 +10,7 @@ import pytest
 
 from launcher.clouds.azure.cloud import AzureCloud
 from launcher.clouds.azure.session import local_credentials_source, subscription_id
-from launcher.config_azure import AzureSettings
+from launcher.config.azure import AzureSettings
 from tests.azure_fake import SUBSCRIPTION, USER, AzureFake
 
 

@@ -14,7 +14,7 @@ import pytest
 from launcher.clouds.azure.cloud import AzureCloud
 from launcher.clouds.base import ProvisionFailedError
 from launcher.provisioning.failover import provision_with_failover
-from launcher.state import StateDB
+from launcher.state.db import StateDB
 from tests.azure_fake import AzureFake
 from tests.clouds.aws.test_aws_failover import FakeTask, OtherCloud, _placement, plan_over
 from tests.clouds.azure.test_azure_provision import FakeWaiter

@@ -11,7 +11,7 @@ from typing import Any
 from launcher.clouds.aws.session import ClientFactory
 from launcher.clouds.azure.cloud import AzureCloud
 from launcher.provisioning.failover import provision_with_failover
-from launcher.state import StateDB
+from launcher.state.db import StateDB
 from tests.azure_fake import AzureFake, azure_fake  # noqa: F401
 from tests.clouds.aws.aws_fixtures import aws_env, factory  # noqa: F401
 from tests.clouds.aws.aws_fixtures import make_cloud as make_aws

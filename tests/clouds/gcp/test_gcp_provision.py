@@ -33,12 +33,12 @@ from launcher.clouds.base import (
 from launcher.clouds.gcp.cloud import GCPCloud, Timeouts
 from launcher.clouds.gcp.provision import request_id
 from launcher.clouds.gcp.session import Clients
-from launcher.config import GCPSettings
+from launcher.config.settings import GCPSettings
 from launcher.errors import NoPlacementError
-from launcher.optimizer import Blocked, Placement
+from launcher.optimizer.ranking import Blocked, Placement
 from launcher.provisioning.failover import provision_with_failover
-from launcher.resources import ResourceCandidate
-from launcher.state import StateDB
+from launcher.state.db import StateDB
+from launcher.task.resources import ResourceCandidate
 from tests.gcp_fake import PROJECT, Fault, GCPFake
 
 SETTINGS = GCPSettings(project=PROJECT, use_internal_ips=True, ssh_user="root")

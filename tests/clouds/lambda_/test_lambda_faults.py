@@ -19,7 +19,7 @@ from launcher.clouds.base import (
 )
 from launcher.clouds.lambda_.cloud import RECORDS
 from launcher.provisioning.failover import provision_with_failover
-from launcher.state import StateDB
+from launcher.state.db import StateDB
 from tests.clouds.aws.test_aws_failover import FakeTask, OtherCloud, _placement, plan_over
 from tests.clouds.lambda_.test_lambda_provision import cloud, req
 from tests.lambda_fake import BAD_KEY, CAPACITY, QUOTA, LambdaFake, err

@@ -5,7 +5,7 @@ says InfiniBand), Vast is refused for any gang (max_nodes 1), and Lambda has no 
 from __future__ import annotations
 
 from launcher.provisioning.planning import plan
-from launcher.task import Task
+from launcher.task.model import Task
 
 
 def _reasons(task: dict[str, object], cloud: str) -> set[str]:

@@ -14,7 +14,7 @@ import pytest
 from launcher.clouds.base import ProvisionFailedError
 from launcher.clouds.nebius.cloud import NebiusCloud
 from launcher.provisioning.failover import provision_with_failover
-from launcher.state import StateDB
+from launcher.state.db import StateDB
 from tests.clouds.aws.test_aws_failover import FakeTask, OtherCloud, _placement, plan_over
 from tests.clouds.nebius.test_nebius_provision import FAST, FakeWaiter
 from tests.nebius_fake import NebiusFake

@@ -162,7 +162,7 @@ def test_record_is_written_before_the_first_create(nebius_fake: NebiusFake,
 
 
 def cloud_home() -> Any:
-    from launcher.config import launcher_home
+    from launcher.config.settings import launcher_home
 
     return launcher_home()
 

@@ -22,7 +22,7 @@ from launcher.clouds.base import (
 from launcher.clouds.runpod.cloud import RunPodCloud
 from launcher.clouds.runpod.errors import classify, from_http
 from launcher.provisioning.failover import provision_with_failover
-from launcher.state import StateDB
+from launcher.state.db import StateDB
 from tests.clouds.aws.test_aws_failover import FakeTask, OtherCloud, _placement, plan_over
 from tests.clouds.runpod.test_runpod_provision import FAST
 from tests.runpod_fake import NO_CAPACITY, RunPodFake

@@ -22,7 +22,7 @@ from launcher.clouds.base import (
 )
 from launcher.clouds.vast.cloud import RECORDS, Timeouts, VastCloud
 from launcher.provisioning.failover import provision_with_failover
-from launcher.state import StateDB
+from launcher.state.db import StateDB
 from tests.clouds.aws.test_aws_failover import FakeTask, _placement, plan_over
 from tests.vast_fake import BAD_KEY, INVALID, NO_CREDIT, NO_SUCH_ASK, VastFake, err
 

@@ -1,0 +1,1 @@
+"""Tests of launcher/config/: the user's settings."""

@@ -1,0 +1,1 @@
+"""Tests of launcher/optimizer/: ranking and the expected-cost model."""

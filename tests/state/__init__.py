@@ -1,0 +1,1 @@
+"""Tests of launcher/state/: the state DB and its file at rest."""

@@ -1,0 +1,1 @@
+"""Tests of launcher/task/: the task spec, its fields, resources and sections."""
