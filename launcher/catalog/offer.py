@@ -9,6 +9,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+# The fabric names (a row's `fabric`; `None` = nobody has told us) are the task's
+# vocabulary (launcher.task.resources), which config.yaml's ssh pools use too.
+from launcher.task.resources import BEST_FABRICS as BEST_FABRICS
+from launcher.task.resources import FABRICS as FABRICS
+from launcher.task.resources import RDMA_FABRICS as RDMA_FABRICS
+
 # The cloud whose nodes are processes on this machine (its offers are computed live).
 LOCAL_CLOUD = "local"
 # Clouds whose offers are whole machines of the user's own (SSH node pools): a task that
@@ -25,13 +31,6 @@ KUBERNETES_CLOUD = "kubernetes"
 # leaves the cloud out), and whose prices are unknown (0 in the row, "-" when shown).
 NAMED_ONLY_CLOUDS = frozenset({KUBERNETES_CLOUD})
 UNPRICED_CLOUDS = frozenset({KUBERNETES_CLOUD})
-# Fabrics a catalog row may carry. `None` in a row means nobody has told us.
-FABRICS = ("infiniband", "efa", "roce", "tcpx", "ethernet")
-# Fabrics that give RDMA between nodes (what `fabric: rdma` asks for).
-RDMA_FABRICS = frozenset({"infiniband", "efa", "roce"})
-# SkyPilot's `network_tier: best`: the best GPU network each cloud offers for the
-# instance (EFA on AWS, GPUDirect-TCPX/TCPXO or RDMA on GCP, InfiniBand elsewhere).
-BEST_FABRICS = RDMA_FABRICS | {"tcpx"}
 
 
 def fabric_satisfies(have: str | None, wanted: str) -> bool:

@@ -59,7 +59,7 @@ MAX_LOCAL_NODES = 64
 
 def local_root() -> Path:
     """`$LAUNCHER_HOME/local` (evaluated per call: tests change LAUNCHER_HOME)."""
-    from launcher.state.db import launcher_home
+    from launcher.config.settings import launcher_home
 
     return launcher_home() / "local"
 

@@ -456,7 +456,7 @@ def _positive(value: Any, where: str, source: str) -> float | None:
 
 
 def _fabric(value: Any, where: str, source: str) -> str | None:
-    from launcher.catalog.offer import FABRICS
+    from launcher.task.resources import FABRICS
 
     if value is None:
         return None

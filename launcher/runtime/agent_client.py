@@ -177,7 +177,7 @@ def default_autostop_action(cluster: ClusterInfo, down: bool) -> str:
         action = getattr(get_cloud(cluster.cloud), "autostop_action", None) \
             if cluster.cloud in IMPLEMENTED else None
         return str(action(cluster, down)) if action is not None else ""
-    from launcher.state.db import launcher_home
+    from launcher.config.settings import launcher_home
 
     boot = "import sys; from launcher.cli import main; main(sys.argv[1:])"
     verb = ["down", cluster.cluster_name, "-y"] if down else ["stop", cluster.cluster_name]

@@ -221,7 +221,7 @@ class _NodeOutcome:
 
 def setup_log_dir(cluster_name: str) -> Path:
     """A fresh directory for one launch's setup logs of `cluster_name`."""
-    from launcher.state.db import launcher_home
+    from launcher.config.settings import launcher_home
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = launcher_home() / "logs" / cluster_name

@@ -18,6 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+# Fabrics a catalog row (and an SSH pool in config.yaml) may carry.
+FABRICS = ("infiniband", "efa", "roce", "tcpx", "ethernet")
+# Fabrics that give RDMA between nodes (what `fabric: rdma` asks for).
+RDMA_FABRICS = frozenset({"infiniband", "efa", "roce"})
+# SkyPilot's `network_tier: best`: the best GPU network each cloud offers for the
+# instance (EFA on AWS, GPUDirect-TCPX/TCPXO or RDMA on GCP, InfiniBand elsewhere).
+BEST_FABRICS = RDMA_FABRICS | {"tcpx"}
 # What `resources.network.fabric` may ask for. `rdma` = any of infiniband/efa/roce;
 # `best` = any of those or GPUDirect-TCPX (what SkyPilot's `network_tier: best` means).
 REQUESTABLE_FABRICS = ("infiniband", "efa", "roce", "tcpx", "rdma", "best", "any")
