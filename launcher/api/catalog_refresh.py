@@ -18,7 +18,6 @@ naming the extra to install. Blocking.
 from __future__ import annotations
 
 import importlib
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -158,7 +157,7 @@ def catalog_refresh(
             )
         try:
             info = refreshed.replace_cloud(fetched, enrich=_enricher(name))
-        except (OSError, sqlite3.Error) as e:  # disk full, unwritable home: nothing changed
+        except refreshed.WRITE_ERRORS as e:  # disk full, unwritable home: nothing changed
             raise CatalogRefreshError(
                 f"Could not store the refreshed {name} rows ({type(e).__name__}: {e}); "
                 "the previous rows are kept."

@@ -19,13 +19,13 @@ managed-job tables). Read-only; blocking; needs no credentials and no network.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from launcher.errors import UsageError
+from launcher.state import store
 from launcher.state.db import StateDB, UsageEntry
 
 DAY_S = 86400.0
@@ -87,18 +87,15 @@ def _overlap(e: UsageEntry, since: float, until: float) -> float:
 def _attempts(path: str) -> dict[str, tuple[int, int]]:
     """cluster name -> (job id, attempt) from the managed-job tables, if there are any."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10.0)
-    except sqlite3.Error:
+        conn = store.connect_readonly(path, timeout=10.0)
+    except store.STORE_ERRORS:
         return {}
     try:
-        has = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='managed_job_attempts'"
-        ).fetchone()
-        if not has:
+        if not store.table_exists(conn, "managed_job_attempts"):
             return {}
         rows = conn.execute("SELECT cluster_name, job_id, attempt FROM managed_job_attempts")
         return {str(c): (int(j), int(a)) for c, j, a in rows.fetchall()}
-    except sqlite3.Error:
+    except store.STORE_ERRORS:
         return {}
     finally:
         conn.close()

@@ -27,6 +27,8 @@ from launcher.catalog.offer import Offer
 
 SCHEMA = 1
 STORE_FILE = "refreshed.sqlite"
+# What writing the store may raise (a full disk, an unwritable cache): nothing changed then.
+WRITE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, OSError)
 # Offer columns stored per row (source and fetched_at go through `provenance`).
 _STORED = (
     "cloud", "region", "zone", "instance_type", "accelerator", "accelerator_count",
@@ -193,7 +195,7 @@ def replace_cloud(
 ) -> RefreshInfo:
     """Make `fetched` the cloud's rows, in one transaction (see the module docstring).
     `enrich` may fill facts the fetcher cannot know (NVLink, gang limits). Blocking;
-    idempotent for the same input. Raises sqlite3.Error / OSError if the store cannot
+    idempotent for the same input. Raises one of WRITE_ERRORS if the store cannot
     be written (nothing changes then)."""
     path = path or store_path()
     rows = [enrich(o) if enrich else o for o in fetched.offers]

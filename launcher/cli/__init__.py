@@ -77,12 +77,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write(f"Error: {missing}\n")
         sys.exit(missing.exit_code)
     except Exception as err:  # a full disk is an expected failure, not a bug
-        import sqlite3
-
         from launcher.state.db import launcher_home
         from launcher.state.diskspace import full_message, is_disk_full_error, is_full
+        from launcher.state.store import STORAGE_ERRORS
 
-        storage = isinstance(err, OSError | sqlite3.Error)
+        storage = isinstance(err, STORAGE_ERRORS)
         if not (is_disk_full_error(err) or (storage and is_full(launcher_home()))):
             raise
         sys.stderr.write(f"Error: {full_message(launcher_home())}\n")

@@ -232,12 +232,11 @@ def _ensure_controller() -> None:
     except StateError:
         raise  # the state DB is unusable: one error, not a warning then the same error
     except Exception as exc:  # still show what the DB says, with a warning
-        import sqlite3
-
         from launcher.state.db import launcher_home
         from launcher.state.diskspace import is_disk_full_error, is_full
+        from launcher.state.store import STORAGE_ERRORS
 
-        if is_disk_full_error(exc) or (isinstance(exc, OSError | sqlite3.Error)
+        if is_disk_full_error(exc) or (isinstance(exc, STORAGE_ERRORS)
                                        and is_full(launcher_home())):
             raise  # a full disk: main() says so in one line
         err_console().print(f"Warning: managed jobs are live but no controller runs, and "

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from launcher.errors import LauncherError
 from launcher.state import files as state_files
+from launcher.state.store import Connection
 
-SCRUB_COMPONENT = "job-secrets"  # a component chain in `schema_version` (see state.py)
+SCRUB_COMPONENT = "job-secrets"  # a component chain in `schema_version` (see launcher/state/db.py)
 
 
 def secrets_dir(home: Path) -> Path:
@@ -119,7 +119,7 @@ def forget_all_but(home: Path, live_ids: Iterable[int]) -> list[int]:
 # ---- the one-time scrub of DBs written before secrets moved out ---------------------
 
 
-def _ensure_version_table(conn: sqlite3.Connection) -> None:
+def _ensure_version_table(conn: Connection) -> None:
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_version ("
         " component TEXT NOT NULL, version INTEGER NOT NULL, description TEXT NOT NULL,"
@@ -127,7 +127,7 @@ def _ensure_version_table(conn: sqlite3.Connection) -> None:
     )
 
 
-def scrub_needed(conn: sqlite3.Connection) -> bool:
+def scrub_needed(conn: Connection) -> bool:
     _ensure_version_table(conn)
     row = conn.execute(
         "SELECT 1 FROM schema_version WHERE component = ? AND version >= 1", (SCRUB_COMPONENT,)
@@ -135,7 +135,7 @@ def scrub_needed(conn: sqlite3.Connection) -> bool:
     return row is None
 
 
-def scrub_task_yaml(conn: sqlite3.Connection, home: Path | None = None) -> int:
+def scrub_task_yaml(conn: Connection, home: Path | None = None) -> int:
     """Inside a write transaction: move secret values found in `managed_jobs.task_yaml`
     (written by earlier versions) to per-job files for live jobs, drop them for ended
     ones, and record the scrub. Returns how many rows held values."""

@@ -4,7 +4,8 @@ Our own migration track (`managed_jobs_schema_version`), WAL, explicit columns,
 no pickles. Every status change writes the job row and its event row in one
 transaction, after `check_transition` allowed it.
 
-Thread-safety: one `JobStore` per thread (it owns one sqlite3 connection).
+Thread-safety: one `JobStore` per thread (it owns one connection to the state store,
+launcher.state.store).
 Several processes (the controller and CLIs) may use the DB at once: writers
 take `BEGIN IMMEDIATE` and wait up to `busy_timeout`.
 """
@@ -12,7 +13,6 @@ take `BEGIN IMMEDIATE` and wait up to `busy_timeout`.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,6 +27,7 @@ from launcher.jobs.state_machine import (
     check_transition,
 )
 from launcher.state import files as state_files
+from launcher.state import store
 
 
 class ManagedJobNotFoundError(LauncherError):
@@ -351,7 +352,7 @@ def _attempt_fields(fields: dict[str, object]) -> dict[str, object]:
     return out
 
 
-def _job(r: sqlite3.Row) -> JobRow:
+def _job(r: store.Row) -> JobRow:
     codes = tuple(int(c) for c in r["recover_on_exit_codes"].split(",") if c)
     return JobRow(
         id=r["id"],
@@ -384,7 +385,7 @@ def _job(r: sqlite3.Row) -> JobRow:
     )
 
 
-def _attempt(r: sqlite3.Row) -> AttemptRow:
+def _attempt(r: store.Row) -> AttemptRow:
     return AttemptRow(
         job_id=r["job_id"],
         attempt=r["attempt"],
@@ -422,14 +423,6 @@ def _attempt(r: sqlite3.Row) -> AttemptRow:
     )
 
 
-def _open_error(path: Path, exc: BaseException) -> state_files.StateError:
-    from launcher.state.diskspace import describe_storage_error  # says "disk full" when it is
-
-    return state_files.StateError(
-        f"Cannot open the state DB at {path}: {describe_storage_error(path, exc)}"
-    )
-
-
 class JobStore:
     """Typed access to the managed-job tables. Creates/migrates them on open (idempotent)."""
 
@@ -437,13 +430,13 @@ class JobStore:
         path = Path(db_path) if db_path is not None else paths.state_db_path()
         self.path = path
         try:
-            self._conn = state_files.connect(path, timeout=30.0, check_same_thread=False)
+            self._conn = store.connect(path, timeout=30.0, named_rows=True,
+                                       check_same_thread=False)
         except state_files.StateError:
             raise
-        except (sqlite3.Error, OSError) as exc:
-            raise _open_error(path, exc) from exc
+        except store.STORAGE_ERRORS as exc:
+            raise store.open_error(path, exc) from exc
         try:
-            self._conn.row_factory = sqlite3.Row
             self._conn.execute("PRAGMA busy_timeout = 30000")
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
@@ -452,22 +445,17 @@ class JobStore:
             state_files.mark_created(path)
         except BaseException as exc:
             self._conn.close()
-            if isinstance(exc, (sqlite3.Error, OSError)):
-                raise _open_error(path, exc) from exc
+            if isinstance(exc, store.STORAGE_ERRORS):
+                raise store.open_error(path, exc) from exc
             raise
 
     def close(self) -> None:
         self._conn.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+    def _tx(self) -> Iterator[store.Connection]:
+        with store.immediate(self._conn) as c:
+            yield c
         state_files.maybe_backup(self._conn, self.path)
 
     def _migrate(self) -> None:
@@ -563,7 +551,7 @@ class JobStore:
                               (json.dumps(task), r["id"]))
         return [self.job(i) for i in ids]
 
-    def _insert_job(self, c: sqlite3.Connection, spec: StageSpec, task_id_prefix: str) -> int:
+    def _insert_job(self, c: store.Connection, spec: StageSpec, task_id_prefix: str) -> int:
         """The INSERT of `add_job` (row, task id, secrets file, first event) inside the
         caller's transaction. Returns the new job's id."""
         now = time.time()

@@ -44,6 +44,7 @@ from launcher.catalog.money import format_money
 from launcher.clouds.base import ClusterInfo, NodeInfo
 from launcher.errors import ClusterBusyError, ClusterNotFoundError, LauncherError
 from launcher.state import files as state_files
+from launcher.state import store
 from launcher.state.files import StateDamagedError, StateError
 from launcher.state.locks import (
     ClusterLock,
@@ -354,15 +355,11 @@ class StateDB:
     def __init__(self, path: Path | str | None = None, *, busy_timeout: float = 30.0) -> None:
         self.path = Path(path) if path is not None else launcher_home() / "state.db"
         try:
-            self._conn = state_files.connect(self.path, timeout=busy_timeout)
+            self._conn = store.connect(self.path, timeout=busy_timeout)
         except StateError:
             raise
-        except (sqlite3.Error, OSError) as exc:
-            from launcher.state.diskspace import describe_storage_error
-
-            raise StateError(
-                f"Cannot open the state DB at {self.path}: {describe_storage_error(self.path, exc)}"
-            ) from exc
+        except store.STORAGE_ERRORS as exc:
+            raise store.open_error(self.path, exc) from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             self._enable_wal(busy_timeout)
@@ -372,13 +369,8 @@ class StateDB:
             state_files.mark_created(self.path)
         except BaseException as exc:
             self._conn.close()
-            if isinstance(exc, (sqlite3.Error, OSError)):
-                from launcher.state.diskspace import describe_storage_error
-
-                raise StateError(
-                    f"Cannot open the state DB at {self.path}: "
-                    f"{describe_storage_error(self.path, exc)}"
-                ) from exc
+            if isinstance(exc, store.STORAGE_ERRORS):
+                raise store.open_error(self.path, exc) from exc
             raise
 
     def _enable_wal(self, busy_timeout: float) -> None:

@@ -1,8 +1,9 @@
 """The state DB file at rest: a private home, damage detection and rotating backups.
 
 Used by `StateDB` (launcher/state/db.py) and the managed-jobs `JobStore`: both open the
-one file `$LAUNCHER_HOME/state.db` through `connect()` here, so every reader and
-writer gets the same checks. Standard library only; importing this is cheap.
+one file `$LAUNCHER_HOME/state.db` through `connect()` here (by way of the store
+interface, launcher/state/store.py), so every reader and writer gets the same checks.
+Standard library only; importing this is cheap.
 
 Permissions
 - `secure_home()` creates `LAUNCHER_HOME` 0700. A home found readable by group or
