@@ -5,6 +5,7 @@
     diskspace  Telling a full disk apart from other storage errors, for messages users can act on
     files      The state DB file at rest: a private home, damage detection and rotating backups
     locks      Per-cluster locks and the identity of the process holding a cluster
+    store      The state store's interface: how code outside launcher/state reaches the state DB
 
 Every public name of launcher.state.db is importable from here too
 (`from launcher.state import ...`), loaded on first use: importing one module of the
@@ -66,6 +67,7 @@ _MODULES = frozenset({
     "diskspace",
     "files",
     "locks",
+    "store",
 })
 
 
