@@ -15,6 +15,10 @@ functions (a lazy import that only dodges a circle is still a circle).
 from __future__ import annotations
 
 import ast
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -226,3 +230,47 @@ def test_the_checker_sees_a_forbidden_import(module: str, source: str) -> None:
 def test_the_checker_allows_downward_imports() -> None:
     assert violations("launcher.api.launch", "from launcher.provisioning import failover\n") == []
     assert violations("launcher.jobs.x", "from launcher.provisioning.prepare import f\n") == []
+
+
+# ---- the import-linter contracts ([tool.importlinter] in pyproject.toml; .ci/run) ----
+
+LINT = ("import sys; from importlinter.cli import lint_imports; "
+        "sys.exit(lint_imports(config_filename=sys.argv[1], no_cache=True, no_logo=True))")
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` over the launcher package under `root`, with the repo's contracts."""
+    pytest.importorskip("importlinter")
+    return subprocess.run([sys.executable, "-c", LINT, str(root / "pyproject.toml")],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+
+
+def test_import_linter_contracts_are_kept() -> None:
+    proc = _lint_imports(ROOT.parent)
+    assert proc.returncode == 0 and "BROKEN" not in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_import_linter_fails_on_a_seeded_violation(tmp_path: Path) -> None:
+    """The contracts are not blind: a copy of the package with rich imported by the API,
+    boto3 by the runtime and the API by managed jobs breaks those rules (and the layers
+    and the no-circles contract, for jobs -> api), and keeps the others."""
+    shutil.copytree(ROOT, tmp_path / "launcher",
+                    ignore=lambda d, names: [n for n in names if not (
+                        n.endswith(".py") or (Path(d) / n).is_dir()) or n == "__pycache__"])
+    shutil.copy(ROOT.parent / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "launcher" / "api" / "seeded.py").write_text("import rich\n")
+    (tmp_path / "launcher" / "runtime" / "seeded.py").write_text("import boto3\n")
+    (tmp_path / "launcher" / "jobs" / "seeded.py").write_text(
+        "def f():\n    from launcher.api import clusters\n")
+    proc = _lint_imports(tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    verdicts = dict(re.findall(r"^(.+?) (KEPT|BROKEN)", proc.stdout, re.M))
+    assert {k for k, v in verdicts.items() if v == "BROKEN"} == {
+        "The CLI is the only user of rich", "boto3 / botocore only inside launcher.clouds.aws",
+        "Managed jobs never import the API or the CLI",
+        "Each layer imports only the layers below it",
+        "No import circles between sibling packages or modules"}, proc.stdout
+    assert len(verdicts) == 12, verdicts
+    for line in ("launcher.api.seeded -> rich", "launcher.runtime.seeded -> boto3",
+                 "launcher.jobs.seeded -> launcher.api.clusters"):
+        assert line in proc.stdout, proc.stdout
