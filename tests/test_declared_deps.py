@@ -81,7 +81,15 @@ def allowed(module: str) -> frozenset[str]:
     parts = module.split(".")
     if parts[:2] == ["launcher", "clouds"] and len(parts) > 2 and parts[2] in extras:
         return _closure([*deps, *extras[parts[2]]])
+    for package, extra in PACKAGE_EXTRAS.items():
+        if module == package or module.startswith(package + "."):
+            return _closure([*deps, *extras[extra]])
     return _closure(list(deps))
+
+
+# Packages that run only with an extra installed (besides each cloud's own extra): the
+# control-plane server and its remote client need `launcher[server]`.
+PACKAGE_EXTRAS = {"launcher.server": "server", "launcher.client": "server"}
 
 
 def third_party_imports(source: str, path: Path) -> list[tuple[int, str]]:

@@ -174,16 +174,9 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-# The managed-jobs controller's mixin chain (jobs/controller*.py) is being recomposed into
-# parts (issue 17, item 5); until then it is the one circle allowed.
-ALLOWED_CIRCLE_PREFIX = "launcher.jobs.controller"
-
-
 def test_no_import_circles() -> None:
     graph = import_graph([(m, p.read_text()) for m, p in _modules()])
-    circles = [c for c in import_circles(graph)
-               if not all(m.startswith(ALLOWED_CIRCLE_PREFIX) for m in c)]
-    assert circles == []
+    assert import_circles(graph) == []
 
 
 def test_the_circle_finder_sees_a_lazy_circle() -> None:

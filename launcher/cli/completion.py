@@ -106,15 +106,15 @@ def _query(sql: str) -> list[tuple[Any, ...]]:
     path = _state_db()
     if not os.path.isfile(path):
         return []
-    import sqlite3
+    from launcher.state import store
 
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+        conn = store.connect_readonly(path, timeout=1.0)
         try:
-            return conn.execute(sql).fetchall()
+            return list(conn.execute(sql).fetchall())
         finally:
             conn.close()
-    except sqlite3.Error:
+    except Exception:  # noqa: BLE001 - a completion never fails the shell
         return []
 
 

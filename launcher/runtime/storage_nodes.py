@@ -428,8 +428,6 @@ def renew_on_nodes(runners: Sequence[CommandRunner], store: str) -> float | None
     those files also covered, are done by then). Returns when the new ones expire (None: the
     store's credentials do not expire, nothing was written). Blocking, parallel.
     Raises LauncherError (BucketError) or runner errors."""
-    from launcher.runtime.execution import parallel
-
     kind = store_of(store)
     if kind not in ("gcs", "azure"):
         return None
