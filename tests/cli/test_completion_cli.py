@@ -19,7 +19,7 @@ import atexit, sys
 def report():
     mods = sorted(m for m in sys.modules
                   if m.split(".")[0] in ("rich", "paramiko", "yaml", "pydantic", "boto3")
-                  or m in ("launcher.state", "launcher.api"))
+                  or m in ("launcher.state.db", "launcher.api"))
     sys.stderr.write("MODULES " + " ".join(mods) + "\\n")
 atexit.register(report)
 from launcher.cli import main
