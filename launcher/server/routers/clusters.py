@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
 
 from launcher.api import clusters as api
@@ -54,10 +54,11 @@ def queue(name: str, user: User = Depends(current_user)) -> list[dict[str, objec
 
 
 @router.get("/{name}/logs")
-def logs(name: str, job_id: int | None = None, follow: bool = True,
+def logs(name: str, request: Request, job_id: int | None = None, follow: bool = True,
          user: User = Depends(current_user)) -> Any:
     require_cluster(user, name)
-    return ndjson(lambda on_line: api.logs(name, job_id, follow=follow, on_line=on_line).to_json())
+    return ndjson(request, lambda on_line, stop: api.logs(
+        name, job_id, follow=follow, on_line=on_line, stop=stop).to_json())
 
 
 @router.post("/{name}/cancel")

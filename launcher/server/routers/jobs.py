@@ -113,9 +113,11 @@ def wait(job_id: int, timeout: float | None = None,
 
 
 @router.get("/{job_id}/logs")
-def logs(job_id: int, follow: bool = True, user: User = Depends(current_user)) -> Any:
+def logs(job_id: int, request: Request, follow: bool = True,
+         user: User = Depends(current_user)) -> Any:
     require_job(user, job_id)
-    return ndjson(lambda on_line: api.jobs_logs(job_id, on_line, follow=follow).to_json())
+    return ndjson(request, lambda on_line, stop: api.jobs_logs(
+        job_id, on_line, follow=follow, stop=stop).to_json())
 
 
 @router.get("/{job_id}/controller-log")
