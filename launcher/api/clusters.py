@@ -9,6 +9,7 @@ cluster is not UP for a verb that needs its agent.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -391,10 +392,16 @@ def logs(
     *,
     follow: bool = True,
     on_line: LineCallback | None = None,
+    stop: threading.Event | None = None,
+    poll_s: float = 0.3,
 ) -> JobRecord:
     """Stream a job's output (rank-prefixed lines) to `on_line`; `job_id` None = the
     latest job. With `follow`, blocks until the job ends. Returns its record.
-    On a PREEMPTED cluster whose head still answers: what is there, never following."""
+    On a PREEMPTED cluster whose head still answers: what is there, never following.
+
+    With `stop` (the API server, whose follower may vanish): followed by incremental
+    reads every `poll_s` instead of one long stream, returning (the record now) within
+    `poll_s` of `stop` being set, leaving no thread or command behind."""
     client, rec = _client(cluster_name, read_only=True)
     if rec.status is ClusterStatus.PREEMPTED:
         follow = False
@@ -404,7 +411,20 @@ def logs(
             if not jobs:
                 raise LauncherError(f"Cluster {cluster_name!r} has no jobs yet.")
             job_id = max(j.id for j in jobs)
-        return client.follow_logs(job_id, on_line or (lambda _l: None), follow=follow)
+        if stop is None or not follow:
+            return client.follow_logs(job_id, on_line or (lambda _l: None), follow=follow)
+        return _poll_logs(client, job_id, on_line or (lambda _l: None), stop, poll_s)
+
+
+def _poll_logs(client: AgentClient, job_id: int, on_line: LineCallback, stop: threading.Event,
+               poll_s: float) -> JobRecord:
+    """Follow by `logs_since` until the job has ended (then one last read) or `stop`."""
+    offsets: dict[int, int] = {}
+    while True:
+        rec = client.job(job_id)  # read before the output: an end seen here is all there
+        offsets = client.logs_since(job_id, offsets, on_line)
+        if rec.status.is_terminal or stop.wait(poll_s):
+            return rec
 
 
 def cancel(cluster_name: str, job_ids: Sequence[int] | None = None) -> CancelResult:

@@ -369,11 +369,15 @@ def _read_lines(path: Path) -> list[str]:
 
 
 def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
-              poll_s: float = 0.3) -> JobSummary:
+              poll_s: float = 0.3, stop: threading.Event | None = None) -> JobSummary:
     """Write the job's output to `on_line`, every attempt in order, each headed by where
     it ran. Past attempts come from the local copies the controller keeps; the
     current one is streamed from its cluster. With `follow`, returns when the job
-    has ended (its final summary); else after one pass."""
+    has ended (its final summary); else after one pass.
+
+    With `stop` (the API server, whose follower may vanish): the live attempt is polled
+    in short incremental reads instead of one long stream, and the call returns (the
+    summary so far) within `poll_s` of `stop` being set, leaving no thread behind."""
     from launcher.jobs.cluster_ops import RealClusterOps
 
     ops = RealClusterOps()
@@ -435,8 +439,12 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
                 # given up as soon as the controller decides the attempt's outcome (a
                 # preempted head may never report its job as ended); the rest of its
                 # output then comes from the copy the controller saves.
-                shown[a.attempt] = _stream_live(ops, store, a, on_line, shown.get(a.attempt, 0),
-                                                follow)
+                if stop is not None and follow:
+                    shown[a.attempt] = _poll_live(ops, store, a, on_line,
+                                                  shown.get(a.attempt, 0), stop, poll_s)
+                else:
+                    shown[a.attempt] = _stream_live(ops, store, a, on_line,
+                                                    shown.get(a.attempt, 0), follow)
                 break
             if not follow:
                 return summarize(job, attempts)
@@ -446,9 +454,42 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
                 # nobody would ever end the job without a controller: start one
                 checked = time.monotonic()
                 ensure_controller()
-            time.sleep(poll_s)
+            if stop is None:
+                time.sleep(poll_s)
+            elif stop.wait(poll_s):
+                return summarize(job, attempts)
     finally:
         store.close()
+
+
+def _poll_live(ops: Any, store: JobStore, a: AttemptRow, on_line: LineCallback, already: int,
+               stop: threading.Event, poll_s: float) -> int:
+    """Follow attempt `a`'s output by incremental reads every `poll_s` (no long-lived
+    stream or thread), skipping the first `already` lines, until the controller decides
+    the attempt (its saved copy then follows) or `stop` is set. Returns how many lines
+    have now been shown."""
+    seen = 0
+    offsets: dict[int, int] = {}
+
+    def emit(line: str) -> None:
+        nonlocal seen
+        seen += 1
+        if seen > already:
+            on_line(line.rstrip("\n"))
+
+    checked = time.monotonic()
+    while not stop.is_set():
+        with contextlib.suppress(Exception):  # unreachable head: try again, then the copy
+            offsets = ops.fetch_log_since(a.cluster_name, a.cluster_job_id, offsets, emit)
+        now = store.attempt(a.job_id, a.attempt)
+        if (now.outcome is not None or now.phase == "ENDED"
+                or now.cluster_job_id != a.cluster_job_id or now.gang_runs != a.gang_runs):
+            break  # decided, or the gang restarted: its saved copy follows
+        if time.monotonic() - checked > 5.0:  # a dead controller would never decide
+            checked = time.monotonic()
+            ensure_controller()
+        stop.wait(poll_s)
+    return max(already, seen)
 
 
 def _stream_live(ops: Any, store: JobStore, a: AttemptRow, on_line: LineCallback, already: int,

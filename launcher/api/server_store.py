@@ -132,9 +132,8 @@ class ServerStore:
     # -- users
 
     def users(self) -> list[User]:
-        rows = self.db._conn.execute(
-            "SELECT name, role, created_at, rotated_at FROM api_users ORDER BY created_at, name"
-        ).fetchall()
+        rows = self.db.query(
+            "SELECT name, role, created_at, rotated_at FROM api_users ORDER BY created_at, name")
         return [User(r[0], r[1], float(r[2]), r[3]) for r in rows]
 
     def user(self, name: str) -> User:
@@ -173,14 +172,13 @@ class ServerStore:
                 raise UserNotFoundError(f"No user named {name!r} (see `launcher users list`).")
 
     def authenticate(self, token: str) -> User | None:
-        row = self.db._conn.execute(
+        row = self.db.query_one(
             "SELECT name, role, created_at, rotated_at FROM api_users WHERE token_sha256 = ?",
-            (token_hash(token),),
-        ).fetchone()
+            (token_hash(token),))
         return None if row is None else User(row[0], row[1], float(row[2]), row[3])
 
     def has_users(self) -> bool:
-        return self.db._conn.execute("SELECT 1 FROM api_users LIMIT 1").fetchone() is not None
+        return self.db.query_one("SELECT 1 FROM api_users LIMIT 1") is not None
 
     # -- owners and audit
 
@@ -191,8 +189,7 @@ class ServerStore:
                          (time.time(), user, action, target))
 
     def audit(self) -> list[tuple[float, str, str, str]]:
-        rows = self.db._conn.execute(
-            "SELECT at, user, action, target FROM api_audit ORDER BY id").fetchall()
+        rows = self.db.query("SELECT at, user, action, target FROM api_audit ORDER BY id")
         return [(float(r[0]), r[1], r[2], r[3]) for r in rows]
 
     def set_job_launcher(self, job_id: int, user: str) -> None:
@@ -208,7 +205,7 @@ class ServerStore:
             conn.execute("UPDATE clusters SET launched_by = ? WHERE name = ?", (user, cluster))
 
     def job_owners(self) -> dict[int, str | None]:
-        rows = self.db._conn.execute("SELECT id, launched_by FROM managed_jobs").fetchall()
+        rows = self.db.query("SELECT id, launched_by FROM managed_jobs")
         return {int(r[0]): r[1] for r in rows}
 
     def cluster_owners(self) -> dict[str, str | None]:
@@ -216,8 +213,8 @@ class ServerStore:
         job's cluster (owner `managed-job:<id>`) who launched that job."""
         jobs = self.job_owners()
         out: dict[str, str | None] = {}
-        for name, launched_by, owner in self.db._conn.execute(
-                "SELECT name, launched_by, owner FROM clusters").fetchall():
+        for name, launched_by, owner in self.db.query(
+                "SELECT name, launched_by, owner FROM clusters"):
             if launched_by is None and owner and owner.startswith("managed-job:"):
                 tail = owner.split(":", 1)[1]
                 launched_by = jobs.get(int(tail)) if tail.isdigit() else None
@@ -238,14 +235,13 @@ class ServerStore:
                          (status, time.time(), result, error, rid))
 
     def request(self, rid: str) -> RequestRow | None:
-        r = self.db._conn.execute(
+        r = self.db.query_one(
             "SELECT id, user, kind, status, created_at, ended_at, result, error"
-            " FROM api_requests WHERE id = ?", (rid,)).fetchone()
+            " FROM api_requests WHERE id = ?", (rid,))
         return None if r is None else RequestRow(r[0], r[1], r[2], r[3], float(r[4]), r[5],
                                                  r[6], r[7])
 
     def interrupted_requests(self) -> list[str]:
         """Requests still RUNNING in the DB (a server that died mid-request)."""
-        rows = self.db._conn.execute(
-            "SELECT id FROM api_requests WHERE status = 'RUNNING'").fetchall()
+        rows = self.db.query("SELECT id FROM api_requests WHERE status = 'RUNNING'")
         return [r[0] for r in rows]

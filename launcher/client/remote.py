@@ -15,11 +15,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from launcher import __version__
 from launcher.api.backend import BestPlacement, CheckReport
+from launcher.client.http import load_httpx
 from launcher.errors import LauncherError
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = load_httpx()  # without httpx's CLI and trio: see launcher/client/http.py
 
 if TYPE_CHECKING:
     from launcher.api.cluster_common import LaunchResult

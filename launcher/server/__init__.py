@@ -7,6 +7,7 @@ Layout (a thin skin over `launcher.api`, as the CLI is; see docs/api-server.md):
 - (`launcher/api/server_store.py`: users, token hashes, owners, audit, requests)
 - `process.py`    `api start|stop|status|logs`: the daemon's life (imports no FastAPI);
 - `app.py`        the FastAPI application: auth, limits, routers, the controller;
+- `store_pool.py` one ServerStore per worker thread, kept across requests;
 - `auth.py`       bearer tokens -> the acting user; failed-auth rate limit;
 - `controller.py` the managed-jobs controller running inside the server process;
 - `requests.py`   long requests (a managed-job launch) run asynchronously, with a log;

@@ -14,8 +14,9 @@ from collections import deque
 
 from fastapi import Depends, HTTPException, Request
 
-from launcher.api.server_store import ServerStore, User
+from launcher.api.server_store import User
 from launcher.server.settings import Limits
+from launcher.server.store_pool import server_store
 
 
 class FailedAuthLimiter:
@@ -52,7 +53,7 @@ def current_user(request: Request) -> User:
     if scheme.lower() != "bearer" or not token.strip():
         limiter.failed(ip)
         raise HTTPException(401, "No token: log in with `launcher api login -e URL --token T`.")
-    with ServerStore() as store:
+    with server_store() as store:
         user = store.authenticate(token.strip())
     if user is None:
         limiter.failed(ip)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from fastapi import HTTPException
 
-from launcher.api.server_store import ServerStore, User
+from launcher.api.server_store import User
 from launcher.errors import ClusterNotFoundError
 from launcher.jobs.store import ManagedJobNotFoundError
+from launcher.server.store_pool import server_store
 
 
 def want_all(user: User, all_users: bool) -> bool:
@@ -21,7 +22,7 @@ def visible_clusters(user: User, all_users: bool = False) -> set[str] | None:
     """Names `user` sees; None = every cluster (an admin with all_users)."""
     if want_all(user, all_users):
         return None
-    with ServerStore() as store:
+    with server_store() as store:
         return {n for n, who in store.cluster_owners().items() if who == user.name}
 
 
@@ -30,7 +31,7 @@ def require_cluster(user: User, name: str) -> None:
     naming only the clusters `user` may see, unless `user` may act on `name`."""
     if user.is_admin:
         return
-    with ServerStore() as store:
+    with server_store() as store:
         owners = store.cluster_owners()
     if owners.get(name) != user.name:
         known = sorted(n for n, who in owners.items() if who == user.name)
@@ -41,13 +42,13 @@ def require_cluster(user: User, name: str) -> None:
 def visible_jobs(user: User, all_users: bool = False) -> set[int] | None:
     if want_all(user, all_users):
         return None
-    with ServerStore() as store:
+    with server_store() as store:
         return {j for j, who in store.job_owners().items() if who == user.name}
 
 
 def require_job(user: User, job_id: int) -> None:
     if user.is_admin:
         return
-    with ServerStore() as store:
+    with server_store() as store:
         if store.job_owners().get(job_id) != user.name:
             raise ManagedJobNotFoundError(job_id)

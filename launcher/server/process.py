@@ -70,6 +70,9 @@ def check_bind(host: str, port: int, tls_cert: str | None, tls_key: str | None,
             "clear. Give --tls-cert and --tls-key, or bind 127.0.0.1 (the default), or, only "
             "behind a proxy that terminates TLS, pass --insecure-behind-proxy.")
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        # as uvicorn binds: connections a killed server left in TIME_WAIT do not count,
+        # a socket listening there does
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:

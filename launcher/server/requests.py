@@ -25,9 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from launcher.api.server_store import RequestRow, ServerStore
+from launcher.api.server_store import RequestRow
 from launcher.errors import LauncherError
 from launcher.server.settings import requests_dir
+from launcher.server.store_pool import server_store
 
 Emit = Callable[[str, int], None]  # (line, 1 = output | 2 = progress)
 Work = Callable[[Emit, threading.Event], Any]
@@ -67,7 +68,7 @@ class RequestRunner:
         return requests_dir() / f"{rid}.log"
 
     def recover(self) -> None:
-        with ServerStore() as store:
+        with server_store() as store:
             for rid in store.interrupted_requests():
                 store.end_request(rid, "FAILED", None, json.dumps({
                     "type": "LauncherError", "exit_code": 1,
@@ -79,7 +80,7 @@ class RequestRunner:
         rid = secrets.token_hex(6)
         requests_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
         self.log_path(rid).touch(mode=0o600)
-        with ServerStore() as store:
+        with server_store() as store:
             store.add_request(rid, user, kind)
         cancel = self._cancel[rid] = threading.Event()
         if on_cancel is not None:
@@ -108,7 +109,7 @@ class RequestRunner:
             status = "CANCELLED"
         except BaseException as exc:  # noqa: BLE001 - every failure is the request's result
             status, error = "FAILED", json.dumps(error_json(exc))
-        with ServerStore() as store:
+        with server_store() as store:
             store.end_request(rid, status, result, error)
         self._cancel.pop(rid, None)
         self._on_cancel.pop(rid, None)
@@ -129,7 +130,7 @@ class RequestRunner:
             self._notify()
 
     def row(self, rid: str) -> RequestRow | None:
-        with ServerStore() as store:
+        with server_store() as store:
             return store.request(rid)
 
     def stream(self, rid: str, stop: threading.Event | None = None) -> Iterator[dict[str, Any]]:

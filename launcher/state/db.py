@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from launcher.catalog.money import format_money
 from launcher.clouds.base import ClusterInfo, NodeInfo
@@ -428,6 +429,19 @@ class StateDB:
         else:
             self._conn.execute("COMMIT")
         state_files.maybe_backup(self._conn, self.path)
+
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one read statement (SELECT), run outside any transaction: a
+        consistent snapshot of that statement alone. For tables another layer owns
+        (the API server's); writes go through `transaction()`."""
+        if not sql.lstrip().upper().startswith(("SELECT", "WITH")):
+            raise ValueError(f"StateDB.query is for reads; got {sql.split(None, 1)[0]!r}")
+        return [tuple(r) for r in self._conn.execute(sql, tuple(params)).fetchall()]
+
+    def query_one(self, sql: str, params: Sequence[object] = ()) -> tuple[Any, ...] | None:
+        """The first row of `query(sql, params)`, or None."""
+        rows = self.query(sql, params)
+        return rows[0] if rows else None
 
     def schema_version(self, component: str) -> int:
         row = self._conn.execute(

@@ -72,6 +72,19 @@ def test_component_migrations_apply_in_order_once_and_refuse_newer_db() -> None:
         assert [r[0] for r in rows] == [1, 2, 3]
 
 
+def test_query_reads_a_components_table_and_refuses_writes() -> None:
+    with StateDB() as db:
+        db.migrate("widgets", [Migration(1, "w", ("CREATE TABLE widgets (id INTEGER, n TEXT)",))])
+        with db.transaction() as conn:
+            conn.executemany("INSERT INTO widgets VALUES (?, ?)", [(1, "a"), (2, "b")])
+        assert db.query("SELECT id, n FROM widgets ORDER BY id") == [(1, "a"), (2, "b")]
+        assert db.query_one("SELECT n FROM widgets WHERE id = ?", (2,)) == ("b",)
+        assert db.query_one("SELECT n FROM widgets WHERE id = ?", (3,)) is None
+        with pytest.raises(ValueError, match="for reads; got 'DELETE'"):
+            db.query("DELETE FROM widgets")
+        assert len(db.query("SELECT * FROM widgets")) == 2
+
+
 def _open_and_migrate(home: str, q: mp.Queue) -> None:  # type: ignore[type-arg]
     os.environ["LAUNCHER_HOME"] = home
     try:

@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
 
 from launcher.api import clusters as api
-from launcher.api.server_store import ServerStore, User
+from launcher.api.server_store import User
 from launcher.server.auth import current_user
 from launcher.server.permissions import require_cluster, visible_clusters
 from launcher.server.requests import error_json
 from launcher.server.routers.stream import ndjson
+from launcher.server.store_pool import server_store
 
 router = APIRouter(prefix="/clusters")
 
@@ -54,17 +55,18 @@ def queue(name: str, user: User = Depends(current_user)) -> list[dict[str, objec
 
 
 @router.get("/{name}/logs")
-def logs(name: str, job_id: int | None = None, follow: bool = True,
+def logs(name: str, request: Request, job_id: int | None = None, follow: bool = True,
          user: User = Depends(current_user)) -> Any:
     require_cluster(user, name)
-    return ndjson(lambda on_line: api.logs(name, job_id, follow=follow, on_line=on_line).to_json())
+    return ndjson(request, lambda on_line, stop: api.logs(
+        name, job_id, follow=follow, on_line=on_line, stop=stop).to_json())
 
 
 @router.post("/{name}/cancel")
 def cancel(name: str, body: CancelBody, user: User = Depends(current_user)) -> dict[str, Any]:
     require_cluster(user, name)
     result = api.cancel(name, body.job_ids)
-    with ServerStore() as store:
+    with server_store() as store:
         store.record(user.name, "cancel", f"cluster {name} jobs {list(result.cancelled)}")
     return asdict(result)
 
@@ -73,7 +75,7 @@ def cancel(name: str, body: CancelBody, user: User = Depends(current_user)) -> d
 def stop(name: str, user: User = Depends(current_user)) -> dict[str, bool]:
     require_cluster(user, name)
     api.stop(name)
-    with ServerStore() as store:
+    with server_store() as store:
         store.record(user.name, "stop", f"cluster {name}")
     return {"ok": True}
 
@@ -82,7 +84,7 @@ def stop(name: str, user: User = Depends(current_user)) -> dict[str, bool]:
 def start(name: str, user: User = Depends(current_user)) -> dict[str, bool]:
     require_cluster(user, name)
     api.start(name)
-    with ServerStore() as store:
+    with server_store() as store:
         store.record(user.name, "start", f"cluster {name}")
     return {"ok": True}
 
@@ -100,7 +102,7 @@ def down(body: NamesBody, user: User = Depends(current_user)) -> list[dict[str, 
             out.append({"name": name, "error": error_json(exc)})
     for name, err in api.down_many(allowed):
         if err is None:
-            with ServerStore() as store:
+            with server_store() as store:
                 store.record(user.name, "down", f"cluster {name}")
         out.append({"name": name, "error": None if err is None else error_json(err)})
     order = {n: i for i, n in enumerate(body.names)}
@@ -111,6 +113,6 @@ def down(body: NamesBody, user: User = Depends(current_user)) -> list[dict[str, 
 def autostop(name: str, body: AutostopBody, user: User = Depends(current_user)) -> dict[str, bool]:
     require_cluster(user, name)
     api.autostop(name, body.idle_minutes, down=body.down)
-    with ServerStore() as store:
+    with server_store() as store:
         store.record(user.name, "autostop", f"cluster {name} {body.idle_minutes} down={body.down}")
     return {"ok": True}

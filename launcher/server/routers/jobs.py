@@ -12,11 +12,12 @@ from pydantic import BaseModel
 from launcher.api import jobs as api
 from launcher.api.backend import best_placement
 from launcher.api.pipelines import pipeline_stage_ids
-from launcher.api.server_store import ServerStore, User
+from launcher.api.server_store import User
 from launcher.server.auth import current_user
 from launcher.server.permissions import require_job, visible_jobs
 from launcher.server.requests import Emit
 from launcher.server.routers.stream import ndjson
+from launcher.server.store_pool import server_store
 
 router = APIRouter(prefix="/jobs")
 
@@ -56,7 +57,7 @@ def launch(body: TaskBody, request: Request, user: User = Depends(current_user))
 
     def work(emit: Emit, cancel: threading.Event) -> dict[str, Any]:
         job = api.jobs_launch(task, name=body.name, check=False)
-        with ServerStore() as store:
+        with server_store() as store:
             store.set_job_launcher(job.id, user.name)
             store.record(user.name, "launch", f"managed job {job.id}")
         emit(f"Managed job {job.id} ({job.name}) submitted; LAUNCHER_TASK_ID={job.task_id}.", 2)
@@ -99,7 +100,7 @@ def stages(job_id: int, user: User = Depends(current_user)) -> list[int]:
 def cancel(job_id: int, user: User = Depends(current_user)) -> dict[str, Any]:
     require_job(user, job_id)
     summary = api.jobs_cancel(job_id)
-    with ServerStore() as store:
+    with server_store() as store:
         store.set_job_canceller(job_id, user.name)
         store.record(user.name, "cancel", f"managed job {job_id}")
     return summary.to_json()
@@ -113,9 +114,11 @@ def wait(job_id: int, timeout: float | None = None,
 
 
 @router.get("/{job_id}/logs")
-def logs(job_id: int, follow: bool = True, user: User = Depends(current_user)) -> Any:
+def logs(job_id: int, request: Request, follow: bool = True,
+         user: User = Depends(current_user)) -> Any:
     require_job(user, job_id)
-    return ndjson(lambda on_line: api.jobs_logs(job_id, on_line, follow=follow).to_json())
+    return ndjson(request, lambda on_line, stop: api.jobs_logs(
+        job_id, on_line, follow=follow, stop=stop).to_json())
 
 
 @router.get("/{job_id}/controller-log")

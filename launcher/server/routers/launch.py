@@ -17,12 +17,13 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
 
-from launcher.api.server_store import ServerStore, User
+from launcher.api.server_store import User
 from launcher.errors import ClusterNotFoundError
 from launcher.server.auth import current_user
 from launcher.server.permissions import require_cluster
 from launcher.server.requests import Emit, RequestCancelled
 from launcher.server.routers.jobs import TaskBody, server_task
+from launcher.server.store_pool import server_store
 
 router = APIRouter(prefix="/clusters")
 _SUBMITTED = re.compile(r"^Job (\d+) submitted to (\S+)")
@@ -65,7 +66,7 @@ class _Tracker:
             self.claim()
 
     def claim(self) -> None:
-        with ServerStore() as store:
+        with server_store() as store:
             if self.cluster in store.cluster_owners():
                 store.set_cluster_launcher(self.cluster, self.user)
                 self.claimed = True
@@ -90,7 +91,7 @@ class _Tracker:
 
 def _claimable(user: User, name: str) -> None:
     """A user may launch on a new name or on their own cluster (an admin: any)."""
-    with ServerStore() as store:
+    with server_store() as store:
         owners = store.cluster_owners()
     if name in owners and owners[name] != user.name and not user.is_admin:
         raise ClusterNotFoundError(
@@ -121,7 +122,7 @@ def launch(body: LaunchBody, request: Request,
                 name = generate_cluster_name(db)
             t.event(f"Cluster name: {name}")
         t.cluster = name
-        with ServerStore() as store:
+        with server_store() as store:
             store.record(user.name, "launch", f"cluster {name}")
         try:
             result = api_launch(task, name, detach_run=body.detach_run,

@@ -8,9 +8,10 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel
 
 from launcher import __version__
-from launcher.api.server_store import ServerStore, User
+from launcher.api.server_store import User
 from launcher.server.auth import admin_user, current_user
 from launcher.server.requests import row_json
+from launcher.server.store_pool import server_store
 
 router = APIRouter()
 
@@ -56,13 +57,13 @@ def cost_report(days: float = 30.0, user: User = Depends(admin_user)) -> dict[st
 
 @router.get("/users")
 def users(user: User = Depends(admin_user)) -> list[dict[str, object]]:
-    with ServerStore() as store:
+    with server_store() as store:
         return [u.to_json() for u in store.users()]
 
 
 @router.post("/users")
 def users_create(body: NewUser, user: User = Depends(admin_user)) -> dict[str, str]:
-    with ServerStore() as store:
+    with server_store() as store:
         token = store.create_user(body.name, body.role)
         store.record(user.name, "users.create", body.name)
     return {"token": token}
@@ -70,7 +71,7 @@ def users_create(body: NewUser, user: User = Depends(admin_user)) -> dict[str, s
 
 @router.post("/users/{name}/rotate")
 def users_rotate(name: str, user: User = Depends(admin_user)) -> dict[str, str]:
-    with ServerStore() as store:
+    with server_store() as store:
         token = store.rotate(name)
         store.record(user.name, "users.rotate", name)
     return {"token": token}
@@ -78,7 +79,7 @@ def users_rotate(name: str, user: User = Depends(admin_user)) -> dict[str, str]:
 
 @router.delete("/users/{name}")
 def users_delete(name: str, user: User = Depends(admin_user)) -> dict[str, bool]:
-    with ServerStore() as store:
+    with server_store() as store:
         store.delete_user(name)
         store.record(user.name, "users.delete", name)
     return {"ok": True}
