@@ -86,7 +86,7 @@ def _launch_added(cli: list[str], server_home: Path, client_home: Path, embedded
 
 def _rss_with_jobs(remote: object, home: Path, jobs: int) -> dict[str, float]:
     """Submit `jobs` light managed jobs, wait until all run, read the server's RSS."""
-    from launcher.task import Task
+    from launcher.task.model import Task
 
     task = Task.from_yaml_str("name: sleeper\nresources:\n  infra: local\nrun: sleep 600\n")
     for i in range(jobs):

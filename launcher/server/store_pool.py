@@ -11,14 +11,14 @@ every commit; a store whose connection failed is closed and reopened next time.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from launcher.api.server_store import ServerStore
-from launcher.config import launcher_home
-from launcher.state import StateError
+from launcher.config.settings import launcher_home
+from launcher.state.db import StateError
+from launcher.state.store import STORE_ERRORS
 
 _local = threading.local()
 
@@ -36,7 +36,7 @@ def server_store() -> Iterator[ServerStore]:
         _local.store = store
     try:
         yield store
-    except (sqlite3.Error, StateError):
+    except (*STORE_ERRORS, StateError):
         drop()  # a damaged or closed connection is not kept
         raise
 
