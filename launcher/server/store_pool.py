@@ -20,6 +20,9 @@ from launcher.config.settings import launcher_home
 from launcher.state.db import StateError
 from launcher.state.store import STORE_ERRORS
 
+# what a broken per-thread store raises: it is dropped and opened again
+_REOPEN_ON: tuple[type[Exception], ...] = (*STORE_ERRORS, StateError)
+
 _local = threading.local()
 
 
@@ -36,7 +39,7 @@ def server_store() -> Iterator[ServerStore]:
         _local.store = store
     try:
         yield store
-    except (*STORE_ERRORS, StateError):
+    except _REOPEN_ON:
         drop()  # a damaged or closed connection is not kept
         raise
 
