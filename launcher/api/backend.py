@@ -80,6 +80,7 @@ class Backend(Protocol):
     # clusters
     def status(self, refresh: bool, all_users: bool) -> tuple[list[ClusterStatusView], list[str]]: ...
     def cluster_names(self) -> list[str]: ...
+    def unknown_clusters(self, names: Sequence[str]) -> list[tuple[str, LauncherError]]: ...
     def queue(self, cluster: str) -> list[JobRecord]: ...
     def logs(self, cluster: str, job_id: int | None, follow: bool,
              on_line: LineCallback) -> JobRecord: ...
@@ -148,6 +149,13 @@ class EmbeddedBackend:
         from launcher.api.clusters import cluster_names
 
         return cluster_names()
+
+    def unknown_clusters(self, names: Sequence[str]) -> list[tuple[str, LauncherError]]:
+        """(name, the error `down` would raise) for each of `names` the state DB does
+        not know: said before asking to confirm anything about them."""
+        from launcher.api.clusters import unknown_clusters
+
+        return list(unknown_clusters(names))
 
     def queue(self, cluster: str) -> list[JobRecord]:
         from launcher.api.clusters import queue

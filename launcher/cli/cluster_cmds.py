@@ -531,14 +531,9 @@ def down_cmd(
     if not targets:
         _say("No clusters.")
         return 0
-    from launcher.errors import ClusterNotFoundError
-
     be = backend()
-    known = be.cluster_names()  # the server's, when logged in
-    hint = f" Known clusters: {', '.join(known)}." if known else " There are no clusters."
     exit_code = 0
-    missing = [(t, ClusterNotFoundError(f"Cluster {t!r} does not exist.{hint}"))
-               for t in targets if t not in known]
+    missing = be.unknown_clusters(targets)
     for _, not_found in missing:  # said before any question: there is nothing to confirm
         exit_code = exit_code or not_found.exit_code
         sys.stderr.write(f"Error: {not_found}\n")

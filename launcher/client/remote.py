@@ -256,6 +256,11 @@ class RemoteBackend:
     def cluster_names(self) -> list[str]:
         return list(self.call("GET", "/clusters/names"))
 
+    def unknown_clusters(self, names: Sequence[str]) -> list[tuple[str, LauncherError]]:
+        """[]: which names exist is the server's to say (an admin may act on clusters
+        that are not in their own listing); `down_many` reports each missing one."""
+        return []
+
     def queue(self, cluster: str) -> list[JobRecord]:
         from launcher.runtime.jobspec import JobRecord
 
