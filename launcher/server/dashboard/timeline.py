@@ -1,0 +1,116 @@
+"""A managed job's life as chart geometry: one row per attempt (provisioning, then
+running), a mark where an attempt was preempted, and the recovery gap before the
+next attempt ran split into deciding (old attempt ended -> new one asked for) and
+provisioning + setup (asked for -> running). The template draws it as SVG; all text
+here is data, escaped when rendered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+WIDTH = 1000.0
+LEFT = 10.0
+RIGHT = 10.0
+ROW_H = 46.0
+TOP = 8.0
+AXIS_H = 26.0
+
+
+@dataclass(frozen=True)
+class Bar:
+    attempt: int
+    y: float
+    x0: float  # asked for
+    x_run: float | None  # running from here (None: never ran)
+    x1: float  # ended, or now
+    label: str
+    outcome: str  # RUNNING while it runs
+    title: str
+
+
+@dataclass(frozen=True)
+class Mark:
+    x: float
+    y: float
+    label: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Gap:
+    x0: float
+    x_ask: float
+    x1: float
+    y: float
+    label: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    width: float
+    height: float
+    bars: list[Bar]
+    preemptions: list[Mark]
+    gaps: list[Gap]
+    ticks: list[tuple[float, str]]
+    axis_y: float
+
+
+def _dur(s: float) -> str:
+    s = max(0.0, s)
+    if s < 90:
+        return f"{s:.0f}s"
+    if s < 5400:
+        return f"{s / 60:.0f}m"
+    return f"{s / 3600:.1f}h"
+
+
+def _where(a: dict[str, Any]) -> str:
+    market = "" if a.get("use_spot") is None else (" spot" if a["use_spot"] else " on-demand")
+    nodes = f"{a['num_nodes']}x " if a.get("num_nodes") else ""
+    price = f" ${a['node_price']:.2f}/h" if a.get("node_price") is not None else ""
+    return f"#{a['attempt']} {a['where']} {nodes}{a.get('instance_type') or '?'}{market}{price}"
+
+
+def build(attempts: list[dict[str, Any]], submitted_at: float, now: float) -> Timeline:
+    """`attempts`: the job detail's attempts (AttemptView as dicts), in order."""
+    end = max([now if a["ended_at"] is None else a["ended_at"] for a in attempts] + [now
+              if not attempts else submitted_at + 1.0])
+    start = min([submitted_at] + [a["started_at"] for a in attempts])
+    span = max(end - start, 1.0)
+
+    def x(t: float) -> float:
+        return LEFT + (t - start) / span * (WIDTH - LEFT - RIGHT)
+
+    bars: list[Bar] = []
+    marks: list[Mark] = []
+    gaps: list[Gap] = []
+    for i, a in enumerate(attempts):
+        y = TOP + i * ROW_H
+        ended = a["ended_at"] if a["ended_at"] is not None else now
+        outcome = a["outcome"] or ("RUNNING" if a["running_at"] else "STARTING")
+        ran = (ended - a["running_at"]) if a["running_at"] else 0.0
+        title = (f"attempt {a['attempt']} ({a['cause']}) cluster {a['cluster']}: {outcome}"
+                 f"{': ' + a['reason'] if a.get('reason') else ''}; ran {_dur(ran)}, "
+                 f"cost ${a['cost']:.4f}")
+        bars.append(Bar(a["attempt"], y, x(a["started_at"]),
+                        x(a["running_at"]) if a["running_at"] else None, max(x(ended),
+                        x(a["started_at"]) + 2), f"{_where(a)} · {outcome} · ${a['cost']:.4f}",
+                        outcome, title))
+        if a["outcome"] == "PREEMPTED" and a["ended_at"] is not None:
+            marks.append(Mark(x(a["ended_at"]), y, "preempted",
+                              f"preempted: {a.get('reason') or 'no reason given'}"))
+        if i > 0 and attempts[i - 1]["ended_at"] is not None:
+            prev_end = attempts[i - 1]["ended_at"]
+            ran_at = a["running_at"] if a["running_at"] else now
+            deciding, provisioning = a["started_at"] - prev_end, ran_at - a["started_at"]
+            what = "recovery" if a["cause"] == "preemption" else "restart"
+            gaps.append(Gap(x(prev_end), x(a["started_at"]), x(ran_at), y,
+                            f"{what} {_dur(ran_at - prev_end)}",
+                            f"{what}: deciding {_dur(deciding)}, provisioning + setup "
+                            f"{_dur(provisioning)}"))
+    axis_y = TOP + max(len(attempts), 1) * ROW_H + 4
+    ticks = [(x(start + span * k / 4), "+" + _dur(span * k / 4)) for k in range(5)]
+    return Timeline(WIDTH, axis_y + AXIS_H, bars, marks, gaps, ticks, axis_y)
