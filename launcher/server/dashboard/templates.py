@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from jinja2 import DictLoader, Environment, select_autoescape
+from markupsafe import Markup
 
 CSS = """
 *{box-sizing:border-box}body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2330;
@@ -17,7 +18,7 @@ font-weight:600}header .who{margin-left:auto;opacity:.85}main{padding:1em;max-wi
 margin:auto}h1{font-size:1.35em;margin:.2em 0 .6em}h2{font-size:1.1em;margin:1.4em 0 .4em}
 .scroll{overflow-x:auto}table{border-collapse:collapse;width:100%;background:#fff}
 th,td{text-align:left;padding:.35em .6em;border-bottom:1px solid #e3e6eb;white-space:nowrap}
-th{background:#eef0f4;font-weight:600}td.num,th.num{text-align:right}
+th{background:#eef0f4;font-weight:600}td.wrap{white-space:normal;min-width:16em}td.num,th.num{text-align:right}
 .st{font-weight:600;padding:.05em .45em;border-radius:.3em;background:#e3e6eb}
 .st-RUNNING,.st-UP,.st-SUCCEEDED{background:#d5f0dc;color:#17612c}
 .st-RECOVERING,.st-STARTING,.st-PENDING,.st-INIT,.st-SUBMITTED{background:#fdf0cc;color:#6b4e00}
@@ -183,13 +184,13 @@ red preempted or failed) · red/yellow gap: recovery (deciding, then provisionin
 attempts %}<tr><td>{{ a.attempt }}</td><td>{{ a.cause }}</td><td>{{ a.where }} ({{ a.cluster
 }})</td><td>{{ 'spot' if a.use_spot else ('on-demand' if a.use_spot is not none else '-') }}
 </td><td class="num">{{ a.node_price|money }}</td><td>{{ a.started_at|clock }}</td><td>{{
-((a.ended_at or now) - a.running_at)|dur if a.running_at else '-' }}</td><td>{{ a.outcome or
+((a.ended_at or now) - a.running_at)|dur if a.running_at else '-' }}</td><td class="wrap">{{ a.outcome or
 'running' }}{% if a.reason %}: {{ a.reason }}{% endif %}</td><td class="num">{{ a.recovery_s|dur
 if a.recovery_s is not none else '-' }}</td><td class="num">{{ a.cost|money }}</td></tr>
 {% endfor %}</table></div><h2>Controller events</h2><div class="scroll"><table id="events">
 <tr><th>When</th><th>Attempt</th><th>Change</th><th>Why</th></tr>{% for e in events %}<tr><td>
 {{ e.at|clock }}</td><td>{{ e.attempt or '-' }}</td><td>{{ e.from_status or '·' }} → {{
-e.to_status }}</td><td>{{ e.reason }}</td></tr>{% endfor %}</table></div></div>"""
+e.to_status }}</td><td class="wrap">{{ e.reason }}</td></tr>{% endfor %}</table></div></div>"""
 
 COST = """{% extends "base" %}{% block main %}<h1>Cost, last {{ days|round|int }} days</h1>
 <div class="facts"><div><b>Total</b><span id="total">{{ total|money }}</span></div>
@@ -245,4 +246,4 @@ ENV.filters.update(money=_money, dur=_dur, clock=_clock, ago=_ago)
 
 
 def render(name: str, **ctx: Any) -> str:
-    return ENV.get_template(name).render(css=CSS, js=JS, **ctx)
+    return ENV.get_template(name).render(css=Markup(CSS), js=Markup(JS), **ctx)  # ours, not data
