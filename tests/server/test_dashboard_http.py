@@ -1,0 +1,97 @@
+"""The dashboard without a browser (these run where chromium is not installed): the
+session and CSRF rules over HTTP, escaping, and the timeline's geometry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from launcher.api.server_store import ServerStore
+from launcher.server.app import create_app
+from launcher.server.dashboard import timeline
+from launcher.server.dashboard.session import COOKIE, csrf_token
+
+
+@pytest.fixture
+def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestClient, str]]:
+    monkeypatch.setenv("LAUNCHER_HOME", str(tmp_path))
+    with ServerStore() as store:
+        token = store.create_user("alice", "user")
+    with TestClient(create_app(run_controller=False), follow_redirects=False) as c:
+        yield c, token
+
+
+def test_no_session_gets_the_login_page_and_a_wrong_token_no_cookie(
+        client: tuple[TestClient, str]) -> None:
+    c, token = client
+    for path in ("/", "/dashboard/", "/dashboard/jobs", "/dashboard/jobs/1", "/dashboard/cost",
+                 "/dashboard/clusters?fragment=1", "/dashboard/jobs/1/log-stream"):
+        r = c.get(path, follow_redirects=True)
+        assert r.url.path == "/dashboard/login" and 'id="token"' in r.text, path
+    bad = c.post("/dashboard/login", data={"token": token + "x"})
+    assert bad.status_code == 401 and "not accepted" in bad.text and COOKIE not in bad.cookies
+    c.cookies.set(COOKIE, "lk_forged")
+    assert c.get("/dashboard/jobs").headers["location"] == "/dashboard/login"
+
+
+def test_login_cookie_and_csrf(client: tuple[TestClient, str]) -> None:
+    c, token = client
+    r = c.post("/dashboard/login", data={"token": token})
+    assert r.status_code == 303
+    flags = r.headers["set-cookie"].lower()
+    assert "httponly" in flags and "samesite=strict" in flags
+    page = c.get("/dashboard/jobs")
+    assert page.status_code == 200 and "No managed jobs." in page.text
+    assert token not in page.text  # the session token is never in a page ...
+    assert csrf_token(token) in page.text  # ... only the form token derived from it
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    # POSTs: no/forged form token, or another site's Origin -> 403 and nothing done
+    assert c.post("/dashboard/logout").status_code == 403
+    assert c.post("/dashboard/logout", data={"csrf": csrf_token("lk_other")}).status_code == 403
+    assert c.post("/dashboard/logout", data={"csrf": csrf_token(token)},
+                  headers={"Origin": "http://evil.example"}).status_code == 403
+    assert c.get("/dashboard/jobs").status_code == 200
+    out = c.post("/dashboard/logout", data={"csrf": csrf_token(token)},
+                 headers={"Origin": "http://testserver"})
+    assert out.status_code == 303 and out.headers["location"] == "/dashboard/login"
+
+
+def test_not_found_pages_escape_what_they_echo(client: tuple[TestClient, str]) -> None:
+    c, token = client
+    c.post("/dashboard/login", data={"token": token})
+    r = c.get("/dashboard/clusters/<img src=x onerror=alert(1)>")
+    assert r.status_code == 404 and "does not exist" in r.text
+    assert "<img" not in r.text and "&lt;img src=x onerror=alert(1)&gt;" in r.text
+    assert c.get("/dashboard/jobs/7").status_code == 404
+    down = c.post("/dashboard/clusters/nosuch/down", data={"csrf": csrf_token(token)})
+    assert down.status_code == 404 and "does not exist" in down.text
+
+
+def _attempt(n: int, start: float, running: float | None, end: float | None,
+             outcome: str | None, cause: str = "initial") -> dict[str, Any]:
+    return {"attempt": n, "cluster": f"c-{n}", "cause": cause, "where": "aws/us-east-1",
+            "instance_type": "p5.48xlarge", "num_nodes": 2, "use_spot": True,
+            "node_price": 12.5, "started_at": start, "running_at": running, "ended_at": end,
+            "outcome": outcome, "reason": "spot reclaimed" if outcome else None,
+            "exit_code": None, "recovery_s": None, "work_lost_s": None, "node_hours": 1.0,
+            "cost": 25.0}
+
+
+def test_timeline_marks_the_preemption_and_splits_the_recovery() -> None:
+    t = timeline.build([_attempt(1, 100, 130, 1000, "PREEMPTED"),
+                        _attempt(2, 1060, 1300, None, None, "preemption")], 100, 2000)
+    one, two = t.bars
+    assert (one.outcome, two.outcome) == ("PREEMPTED", "RUNNING")
+    assert one.label.startswith("#1 aws/us-east-1 2x p5.48xlarge spot $12.50/h")
+    assert one.x0 == timeline.LEFT and two.x1 == pytest.approx(timeline.WIDTH - timeline.RIGHT)
+    assert one.x0 < (one.x_run or 0) < one.x1 < two.x0 < (two.x_run or 0) < two.x1
+    (mark,) = t.preemptions
+    assert mark.x == one.x1 and "spot reclaimed" in mark.title
+    (gap,) = t.gaps
+    assert (gap.x0, gap.x_ask, gap.x1) == (one.x1, two.x0, two.x_run)
+    assert gap.label == "recovery 5m" and "deciding 60s, provisioning + setup 4m" in gap.title
+    assert [label for _, label in t.ticks][-1] == "+32m"
