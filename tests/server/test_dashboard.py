@@ -55,7 +55,9 @@ def login(driver: Any, server: Server, token: str) -> None:
     driver.delete_all_cookies()
     driver.get(f"{server.url}/dashboard/login")
     driver.find_element(By.ID, "token").send_keys(token)
-    driver.find_element(By.ID, "login").click()
+    button = driver.find_element(By.ID, "login")
+    button.click()
+    until(driver, ec.staleness_of(button))  # the answer to the POST has loaded
 
 
 def text(driver: Any, css: str) -> str:
@@ -145,7 +147,13 @@ def test_job_life_rbac_logs_and_cancel(server: Server, browser: Any, tmp_path: P
     until(browser, ec.presence_of_element_located((By.ID, "jobs")))
     assert "alice" in text(browser, "#jobs")
     browser.get(f"{server.url}/dashboard/clusters")
-    assert _job(server)["cluster"] in text(browser, "#clusters")
+    now_on = str(_job(server)["cluster"])
+    assert now_on in text(browser, "#clusters") and "alice" in text(browser, "#clusters")
+    browser.find_element(By.LINK_TEXT, now_on).click()  # its page: queue, then a job's log
+    until(browser, ec.presence_of_element_located((By.ID, "queue")))
+    assert "RUNNING" in text(browser, "#queue")
+    browser.find_element(By.CSS_SELECTOR, "#queue a").click()
+    until(browser, lambda d: "count 2" in text(d, "#log"))
     browser.get(f"{server.url}/dashboard/jobs/1")
     browser.find_element(By.ID, "cancel").click()
     until(browser, ec.alert_is_present()).accept()

@@ -111,9 +111,9 @@ CLUSTER = """{% extends "base" %}{% block main %}<h1>Cluster {{ c.name }}
 {% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/down', confirm='Tear down cluster '
 ~ c.name ~ '?', bid='down', text='Down' %}{% include "action" %}{% endwith %}
 <h2>Job queue</h2><div class="scroll"><table id="queue"><tr><th>ID</th><th>Name</th>
-<th>Status</th><th>Submitted</th><th></th></tr>{% for j in queue %}<tr><td>{{ j.job_id }}</td>
+<th>Status</th><th>Submitted</th><th></th></tr>{% for j in queue %}<tr><td>{{ j.id }}</td>
 <td>{{ j.name or '-' }}</td><td><span class="st st-{{ j.status }}">{{ j.status }}</span></td>
-<td>{{ j.submitted_at|ago }}</td><td><a href="?log={{ j.job_id }}">log</a></td></tr>{% else %}
+<td>{{ j.submitted_at|ago }}</td><td><a href="?log={{ j.id }}">log</a></td></tr>{% else %}
 <tr><td colspan="5" class="muted">No jobs.</td></tr>{% endfor %}</table></div>
 {% if log_job is not none %}<h2>Log of job {{ log_job }}</h2><pre class="log" id="log"
 data-log="{{ p }}/clusters/{{ c.name|urlencode }}/log-stream?job_id={{ log_job }}">loading…
