@@ -95,3 +95,14 @@ def test_timeline_marks_the_preemption_and_splits_the_recovery() -> None:
     assert (gap.x0, gap.x_ask, gap.x1) == (one.x1, two.x0, two.x_run)
     assert gap.label == "recovery 5m" and "deciding 60s, provisioning + setup 4m" in gap.title
     assert [label for _, label in t.ticks][-1] == "+32m"
+
+
+def test_actions_on_someone_elses_or_no_cluster_are_refused(
+        client: tuple[TestClient, str]) -> None:
+    c, token = client
+    c.post("/dashboard/login", data={"token": token})
+    for verb in ("stop", "down"):
+        r = c.post(f"/dashboard/clusters/nosuch/{verb}", data={"csrf": csrf_token(token)})
+        assert r.status_code == 404 and "does not exist" in r.text, verb
+        assert c.post(f"/dashboard/clusters/nosuch/{verb}").status_code == 403  # no form token
+    assert c.post("/dashboard/jobs/3/cancel", data={"csrf": csrf_token(token)}).status_code == 404

@@ -155,6 +155,18 @@ def cluster_log_stream(name: str, job_id: int | None = None,
     return _sse(cluster_routes.logs(name, job_id, follow=True, user=user))
 
 
+@router.post("/clusters/{name}/stop")
+async def cluster_stop(request: Request, name: str,
+                       user: User = Depends(dashboard_user)) -> Response:
+    check_post(request, (await _form(request)).get("csrf", ""))
+    try:
+        await run_in_threadpool(cluster_routes.stop, name, user)
+    except LauncherError as exc:
+        return _html(request, user, "error", 404 if exc.exit_code == 4 else 400,
+                     title="Stop failed", message=str(exc))
+    return RedirectResponse(f"{PREFIX}/clusters/{quote(name)}", status_code=303)
+
+
 @router.post("/clusters/{name}/down")
 async def cluster_down(request: Request, name: str,
                        user: User = Depends(dashboard_user)) -> Response:
@@ -242,4 +254,4 @@ def cost(request: Request, days: float = 30.0,
                  total=sum(x["cost"] for x in lines),
                  node_hours=sum(x["node_hours"] for x in lines),
                  by_cloud=sorted(by_cloud.items(), key=lambda kv: -kv[1]),
-                 top=max([x["cost"] for x in lines] + [0.0]), quote=quote)
+                 top=max([x["cost"] for x in lines] + [0.0]))

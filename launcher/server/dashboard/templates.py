@@ -96,8 +96,10 @@ CLUSTERS_T = """<div class="scroll" data-refresh="{{ p }}/clusters?fragment=1" d
 <td class="num">{{ c.hourly_cost|money }}</td><td>{{ (now - c.launched_at)|dur }}</td>
 <td class="num">{{ cost.get(c.name, 0)|money }}</td><td>{% if c.autostop_minutes is not none
 %}{{ c.autostop_minutes }}m{% if c.autostop_down %} (down){% endif %}{% else %}-{% endif %}
-</td>{% if show_owner %}<td>{{ owners.get(c.name) or '-' }}</td>{% endif %}<td>{% with
-action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/down', confirm='Tear down cluster ' ~ c.name
+</td>{% if show_owner %}<td>{{ owners.get(c.name) or '-' }}</td>{% endif %}<td>{% if
+c.status == 'UP' %}{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/stop',
+confirm='Stop cluster ' ~ c.name ~ '? Its disks are kept.', bid='stop-' ~ c.name, text='Stop' %}
+{% include "action" %}{% endwith %}{% endif %}{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/down', confirm='Tear down cluster ' ~ c.name
 ~ '? Its nodes are released.', bid='down-' ~ c.name, text='Down' %}{% include "action" %}
 {% endwith %}</td></tr>{% else %}<tr><td colspan="11" class="muted">No clusters.</td></tr>
 {% endfor %}</table></div>"""
@@ -108,7 +110,9 @@ CLUSTER = """{% extends "base" %}{% block main %}<h1>Cluster {{ c.name }}
 <div><b>Resources</b>{{ c.resources }}</div><div><b>Nodes</b>{{ c.num_nodes }}</div>
 <div><b>$/h</b>{{ c.hourly_cost|money }}</div><div><b>Uptime</b>{{ (now - c.launched_at)|dur }}
 </div><div><b>Cost so far</b>{{ cost|money }}</div></div>
-{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/down', confirm='Tear down cluster '
+{% if c.status == 'UP' %}{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/stop',
+confirm='Stop cluster ' ~ c.name ~ '? Its disks are kept.', bid='stop', text='Stop' %}{% include
+"action" %}{% endwith %}{% endif %}{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/down', confirm='Tear down cluster '
 ~ c.name ~ '?', bid='down', text='Down' %}{% include "action" %}{% endwith %}
 <h2>Job queue</h2><div class="scroll"><table id="queue"><tr><th>ID</th><th>Name</th>
 <th>Status</th><th>Submitted</th><th></th></tr>{% for j in queue %}<tr><td>{{ j.id }}</td>
