@@ -5,6 +5,7 @@ A managed job is submitted to the state DB and driven by the controller process
 
     jobs_launch(task, name=None) -> ManagedJob          submit; starts the controller
     jobs_queue() -> list[JobSummary]                    every managed job, oldest first
+    jobs_queue_page(offset, limit) -> (page, total)     one page of it, newest first
     jobs_status(job_id) -> JobSummary
     jobs_detail(job_id) -> ManagedJobDetail             + attempts, events
     jobs_cancel(job_id) -> JobSummary                   also during recovery
@@ -226,6 +227,24 @@ def jobs_queue() -> list[JobSummary]:
         now = time.time()
         return [summarize(j, store.attempts(j.id), now, deadline=_deadline(store, j, now))
                 for j in store.jobs()]
+    finally:
+        store.close()
+
+
+def jobs_queue_page(offset: int = 0, limit: int = 50, *, only: set[int] | None = None,
+                    newest_first: bool = True) -> tuple[list[JobSummary], int]:
+    """One page of `jobs_queue()` (newest first by default) and how many jobs there are
+    in all; with `only`, just those job ids. Summarizes only the page's jobs, so a page
+    costs the same with 20 or 20,000 jobs in the DB."""
+    store = JobStore()
+    try:
+        rows = [j for j in store.jobs() if only is None or j.id in only]
+        if newest_first:
+            rows.reverse()
+        now = time.time()
+        page = rows[max(0, offset): max(0, offset) + max(0, limit)]
+        return ([summarize(j, store.attempts(j.id), now, deadline=_deadline(store, j, now))
+                 for j in page], len(rows))
     finally:
         store.close()
 

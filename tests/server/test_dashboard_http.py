@@ -106,3 +106,31 @@ def test_actions_on_someone_elses_or_no_cluster_are_refused(
         assert r.status_code == 404 and "does not exist" in r.text, verb
         assert c.post(f"/dashboard/clusters/nosuch/{verb}").status_code == 403  # no form token
     assert c.post("/dashboard/jobs/3/cancel", data={"csrf": csrf_token(token)}).status_code == 404
+
+
+def test_jobs_list_is_paginated_newest_first_and_shows_only_the_users_jobs(
+        client: tuple[TestClient, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from launcher.jobs.store import JobStore
+    from launcher.server.dashboard import pages
+
+    c, token = client
+    store = JobStore()
+    try:
+        ids = [store.add_job(name=f"job{i}", task_yaml="run: echo\n", task_source=None,
+                             strategy="FAILOVER", max_restarts_on_errors=0,
+                             recover_on_exit_codes=()).id for i in range(5)]
+    finally:
+        store.close()
+    with ServerStore() as s:
+        s.create_user("bob", "user")
+        for job_id in ids:
+            s.set_job_launcher(job_id, "alice" if job_id % 2 else "bob")  # alice: 1, 3, 5
+    monkeypatch.setattr(pages, "PAGE_SIZE", 2)
+    c.post("/dashboard/login", data={"token": token})
+    first = c.get("/dashboard/jobs").text
+    assert "job4" in first and "job2" in first and "job0" not in first  # ids 5, 3
+    assert first.index("job4") < first.index("job2") and "job1" not in first
+    assert 'href="/dashboard/jobs?page=2"' in first and "3 jobs" in first
+    second = c.get("/dashboard/jobs?page=2").text
+    assert "job0" in second and "job4" not in second and "page=3" not in second
+    assert "job3" not in second and "job1" not in second  # bob's, on no page

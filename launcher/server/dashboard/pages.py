@@ -186,14 +186,14 @@ async def cluster_down(request: Request, name: str,
 @router.get("/jobs")
 def jobs(request: Request, page: int = 1, fragment: bool = False,
          user: User = Depends(dashboard_user)) -> HTMLResponse:
-    rows = job_routes.queue(all_users=user.is_admin, user=user)[::-1]  # newest first
     page = max(1, page)
-    shown = rows[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+    got = job_routes.queue_page((page - 1) * PAGE_SIZE, PAGE_SIZE, all_users=user.is_admin,
+                                user=user)
     with ServerStore() as store:
-        owners = store.job_owners()
+        owners = store.job_owners() if user.is_admin else {}
     return _html(request, user, "jobs_t" if fragment else "jobs", title="Managed jobs",
-                 rows=shown, page=page, more=len(rows) > page * PAGE_SIZE, total=len(rows),
-                 owners=owners, show_owner=user.is_admin)
+                 rows=got["rows"], page=page, more=got["total"] > page * PAGE_SIZE,
+                 total=got["total"], owners=owners, show_owner=user.is_admin)
 
 
 @router.get("/jobs/{job_id}")
