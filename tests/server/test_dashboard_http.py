@@ -134,3 +134,36 @@ def test_jobs_list_is_paginated_newest_first_and_shows_only_the_users_jobs(
     second = c.get("/dashboard/jobs?page=2").text
     assert "job0" in second and "job4" not in second and "page=3" not in second
     assert "job3" not in second and "job1" not in second  # bob's, on no page
+
+
+def test_users_page_for_admins_tokens_shown_once(client: tuple[TestClient, str]) -> None:
+    import re
+
+    c, alice = client
+    with ServerStore() as s:
+        admin = s.create_user("root", "admin")
+    c.post("/dashboard/login", data={"token": alice})  # a user: no users page, no action
+    assert c.get("/dashboard/users").status_code == 403
+    assert c.post("/dashboard/users", data={"csrf": csrf_token(alice), "name": "eve"}
+                  ).status_code == 403
+    c.post("/dashboard/login", data={"token": admin})
+    form = {"csrf": csrf_token(admin)}
+    made = c.post("/dashboard/users", data={**form, "name": "carol", "role": "user"})
+    (carol,) = re.findall(r"<code>(lk_[^<]+)</code>", made.text)
+    assert made.status_code == 200 and "New token for carol" in made.text
+    assert "New token" not in c.get("/dashboard/users").text  # shown once
+    again = c.post("/dashboard/users", data={**form, "name": "carol"})
+    assert again.status_code == 400 and "already exists" in again.text
+    bad = c.post("/dashboard/users", data={**form, "name": "<b>x"})
+    assert bad.status_code == 400 and "<b>x" not in bad.text and "&lt;b&gt;x" in bad.text
+    with ServerStore() as s:
+        assert s.authenticate(carol) is not None
+        assert sorted(u.name for u in s.users()) == ["alice", "carol", "root"]
+    rotated = c.post("/dashboard/users/carol/rotate", data=form)
+    (fresh,) = re.findall(r"<code>(lk_[^<]+)</code>", rotated.text)
+    with ServerStore() as s:
+        assert s.authenticate(carol) is None and s.authenticate(fresh).name == "carol"
+    assert c.post("/dashboard/users/carol/delete", data=form).status_code == 200
+    with ServerStore() as s:
+        assert s.authenticate(fresh) is None and "carol" not in [u.name for u in s.users()]
+        assert ("root", "users.delete", "carol") in [a[1:] for a in s.audit()]

@@ -6,6 +6,7 @@ did them); nothing here reads or changes state another way."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -255,3 +256,56 @@ def cost(request: Request, days: float = 30.0,
                  node_hours=sum(x["node_hours"] for x in lines),
                  by_cloud=sorted(by_cloud.items(), key=lambda kv: -kv[1]),
                  top=max([x["cost"] for x in lines] + [0.0]))
+
+
+# ---- users (admins) -------------------------------------------------------------------
+
+
+def _users_page(request: Request, user: User, status: int = 200, **ctx: Any) -> HTMLResponse:
+    if not user.is_admin:
+        return _html(request, user, "error", 403, title="Forbidden",
+                     message=f"User {user.name!r} is not an admin; this needs the admin role.")
+    return _html(request, user, "users", status, title="Users",
+                 users=misc_routes.users(user), **ctx)
+
+
+@router.get("/users")
+def users(request: Request, user: User = Depends(dashboard_user)) -> HTMLResponse:
+    return _users_page(request, user)
+
+
+async def _user_action(request: Request, user: User, who: str | None,
+                       call: Callable[[dict[str, str]], Any]) -> HTMLResponse:
+    """Run `call(form)` (a users route) for an admin, after the CSRF check; show the token
+    it returns once (in this response only: never in a URL, and the page is not cached).
+    `who`: the user acted on (None: the form's name)."""
+    form = await _form(request)
+    check_post(request, form.get("csrf", ""))
+    if not user.is_admin:
+        return await run_in_threadpool(_users_page, request, user)
+    try:
+        out = await run_in_threadpool(call, form)
+    except LauncherError as exc:
+        return await run_in_threadpool(_users_page, request, user, 400, error=str(exc))
+    return await run_in_threadpool(_users_page, request, user, new_token=out.get("token"),
+                                   new_for=who or form.get("name", ""))
+
+
+@router.post("/users")
+async def users_create(request: Request, user: User = Depends(dashboard_user)) -> HTMLResponse:
+    return await _user_action(request, user, None, lambda form: misc_routes.users_create(
+        misc_routes.NewUser(name=form.get("name", ""), role=form.get("role", "user")), user))
+
+
+@router.post("/users/{name}/rotate")
+async def users_rotate(request: Request, name: str,
+                       user: User = Depends(dashboard_user)) -> HTMLResponse:
+    return await _user_action(request, user, name,
+                              lambda _: misc_routes.users_rotate(name, user))
+
+
+@router.post("/users/{name}/delete")
+async def users_delete(request: Request, name: str,
+                       user: User = Depends(dashboard_user)) -> HTMLResponse:
+    return await _user_action(request, user, name,
+                              lambda _: misc_routes.users_delete(name, user))

@@ -63,6 +63,7 @@ BASE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>{{ title }} · launcher</title><style>{{ css }}</style></head><body>
 {% if user %}<header><a href="{{ p }}/">launcher</a><a href="{{ p }}/clusters">Clusters</a>
 <a href="{{ p }}/jobs">Managed jobs</a><a href="{{ p }}/cost">Cost</a>
+{% if user.is_admin %}<a href="{{ p }}/users">Users</a>{% endif %}
 <span class="who">{{ user.name }} ({{ user.role }})</span>
 <form class="inline" method="post" action="{{ p }}/logout"><input type="hidden" name="csrf"
 value="{{ csrf }}"><button class="plain" type="submit">Log out</button></form></header>
@@ -212,6 +213,23 @@ height:.8em;width:{{ (100 * line.cost / top)|round(1) if top else 0 }}%"></div><
 {% else %}<tr><td colspan="9" class="muted">Nothing in this window.</td></tr>{% endfor %}</table></div>
 {% endblock %}"""
 
+USERS = """{% extends "base" %}{% block main %}<h1>Users</h1>{% if new_token %}<div class="facts">
+<div id="new-token"><b>New token for {{ new_for }} (shown once: copy it now)</b><code>{{
+new_token }}</code></div></div>{% endif %}{% if error %}<p class="err" id="error">{{ error }}</p>
+{% endif %}<div class="scroll"><table id="users"><tr><th>Name</th><th>Role</th><th>Created</th>
+<th>Token rotated</th><th></th></tr>{% for u in users %}<tr><td>{{ u.name }}</td><td>{{ u.role
+}}</td><td>{{ u.created_at|clock }}</td><td>{{ u.rotated_at|clock }}</td><td>{% with
+action=p ~ '/users/' ~ (u.name|urlencode) ~ '/rotate', confirm='Rotate the token of ' ~ u.name
+~ '? The old one stops working.', bid='rotate-' ~ u.name, text='Rotate token' %}{% include
+"action" %}{% endwith %} {% if u.name != user.name %}{% with action=p ~ '/users/' ~
+(u.name|urlencode) ~ '/delete', confirm='Delete user ' ~ u.name ~ '?', bid='delete-' ~ u.name,
+text='Delete' %}{% include "action" %}{% endwith %}{% endif %}</td></tr>{% endfor %}</table>
+</div><h2>New user</h2><form method="post" action="{{ p }}/users"><input type="hidden"
+name="csrf" value="{{ csrf }}"><label>Name <input name="name" id="new-name" required
+pattern="[a-z][a-z0-9_.\\-]{0,62}"></label> <label>Role <select name="role" id="new-role">
+<option>user</option><option>admin</option></select></label> <button type="submit"
+id="create">Create</button></form>{% endblock %}"""
+
 
 def _money(v: float | None) -> str:
     if v is None:
@@ -242,7 +260,7 @@ ENV = Environment(
     loader=DictLoader({
         "base": BASE, "login": LOGIN, "error": ERROR, "action": ACTION, "clusters": CLUSTERS,
         "clusters_t": CLUSTERS_T, "cluster": CLUSTER, "jobs": JOBS, "jobs_t": JOBS_T,
-        "job": JOB, "job_t": JOB_T, "cost": COST,
+        "job": JOB, "job_t": JOB_T, "cost": COST, "users": USERS,
     }),
     autoescape=select_autoescape(default=True, default_for_string=True),
 )
