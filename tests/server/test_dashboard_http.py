@@ -167,3 +167,37 @@ def test_users_page_for_admins_tokens_shown_once(client: tuple[TestClient, str])
     with ServerStore() as s:
         assert s.authenticate(fresh) is None and "carol" not in [u.name for u in s.users()]
         assert ("root", "users.delete", "carol") in [a[1:] for a in s.audit()]
+
+
+def test_cost_view_per_user_and_per_day(client: tuple[TestClient, str]) -> None:
+    from datetime import datetime
+
+    from launcher.server.dashboard import costs
+    from launcher.state import PlacementRecord, StateDB
+
+    midnight = datetime.now().replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    now = midnight + 6 * 3600
+    with StateDB() as db:  # alice: yesterday 10:00-12:00 at $10/h; bob: today 01:00-03:00, $4/h
+        for name, price, start in (("c-alice", 10.0, midnight - 14 * 3600),
+                                   ("c-bob", 4.0, midnight + 3600)):
+            rec = db.create_cluster(name, PlacementRecord("aws", "us-east-1", None, "m5.large",
+                                                          1, False, hourly_cost=price))
+            db.open_usage(rec, started_at=start)
+            db.close_usage(name, "down", ended_at=start + 7200)
+    with ServerStore() as s:
+        s.create_user("bob", "user")
+        s.create_user("root", "admin")
+        s.set_cluster_launcher("c-alice", "alice")
+        s.set_cluster_launcher("c-bob", "bob")
+        alice, root = s.user("alice"), s.user("root")
+    mine = costs.view(alice, 7, now=now)
+    assert [x["cluster"] for x in mine.lines] == ["c-alice"] and mine.total == pytest.approx(20)
+    assert mine.by_user == []  # per-user totals are for admins
+    assert [d.total for d in mine.days][-2:] == [pytest.approx(20), 0.0]
+    every = costs.view(root, 7, now=now)
+    assert every.total == pytest.approx(28) and every.by_cloud == [("aws", pytest.approx(28))]
+    assert every.by_user == [("alice", pytest.approx(20)), ("bob", pytest.approx(8))]
+    assert len(every.days) == 7 and [d.total for d in every.days][-2:] == [
+        pytest.approx(20), pytest.approx(8)]
+    (part,) = every.days[-2].parts  # the tallest day fills the chart's height
+    assert part[0] == "aws" and part[3] == pytest.approx(110) and part[2] == pytest.approx(0)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qs, quote
 
@@ -233,29 +232,14 @@ async def job_cancel(request: Request, job_id: int,
 @router.get("/cost")
 def cost(request: Request, days: float = 30.0,
          user: User = Depends(dashboard_user)) -> HTMLResponse:
-    from launcher.api.cost_report import cost_report
+    from launcher.server.dashboard import costs
 
     try:
-        if user.is_admin:
-            lines = misc_routes.cost_report(days, user)["lines"]
-        else:  # the report's lines for this user's clusters and managed jobs
-            with ServerStore() as store:
-                my_jobs = {j for j, who in store.job_owners().items() if who == user.name}
-                my_clusters = {c for c, who in store.cluster_owners().items()
-                               if who == user.name}
-            lines = [asdict(x) for x in cost_report(days).lines
-                     if (x.job_id in my_jobs if x.job_id is not None
-                         else x.cluster in my_clusters)]
+        v = costs.view(user, days)
     except LauncherError as exc:
         return _error(request, user, exc)
-    by_cloud: dict[str, float] = {}
-    for x in lines:
-        by_cloud[x["cloud"]] = by_cloud.get(x["cloud"], 0.0) + x["cost"]
-    return _html(request, user, "cost", title="Cost", days=days, lines=lines,
-                 total=sum(x["cost"] for x in lines),
-                 node_hours=sum(x["node_hours"] for x in lines),
-                 by_cloud=sorted(by_cloud.items(), key=lambda kv: -kv[1]),
-                 top=max([x["cost"] for x in lines] + [0.0]))
+    return _html(request, user, "cost", title="Cost", days=days, v=v,
+                 top=max([x["cost"] for x in v.lines] + [0.0]))
 
 
 # ---- users (admins) -------------------------------------------------------------------

@@ -197,13 +197,23 @@ if a.recovery_s is not none else '-' }}</td><td class="num">{{ a.cost|money }}</
 {{ e.at|clock }}</td><td>{{ e.attempt or '-' }}</td><td>{{ e.from_status or '·' }} → {{
 e.to_status }}</td><td class="wrap">{{ e.reason }}</td></tr>{% endfor %}</table></div></div>"""
 
-COST = """{% extends "base" %}{% block main %}<h1>Cost, last {{ days|round|int }} days</h1>
-<div class="facts"><div><b>Total</b><span id="total">{{ total|money }}</span></div>
-<div><b>Node-hours</b>{{ '%.2f'|format(node_hours) }}</div>{% for cloud, v in by_cloud %}
-<div><b>{{ cloud }}</b>{{ v|money }}</div>{% endfor %}</div><h2>Lines</h2><div class="scroll">
+COST = """{% extends "base" %}{% block main %}<h1>Cost, last {{ '%g'|format(days) }} days</h1>
+<div class="facts"><div><b>Total</b><span id="total">{{ v.total|money }}</span></div>
+<div><b>Node-hours</b>{{ '%.2f'|format(v.node_hours) }}</div>{% for cloud, c in v.by_cloud %}
+<div><b>{{ cloud }}</b>{{ c|money }}</div>{% endfor %}</div>{% if v.by_user %}<h2>By user</h2>
+<div class="facts" id="by-user">{% for who, c in v.by_user %}<div><b>{{ who }}</b>{{ c|money }}
+</div>{% endfor %}</div>{% endif %}<h2>By day</h2><div class="scroll"><svg id="by-day"
+viewBox="0 0 {{ 48 * v.days|length + 10 }} 140" width="{{ 48 * v.days|length + 10 }}"
+height="140" style="background:#fff;border:1px solid #e3e6eb">{% for d in v.days %}{% set
+x = 10 + loop.index0 * 48 %}<g><title>{{ d.label }}: {{ d.total|money }}</title>{% for cloud,
+c, y, h in d.parts %}<rect x="{{ x }}" y="{{ y + 6 }}" width="34" height="{{ h }}" fill="{{
+v.colors[cloud] }}"><title>{{ d.label }} {{ cloud }}: {{ c|money }}</title></rect>{% endfor %}
+<text x="{{ x }}" y="132" fill="#5a6272">{{ d.label }}</text></g>{% endfor %}</svg></div>
+<p class="muted">{% for cloud, color in v.colors.items() %}<span style="color:{{ color }}">■
+</span> {{ cloud }} &nbsp; {% endfor %}</p><h2>Lines</h2><div class="scroll">
 <table id="cost-lines"><tr><th>Cluster</th><th>Managed job</th><th>Cloud / region</th>
 <th>Resources</th><th>Market</th><th class="num">$/h</th><th class="num">Hours</th>
-<th class="num">Cost</th><th style="min-width:8em"></th></tr>{% for line in lines %}<tr><td>{{ line.cluster }}</td><td>{% if
+<th class="num">Cost</th><th style="min-width:8em"></th></tr>{% for line in v.lines %}<tr><td>{{ line.cluster }}</td><td>{% if
 line.job_id %}<a href="{{ p }}/jobs/{{ line.job_id }}">{{ line.job_id }}</a> #{{ line.attempt
 }}{% else %}-{% endif %}</td><td>{{ line.cloud }} / {{ line.region }}</td><td>{{
 line.num_nodes }}x {{ line.instance_type }}</td><td>{{ 'spot' if line.use_spot else
