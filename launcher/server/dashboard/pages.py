@@ -77,8 +77,25 @@ def _sse(resp: Response) -> StreamingResponse:
 
 
 @router.get("/login")
-def login_page(request: Request) -> HTMLResponse:
+def login_page(request: Request, once: str | None = None) -> Response:
+    """The login form; with `once`, `launcher dashboard`'s one-time code: exchanged (once)
+    for its session cookie."""
+    codes: set[str] = getattr(request.app.state, "login_codes", set())
+    if once is not None:
+        if once in codes:
+            codes.discard(once)
+            return _session(request, request.app.state.local_session)
+        return _html(request, None, "login", 401, title="Log in", error=(
+            "That login link was already used or is not from this dashboard: run "
+            "`launcher dashboard` again, or log in with a token."))
     return _html(request, None, "login", title="Log in", error=None)
+
+
+def _session(request: Request, token: str) -> Response:
+    resp = RedirectResponse(f"{PREFIX}/", status_code=303)
+    resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
+                    secure=request.url.scheme == "https")
+    return resp
 
 
 @router.post("/login")
@@ -88,10 +105,7 @@ async def login(request: Request) -> Response:
     if user is None:
         return _html(request, None, "login", 401, title="Log in",
                      error="That token was not accepted (wrong, rotated, or its user removed).")
-    resp = RedirectResponse(f"{PREFIX}/", status_code=303)
-    resp.set_cookie(COOKIE, token.strip(), httponly=True, samesite="strict", path="/",
-                    secure=request.url.scheme == "https")
-    return resp
+    return _session(request, token.strip())
 
 
 @router.post("/logout")

@@ -44,6 +44,11 @@ def authenticate(request: Request, token: str) -> User | None:
     if limiter.blocked(_ip(request)):
         raise HTTPException(429, "Too many failed logins from this address; wait a minute.")
     user = None
+    local = getattr(request.app.state, "local_session", None)  # `launcher dashboard`
+    if local and hmac.compare_digest(token.strip().encode(), local.encode()):
+        from launcher.server.dashboard.local import LOCAL_USER
+
+        return LOCAL_USER
     if token.strip():
         with ServerStore() as store:
             user = store.authenticate(token.strip())
