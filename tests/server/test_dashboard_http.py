@@ -201,3 +201,30 @@ def test_cost_view_per_user_and_per_day(client: tuple[TestClient, str]) -> None:
         pytest.approx(20), pytest.approx(8)]
     (part,) = every.days[-2].parts  # the tallest day fills the chart's height
     assert part[0] == "aws" and part[3] == pytest.approx(110) and part[2] == pytest.approx(0)
+
+
+def test_gpus_form_ranks_offers_and_marks_launchable(client: tuple[TestClient, str]) -> None:
+    import re
+
+    c, token = client
+    c.post("/dashboard/login", data={"token": token})
+    r = c.get("/dashboard/gpus", params={"accelerator": "h100", "count": "8", "nodes": "2"})
+    assert r.status_code == 200
+    rows = re.findall(r"<tr><td>(\d+)</td><td>([^<]+)</td><td>([^<]+)</td><td>8x H100</td>",
+                      r.text)
+    assert len(rows) >= 2 and [int(n) for n, _, _ in rows] == list(range(1, len(rows) + 1))
+    same = c.get("/gpus", params={"accelerator": "h100", "count": 8},
+                 headers={"Authorization": f"Bearer {token}"}).json()
+    assert [(x["cloud"], x["instance_type"]) for x in same] == [(a, b) for _, a, b in rows]
+    first = same[0]
+    assert f"${first['price'] * 2:,.2f}" in r.text  # the $/h for 2 nodes
+    enabled = {k for k, v in c.get("/info", headers={"Authorization": f"Bearer {token}"}
+                                   ).json()["clouds"].items() if v["enabled"]}
+    marks = re.findall(r'<td>(?:<span class="st st-UP">yes|<span class="st" title="no cred)',
+                       r.text)
+    assert len(marks) == len(rows)
+    assert r.text.count('st-UP">yes') == sum(1 for _, cloud, _ in rows if cloud in enabled)
+    bad = c.get("/dashboard/gpus", params={"accelerator": "<b>nosuchgpu"})
+    assert bad.status_code == 400 and 'id="error"' in bad.text and "<b>nosuch" not in bad.text
+    assert c.get("/dashboard/gpus", params={"accelerator": "h100", "count": "x"}
+                 ).status_code == 400

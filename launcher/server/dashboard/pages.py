@@ -256,6 +256,38 @@ def cost(request: Request, days: float = 30.0,
                  top=max([x["cost"] for x in v.lines] + [0.0]))
 
 
+# ---- GPUs -----------------------------------------------------------------------------
+
+
+@router.get("/gpus")
+def gpus(request: Request, accelerator: str = "", count: str = "", nodes: int = 1,
+         cloud: str = "", fabric: str = "", spot: bool = False,
+         user: User = Depends(dashboard_user)) -> HTMLResponse:
+    """The `launcher gpus` query as a form; each row marked launchable when the server
+    has its cloud enabled (credentials found), its price also for `nodes` nodes."""
+    q = {"accelerator": accelerator, "count": count, "nodes": nodes, "cloud": cloud,
+         "fabric": fabric, "spot": spot}
+    rows: list[dict[str, Any]] = []
+    error = None
+    if accelerator.strip():
+        try:
+            n = float(count) if count.strip() else None
+        except ValueError:
+            n = None
+            error = f"The accelerator count must be a number, got {count!r}."
+        if nodes < 1:
+            error = f"The number of nodes must be at least 1, got {nodes}."
+        if error is None:
+            try:
+                rows = misc_routes.gpus(accelerator.strip(), n, cloud=cloud.strip() or None,
+                                        spot=spot, fabric=fabric.strip() or None, user=user)
+            except LauncherError as exc:
+                error = str(exc)
+    enabled = {c for c, s in misc_routes.info(request, user)["clouds"].items() if s["enabled"]}
+    return _html(request, user, "gpus", 400 if error else 200, title="GPUs", q=q, rows=rows,
+                 error=error, enabled=enabled)
+
+
 # ---- users (admins) -------------------------------------------------------------------
 
 

@@ -62,7 +62,7 @@ BASE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{{ title }} · launcher</title><style>{{ css }}</style></head><body>
 {% if user %}<header><a href="{{ p }}/">launcher</a><a href="{{ p }}/clusters">Clusters</a>
-<a href="{{ p }}/jobs">Managed jobs</a><a href="{{ p }}/cost">Cost</a>
+<a href="{{ p }}/jobs">Managed jobs</a><a href="{{ p }}/cost">Cost</a><a href="{{ p }}/gpus">GPUs</a>
 {% if user.is_admin %}<a href="{{ p }}/users">Users</a>{% endif %}
 <span class="who">{{ user.name }} ({{ user.role }})</span>
 <form class="inline" method="post" action="{{ p }}/logout"><input type="hidden" name="csrf"
@@ -240,6 +240,31 @@ pattern="[a-z][a-z0-9_.\\-]{0,62}"></label> <label>Role <select name="role" id="
 <option>user</option><option>admin</option></select></label> <button type="submit"
 id="create">Create</button></form>{% endblock %}"""
 
+GPUS = """{% extends "base" %}{% block main %}<h1>GPUs</h1><form method="get" action="{{ p
+}}/gpus" class="facts"><div><b>Accelerator</b><input name="accelerator" id="accelerator"
+value="{{ q.accelerator }}" placeholder="H100" required></div><div><b>GPUs per node</b><input
+name="count" id="count" value="{{ q.count }}" placeholder="any"></div><div><b>Nodes</b><input
+name="nodes" id="nodes" type="number" min="1" value="{{ q.nodes }}"></div><div><b>Fabric</b>
+<input name="fabric" value="{{ q.fabric }}" placeholder="any"></div><div><b>Cloud</b><input
+name="cloud" value="{{ q.cloud }}" placeholder="any"></div><div><b>Spot</b><input
+type="checkbox" name="spot" value="true" {{ 'checked' if q.spot }}> <button type="submit"
+id="query">Find</button></div></form>{% if error %}<p class="err" id="error">{{ error }}</p>
+{% endif %}{% if rows %}<div class="scroll"><table id="gpus"><tr><th>#</th><th>Cloud</th>
+<th>Instance type</th><th>GPUs</th><th>Region</th><th class="num">$/GPU-h</th>
+<th class="num">$/h per node</th><th class="num">$/h × {{ q.nodes }}</th><th>Fabric</th>
+<th>Launchable</th></tr>{% for r in rows %}{% set price = r.spot_price if q.spot else r.price
+%}<tr><td>{{ loop.index }}</td><td>{{ r.cloud }}</td><td>{{ r.instance_type }}</td><td>{{
+r.accelerator_count }}x {{ r.accelerator }}</td><td>{{ r.region }}{% if r.regions > 1 %} (+{{
+r.regions - 1 }}){% endif %}</td><td class="num">{{ (r.spot_price_per_gpu_hour if q.spot else
+r.price_per_gpu_hour)|money }}</td><td class="num">{{ price|money }}</td><td class="num">{{
+(price * q.nodes)|money if price is not none else '-' }}</td><td>{{ r.fabric or '-' }}{% if
+r.fabric_gbps %} {{ r.fabric_gbps|round|int }} Gb/s{% endif %}</td><td>{% if r.cloud in
+enabled %}<span class="st st-UP">yes</span>{% else %}<span class="st" title="no credentials
+for {{ r.cloud }} on the server">no</span>{% endif %}</td></tr>{% endfor %}</table></div>{%
+elif q.accelerator and not error %}<p class="muted">No offers match.</p>{% endif %}
+<p class="muted">From the server's offline catalog, as <code>launcher gpus</code>.</p>
+{% endblock %}"""
+
 
 def _money(v: float | None) -> str:
     if v is None:
@@ -270,7 +295,7 @@ ENV = Environment(
     loader=DictLoader({
         "base": BASE, "login": LOGIN, "error": ERROR, "action": ACTION, "clusters": CLUSTERS,
         "clusters_t": CLUSTERS_T, "cluster": CLUSTER, "jobs": JOBS, "jobs_t": JOBS_T,
-        "job": JOB, "job_t": JOB_T, "cost": COST, "users": USERS,
+        "job": JOB, "job_t": JOB_T, "cost": COST, "users": USERS, "gpus": GPUS,
     }),
     autoescape=select_autoescape(default=True, default_for_string=True),
 )
