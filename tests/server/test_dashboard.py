@@ -152,6 +152,7 @@ def test_job_life_rbac_logs_and_cancel(server: Server, browser: Any, tmp_path: P
     browser.find_element(By.LINK_TEXT, now_on).click()  # its page: queue, then a job's log
     until(browser, ec.presence_of_element_located((By.ID, "queue")))
     assert "RUNNING" in text(browser, "#queue")
+    assert f"{now_on}-0" in text(browser, "#nodes")  # rank 0, with its address
     browser.find_element(By.CSS_SELECTOR, "#queue a").click()
     until(browser, lambda d: "count 2" in text(d, "#log"))
     browser.get(f"{server.url}/dashboard/jobs/1")

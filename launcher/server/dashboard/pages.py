@@ -154,12 +154,13 @@ def cluster(request: Request, name: str, log: int | None = None,
         rows = cluster_routes.status(refresh=False, all_users=user.is_admin, user=user)["rows"]
         row = next(r for r in rows if r["name"] == name)
         queue = cluster_routes.queue(name, user)
+        nodes = cluster_routes.nodes(name, user)
     except LauncherError as exc:
         return _error(request, user, exc)
     except StopIteration:
         return _html(request, user, "error", 404, title="Not found",
                      message=f"Cluster {name!r} does not exist.")
-    return _html(request, user, "cluster", title=f"Cluster {name}", c=row, queue=queue,
+    return _html(request, user, "cluster", title=f"Cluster {name}", c=row, queue=queue, nodes=nodes,
                  cost=_cluster_costs(user).get(name, 0.0), log_job=log)
 
 

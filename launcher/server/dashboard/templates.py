@@ -115,6 +115,11 @@ CLUSTER = """{% extends "base" %}{% block main %}<h1>Cluster {{ c.name }}
 confirm='Stop cluster ' ~ c.name ~ '? Its disks are kept.', bid='stop', text='Stop' %}{% include
 "action" %}{% endwith %}{% endif %}{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/down', confirm='Tear down cluster '
 ~ c.name ~ '?', bid='down', text='Down' %}{% include "action" %}{% endwith %}
+<h2>Nodes</h2><div class="scroll"><table id="nodes"><tr><th>Rank</th><th>Node</th>
+<th>Internal IP</th><th>External IP</th><th>SSH</th></tr>{% for n in nodes %}<tr><td>{{ n.rank
+}}</td><td>{{ n.node_id }}</td><td>{{ n.internal_ip }}</td><td>{{ n.external_ip or '-' }}</td>
+<td>{% if n.ssh_user %}{{ n.ssh_user }}@{{ n.external_ip or n.internal_ip }}:{{ n.ssh_port }}{%
+else %}-{% endif %}</td></tr>{% endfor %}</table></div>
 <h2>Job queue</h2><div class="scroll"><table id="queue"><tr><th>ID</th><th>Name</th>
 <th>Status</th><th>Submitted</th><th></th></tr>{% for j in queue %}<tr><td>{{ j.id }}</td>
 <td>{{ j.name or '-' }}</td><td><span class="st st-{{ j.status }}">{{ j.status }}</span></td>
