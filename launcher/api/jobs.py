@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,17 +86,41 @@ class AttemptView:
 
 
 @dataclass(frozen=True)
+class PolicySwitch:
+    """A DEADLINE job's policy deciding a different mode (spot | on_demand | idle) than
+    its previous decision (the first decision included)."""
+
+    at: float
+    mode: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class ManagedJobDetail:
     summary: JobSummary
     attempts: list[AttemptView]
     events: list[EventRow]
+    policy_switches: list[PolicySwitch] = field(default_factory=list)  # DEADLINE jobs only
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.summary.to_json(),
             "attempts_detail": [asdict(a) for a in self.attempts],
             "events": [asdict(e) for e in self.events],
+            "policy_switches": [asdict(p) for p in self.policy_switches],
         }
+
+
+def _policy_switches(store: JobStore, job: JobRow) -> list[PolicySwitch]:
+    if job.deadline is None:
+        return []
+    from launcher.jobs import deadline_store as dl
+
+    out: list[PolicySwitch] = []
+    for r in dl.log_rows(store, job.id):
+        if r.kind == "decision" and r.mode and (not out or out[-1].mode != r.mode):
+            out.append(PolicySwitch(r.at, r.mode, r.reason))
+    return out
 
 
 def _validate(task: Task) -> None:
@@ -276,7 +300,7 @@ def jobs_detail(job_id: int) -> ManagedJobDetail:
         attempts = store.attempts(job_id)
         return ManagedJobDetail(summarize(job, attempts, deadline=_deadline(store, job)),
                                 [AttemptView.of(a) for a in attempts],
-                                store.events(job_id))
+                                store.events(job_id), _policy_switches(store, job))
     finally:
         store.close()
 

@@ -228,3 +228,47 @@ def test_gpus_form_ranks_offers_and_marks_launchable(client: tuple[TestClient, s
     assert bad.status_code == 400 and 'id="error"' in bad.text and "<b>nosuch" not in bad.text
     assert c.get("/dashboard/gpus", params={"accelerator": "h100", "count": "x"}
                  ).status_code == 400
+
+
+def test_deadline_job_policy_switches_on_its_page(client: tuple[TestClient, str]) -> None:
+    import time
+
+    from launcher.api.jobs import jobs_detail
+    from launcher.jobs import deadline_store as dl
+    from launcher.jobs.store import JobStore
+
+    c, token = client
+    now = time.time()
+    store = JobStore()
+    try:
+        job = store.add_job(name="dl", task_yaml="run: echo\n", task_source=None,
+                            strategy="FAILOVER", max_restarts_on_errors=0,
+                            recover_on_exit_codes=(),
+                            deadline=dl.DeadlineSpec(deadline_at=now + 3600, work_s=600))
+        for at, mode in ((now - 50, "spot"), (now - 40, "spot"), (now - 30, "on_demand"),
+                         (now - 20, "on_demand"), (now - 10, "spot")):
+            dl.add_log(store, job.id, at, "decision", f"slack says {mode}", mode=mode)
+        dl.add_log(store, job.id, now - 5, "running", "attempt 1 up", mode="spot")
+    finally:
+        store.close()
+    switches = jobs_detail(job.id).policy_switches
+    assert [(round(now - s.at), s.mode) for s in switches] == [
+        (50, "spot"), (30, "on_demand"), (10, "spot")]
+    with ServerStore() as s:
+        s.set_job_launcher(job.id, "alice")
+    c.post("/dashboard/login", data={"token": token})
+    page = c.get(f"/dashboard/jobs/{job.id}").text
+    assert page.count('class="vline switch"') == 3 and "→ on-demand" in page
+    assert 'class="vline deadline"' in page and "slack says on_demand" in page
+
+
+def test_timeline_stretches_to_the_deadline_and_marks_a_late_projection() -> None:
+    t = timeline.build([_attempt(1, 100, 110, None, None)], 100, 1100,
+                       switches=[{"at": 100, "mode": "spot", "reason": "r"},
+                                 {"at": 600, "mode": "on_demand", "reason": "slack gone"}],
+                       deadline_at=3100, projected_at=4100)
+    switch_a, switch_b, deadline, projected = t.lines
+    assert (switch_b.label, switch_b.kind) == ("→ on-demand", "switch")
+    assert switch_a.x < switch_b.x < t.bars[0].x1 < deadline.x < projected.x
+    assert projected.kind == "projected-late" and "after the deadline" in projected.title
+    assert projected.x == pytest.approx(timeline.WIDTH - timeline.RIGHT)

@@ -33,6 +33,8 @@ from launcher.server.routers import misc as misc_routes
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 PAGE_SIZE = 50
+LINE_COLORS = {"switch": "#8e5bd0", "deadline": "#c0392b", "projected-ok": "#2e9d52",
+               "projected-late": "#e07b00"}
 BAR_COLORS = {"RUNNING": "#5b8def", "SUCCEEDED": "#2e9d52", "PREEMPTED": "#c0392b",
               "FAILED": "#c0392b", "CANCELLED": "#8a93a3"}
 
@@ -219,9 +221,11 @@ def job(request: Request, job_id: int, fragment: bool = False,
     except LauncherError as exc:
         return _error(request, user, exc)
     j = d["summary"]
-    t = timeline.build(d["attempts"], j["submitted_at"], time.time())
+    t = timeline.build(d["attempts"], j["submitted_at"], time.time(),
+                       switches=d["policy_switches"], deadline_at=j["deadline_at"],
+                       projected_at=j["projected_finish_at"])
     return _html(request, user, "job_t" if fragment else "job", title=f"Job {job_id}", j=j,
-                 attempts=d["attempts"], events=d["events"], t=t, colors=BAR_COLORS,
+                 attempts=d["attempts"], events=d["events"], t=t, colors=BAR_COLORS, line_colors=LINE_COLORS,
                  terminal=ManagedJobStatus(j["status"]).is_terminal)
 
 

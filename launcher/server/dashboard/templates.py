@@ -183,11 +183,16 @@ fill="#b9c4d6"/>{% endif %}</g>{% endfor %}{% for m in t.preemptions %}<g class=
 <title>{{ m.title }}</title><path d="M{{ m.x }} {{ m.y + 14 }} l-6 -9 h12 z" fill="#c0392b"/>
 <line x1="{{ m.x }}" x2="{{ m.x }}" y1="{{ m.y + 14 }}" y2="{{ m.y + 36 }}" stroke="#c0392b"
 stroke-width="2"/><text x="{{ m.x + 8 }}" y="{{ m.y + 44 }}" fill="#c0392b">{{ m.label }}
-</text></g>{% endfor %}<line x1="0" x2="{{ t.width }}" y1="{{ t.axis_y }}" y2="{{ t.axis_y }}"
+</text></g>{% endfor %}{% for v in t.lines %}<g class="vline {{ v.kind }}"><title>{{ v.title
+}}</title><line x1="{{ v.x }}" x2="{{ v.x }}" y1="2" y2="{{ t.axis_y }}" stroke="{{
+line_colors[v.kind] }}" stroke-width="1.5" stroke-dasharray="4 3"/><text x="{{ [v.x + 3,
+t.width - 110]|min }}" y="{{ t.axis_y - 4 }}" fill="{{ line_colors[v.kind] }}">{{ v.label
+}}</text></g>{% endfor %}<line x1="0" x2="{{ t.width }}" y1="{{ t.axis_y }}" y2="{{ t.axis_y }}"
 stroke="#c9ced8"/>{% for x, label in t.ticks %}<text x="{{ [[x - 14, 0]|max, t.width - 50]|min
 }}" y="{{ t.axis_y + 16 }}" fill="#5a6272">{{ label }}</text>{% endfor %}</svg></div>
 <p class="muted">Grey: provisioning and setup · colour: running (blue running, green succeeded,
-red preempted or failed) · red/yellow gap: recovery (deciding, then provisioning) · ▼ preempted.
+red preempted or failed) · red/yellow gap: recovery (deciding, then provisioning) · ▼ preempted{%
+if t.lines %} · dashed: policy switches, deadline, projected finish{% endif %}.
 </p><h2>Attempts</h2><div class="scroll"><table id="attempt-table"><tr><th>#</th><th>Cause</th>
 <th>Where</th><th>Market</th><th class="num">$/h per node</th><th>Started</th><th>Ran</th>
 <th>Outcome</th><th class="num">Recovery</th><th class="num">Cost</th></tr>{% for a in

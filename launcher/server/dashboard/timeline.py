@@ -1,7 +1,9 @@
 """A managed job's life as chart geometry: one row per attempt (provisioning, then
 running), a mark where an attempt was preempted, and the recovery gap before the
 next attempt ran split into deciding (old attempt ended -> new one asked for) and
-provisioning + setup (asked for -> running). The template draws it as SVG; all text
+provisioning + setup (asked for -> running). For a DEADLINE job, a vertical line where
+its policy switched mode (spot / on-demand / idle) and the deadline and projected
+finish (the time axis stretches to show them). The template draws it as SVG; all text
 here is data, escaped when rendered."""
 
 from __future__ import annotations
@@ -48,6 +50,14 @@ class Gap:
 
 
 @dataclass(frozen=True)
+class VLine:
+    x: float
+    label: str
+    title: str
+    kind: str  # switch | deadline | projected-ok | projected-late
+
+
+@dataclass(frozen=True)
 class Timeline:
     width: float
     height: float
@@ -56,6 +66,7 @@ class Timeline:
     gaps: list[Gap]
     ticks: list[tuple[float, str]]
     axis_y: float
+    lines: list[VLine]
 
 
 def _dur(s: float) -> str:
@@ -74,10 +85,14 @@ def _where(a: dict[str, Any]) -> str:
     return f"#{a['attempt']} {a['where']} {nodes}{a.get('instance_type') or '?'}{market}{price}"
 
 
-def build(attempts: list[dict[str, Any]], submitted_at: float, now: float) -> Timeline:
-    """`attempts`: the job detail's attempts (AttemptView as dicts), in order."""
+def build(attempts: list[dict[str, Any]], submitted_at: float, now: float, *,
+          switches: list[dict[str, Any]] | None = None, deadline_at: float | None = None,
+          projected_at: float | None = None) -> Timeline:
+    """`attempts`: the job detail's attempts (AttemptView as dicts), in order;
+    `switches`: its policy switches (PolicySwitch as dicts: at, mode, reason)."""
     end = max([now if a["ended_at"] is None else a["ended_at"] for a in attempts] + [now
-              if not attempts else submitted_at + 1.0])
+              if not attempts else submitted_at + 1.0]
+              + [t for t in (deadline_at, projected_at) if t is not None])
     start = min([submitted_at] + [a["started_at"] for a in attempts])
     span = max(end - start, 1.0)
 
@@ -111,6 +126,15 @@ def build(attempts: list[dict[str, Any]], submitted_at: float, now: float) -> Ti
                             f"{what} {_dur(ran_at - prev_end)}",
                             f"{what}: deciding {_dur(deciding)}, provisioning + setup "
                             f"{_dur(provisioning)}"))
+    lines = [VLine(x(sw["at"]), "→ " + sw["mode"].replace("_", "-"),
+                   f"policy: {sw['mode']}: {sw['reason']}", "switch") for sw in switches or []]
+    if deadline_at is not None:
+        lines.append(VLine(x(deadline_at), "deadline", "the deadline", "deadline"))
+    if projected_at is not None:
+        late = deadline_at is not None and projected_at > deadline_at
+        lines.append(VLine(x(projected_at), "projected finish",
+                           "projected finish" + (", after the deadline" if late else ""),
+                           "projected-late" if late else "projected-ok"))
     axis_y = TOP + max(len(attempts), 1) * ROW_H + 4
     ticks = [(x(start + span * k / 4), "+" + _dur(span * k / 4)) for k in range(5)]
-    return Timeline(WIDTH, axis_y + AXIS_H, bars, marks, gaps, ticks, axis_y)
+    return Timeline(WIDTH, axis_y + AXIS_H, bars, marks, gaps, ticks, axis_y, lines)

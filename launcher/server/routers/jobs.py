@@ -95,7 +95,8 @@ def detail(job_id: int, user: User = Depends(current_user)) -> dict[str, Any]:
     require_job(user, job_id)
     d = api.jobs_detail(job_id)
     return {"summary": d.summary.to_json(), "attempts": [asdict(a) for a in d.attempts],
-            "events": [asdict(e) for e in d.events]}
+            "events": [asdict(e) for e in d.events],
+            "policy_switches": [asdict(p) for p in d.policy_switches]}
 
 
 @router.get("/{job_id}/stages")
