@@ -27,6 +27,7 @@ if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
     pytest.skip("chromium and chromedriver are not installed "
                 "(apt-get install -y chromium chromium-driver)", allow_module_level=True)
 
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
@@ -60,8 +61,31 @@ def login(driver: Any, server: Server, token: str) -> None:
     until(driver, ec.staleness_of(button))  # the answer to the POST has loaded
 
 
+def _fresh(call: Any) -> Any:
+    """`call()`, again if the element went stale: live parts of a page (the job's facts
+    and timeline, the lists) are replaced every 2 s."""
+    for _ in range(20):
+        try:
+            return call()
+        except StaleElementReferenceException:
+            continue
+    return call()
+
+
 def text(driver: Any, css: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+    return str(_fresh(lambda: driver.find_element(By.CSS_SELECTOR, css).text))
+
+
+def click(driver: Any, by: str, value: str) -> None:
+    _fresh(lambda: driver.find_element(by, value).click())
+
+
+def texts(driver: Any, css: str, attr: str | None = None) -> list[str]:
+    """Each matching element's text (or `attr`), read in one go in the page."""
+    got = driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map("
+        "e => arguments[1] ? e.getAttribute(arguments[1]) : e.textContent)", css, attr)
+    return [str(x) for x in got]
 
 
 def until(driver: Any, cond: Any, timeout: float = 30) -> Any:
@@ -113,14 +137,13 @@ def test_job_life_rbac_logs_and_cancel(server: Server, browser: Any, tmp_path: P
     login(browser, server, server.tokens["alice"])
     until(browser, ec.presence_of_element_located((By.ID, "jobs")))
     assert f"train{XSS}" in text(browser, "#jobs")  # the name shows as text
-    browser.find_element(By.CSS_SELECTOR, "#jobs a[href='/dashboard/jobs/1']").click()
+    click(browser, By.CSS_SELECTOR, "#jobs a[href='/dashboard/jobs/1']")
     until(browser, ec.presence_of_element_located((By.ID, "timeline")))
     assert text(browser, "#attempts") == "2" and text(browser, "#recoveries") == "1"
-    bars = browser.find_elements(By.CSS_SELECTOR, "#timeline g.attempt")
-    assert [b.get_attribute("data-outcome") for b in bars] == ["PREEMPTED", "RUNNING"]
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#timeline g.preemption")) == 1
-    (gap,) = browser.find_elements(By.CSS_SELECTOR, "#timeline g.gap")
-    assert gap.text.startswith("recovery ")
+    assert texts(browser, "#timeline g.attempt", "data-outcome") == ["PREEMPTED", "RUNNING"]
+    assert len(texts(browser, "#timeline g.preemption")) == 1
+    (gap,) = texts(browser, "#timeline g.gap text")
+    assert gap.startswith("recovery ")
     assert "RECOVERING" in text(browser, "#events")
     # the log streams in live: both attempts' headers, then lines still being written
     until(browser, lambda d: "=== attempt 2" in text(d, "#log") and "count 3" in
@@ -149,14 +172,14 @@ def test_job_life_rbac_logs_and_cancel(server: Server, browser: Any, tmp_path: P
     browser.get(f"{server.url}/dashboard/clusters")
     now_on = str(_job(server)["cluster"])
     assert now_on in text(browser, "#clusters") and "alice" in text(browser, "#clusters")
-    browser.find_element(By.LINK_TEXT, now_on).click()  # its page: queue, then a job's log
+    click(browser, By.LINK_TEXT, now_on)  # its page: queue, then a job's log
     until(browser, ec.presence_of_element_located((By.ID, "queue")))
     assert "RUNNING" in text(browser, "#queue")
     assert f"{now_on}-0" in text(browser, "#nodes")  # rank 0, with its address
     browser.find_element(By.CSS_SELECTOR, "#queue a").click()
     until(browser, lambda d: "count 2" in text(d, "#log"))
     browser.get(f"{server.url}/dashboard/jobs/1")
-    browser.find_element(By.ID, "cancel").click()
+    click(browser, By.ID, "cancel")
     until(browser, ec.alert_is_present()).accept()
     until(browser, lambda d: text(d, "#status") == "CANCELLED", timeout=30)
     assert browser.find_elements(By.ID, "cancel") == []
