@@ -272,3 +272,9 @@ def test_timeline_stretches_to_the_deadline_and_marks_a_late_projection() -> Non
     assert switch_a.x < switch_b.x < t.bars[0].x1 < deadline.x < projected.x
     assert projected.kind == "projected-late" and "after the deadline" in projected.title
     assert projected.x == pytest.approx(timeline.WIDTH - timeline.RIGHT)
+
+
+def test_timeline_gap_says_the_controllers_recovery_time_when_known() -> None:
+    second = {**_attempt(2, 1060, 1300, None, None, "preemption"), "recovery_s": 4.25}
+    (gap,) = timeline.build([_attempt(1, 100, 130, 1000, "PREEMPTED"), second], 100, 2000).gaps
+    assert gap.label == "recovery 4.2s"  # as the attempts table says, not the drawn span

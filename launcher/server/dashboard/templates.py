@@ -10,6 +10,8 @@ from typing import Any
 from jinja2 import DictLoader, Environment, select_autoescape
 from markupsafe import Markup
 
+from launcher.server.dashboard.timeline import duration as _dur
+
 CSS = """
 *{box-sizing:border-box}body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2330;
 background:#f6f7f9}header{background:#1d2330;color:#fff;padding:.6em 1em;display:flex;
@@ -280,17 +282,6 @@ def _money(v: float | None) -> str:
     if v is None:
         return "-"
     return f"${v:,.4f}" if abs(v) < 1 else f"${v:,.2f}"
-
-
-def _dur(s: float | None) -> str:
-    if s is None:
-        return "-"
-    s = max(0.0, float(s))
-    if s < 90:
-        return f"{s:.0f}s"
-    if s < 5400:
-        return f"{s / 60:.0f}m"
-    return f"{s / 3600:.1f}h" if s < 172800 else f"{s / 86400:.1f}d"
 
 
 def _clock(t: float | None) -> str:

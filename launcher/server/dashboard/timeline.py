@@ -69,13 +69,21 @@ class Timeline:
     lines: list[VLine]
 
 
-def _dur(s: float) -> str:
-    s = max(0.0, s)
+def duration(s: float | None) -> str:
+    """A short human duration: 0.4s, 12s, 5m, 1.5h, 3.2d ("-" for None)."""
+    if s is None:
+        return "-"
+    s = max(0.0, float(s))
+    if s < 10:
+        return f"{s:.1f}s"
     if s < 90:
         return f"{s:.0f}s"
     if s < 5400:
         return f"{s / 60:.0f}m"
-    return f"{s / 3600:.1f}h"
+    return f"{s / 3600:.1f}h" if s < 172800 else f"{s / 86400:.1f}d"
+
+
+_dur = duration
 
 
 def _where(a: dict[str, Any]) -> str:
@@ -122,8 +130,8 @@ def build(attempts: list[dict[str, Any]], submitted_at: float, now: float, *,
             ran_at = a["running_at"] if a["running_at"] else now
             deciding, provisioning = a["started_at"] - prev_end, ran_at - a["started_at"]
             what = "recovery" if a["cause"] == "preemption" else "restart"
-            gaps.append(Gap(x(prev_end), x(a["started_at"]), x(ran_at), y,
-                            f"{what} {_dur(ran_at - prev_end)}",
+            took = a["recovery_s"] if a.get("recovery_s") is not None else ran_at - prev_end
+            gaps.append(Gap(x(prev_end), x(a["started_at"]), x(ran_at), y, f"{what} {_dur(took)}",
                             f"{what}: deciding {_dur(deciding)}, provisioning + setup "
                             f"{_dur(provisioning)}"))
     lines = [VLine(x(sw["at"]), "→ " + sw["mode"].replace("_", "-"),
