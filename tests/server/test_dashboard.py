@@ -35,7 +35,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
+def browser(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -47,6 +47,11 @@ def browser(tmp_path: Path) -> Iterator[Any]:
     driver.set_page_load_timeout(30)
     try:
         yield driver
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:  # keep what the browser showed
+            driver.save_screenshot(str(tmp_path / "failure.png"))
+            (tmp_path / "failure.html").write_text(driver.page_source)
+            print(f"browser at {driver.current_url}; screenshot and page in {tmp_path}")
     finally:
         driver.quit()
         shutil.rmtree(tmp_path / "chromium-profile", ignore_errors=True)
