@@ -210,8 +210,8 @@ def test_gpus_form_ranks_offers_and_marks_launchable(client: tuple[TestClient, s
     c.post("/dashboard/login", data={"token": token})
     r = c.get("/dashboard/gpus", params={"accelerator": "h100", "count": "8", "nodes": "2"})
     assert r.status_code == 200
-    rows = re.findall(r"<tr><td>(\d+)</td><td>([^<]+)</td><td>([^<]+)</td><td>8x H100</td>",
-                      r.text)
+    rows = re.findall(r"<tr><td>(\d+)</td><td>([^<]+)</td><td><span[^>]*>(?:yes|no)</span></td>"
+                      r"<td>([^<]+)</td><td>8x H100</td>", r.text)
     assert len(rows) >= 2 and [int(n) for n, _, _ in rows] == list(range(1, len(rows) + 1))
     same = c.get("/gpus", params={"accelerator": "h100", "count": 8},
                  headers={"Authorization": f"Bearer {token}"}).json()

@@ -261,18 +261,18 @@ name="nodes" id="nodes" type="number" min="1" value="{{ q.nodes }}"></div><div><
 name="cloud" value="{{ q.cloud }}" placeholder="any"></div><div><b>Spot</b><input
 type="checkbox" name="spot" value="true" {{ 'checked' if q.spot }}> <button type="submit"
 id="query">Find</button></div></form>{% if error %}<p class="err" id="error">{{ error }}</p>
-{% endif %}{% if rows %}<div class="scroll"><table id="gpus"><tr><th>#</th><th>Cloud</th>
+{% endif %}{% if rows %}<div class="scroll"><table id="gpus"><tr><th>#</th><th>Cloud</th><th>Launchable</th>
 <th>Instance type</th><th>GPUs</th><th>Region</th><th class="num">$/GPU-h</th>
 <th class="num">$/h per node</th><th class="num">$/h × {{ q.nodes }}</th><th>Fabric</th>
-<th>Launchable</th></tr>{% for r in rows %}{% set price = r.spot_price if q.spot else r.price
-%}<tr><td>{{ loop.index }}</td><td>{{ r.cloud }}</td><td>{{ r.instance_type }}</td><td>{{
+</tr>{% for r in rows %}{% set price = r.spot_price if q.spot else r.price
+%}<tr><td>{{ loop.index }}</td><td>{{ r.cloud }}</td><td>{% if r.cloud in
+enabled %}<span class="st st-UP">yes</span>{% else %}<span class="st" title="no credentials
+for {{ r.cloud }} on the server">no</span>{% endif %}</td><td>{{ r.instance_type }}</td><td>{{
 r.accelerator_count }}x {{ r.accelerator }}</td><td>{{ r.region }}{% if r.regions > 1 %} (+{{
 r.regions - 1 }}){% endif %}</td><td class="num">{{ (r.spot_price_per_gpu_hour if q.spot else
 r.price_per_gpu_hour)|money }}</td><td class="num">{{ price|money }}</td><td class="num">{{
 (price * q.nodes)|money if price is not none else '-' }}</td><td>{{ r.fabric or '-' }}{% if
-r.fabric_gbps %} {{ r.fabric_gbps|round|int }} Gb/s{% endif %}</td><td>{% if r.cloud in
-enabled %}<span class="st st-UP">yes</span>{% else %}<span class="st" title="no credentials
-for {{ r.cloud }} on the server">no</span>{% endif %}</td></tr>{% endfor %}</table></div>{%
+r.fabric_gbps %} {{ r.fabric_gbps|round|int }} Gb/s{% endif %}</td></tr>{% endfor %}</table></div>{%
 elif q.accelerator and not error %}<p class="muted">No offers match.</p>{% endif %}
 <p class="muted">From the server's offline catalog, as <code>launcher gpus</code>.</p>
 {% endblock %}"""
