@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     # managed jobs (issue 4)
     "jobs_launch": "launcher.api.jobs",
     "jobs_queue": "launcher.api.jobs",
+    "jobs_queue_page": "launcher.api.jobs",
     "jobs_status": "launcher.api.jobs",
     "jobs_detail": "launcher.api.jobs",
     "jobs_cancel": "launcher.api.jobs",

@@ -559,6 +559,27 @@ def unknown_clusters(names: Sequence[str]) -> list[tuple[str, ClusterNotFoundErr
     return out
 
 
+@dataclass(frozen=True)
+class NodeView:
+    """A cluster node as recorded when it was provisioned (no secrets, no host paths)."""
+
+    rank: int
+    node_id: str
+    internal_ip: str
+    external_ip: str | None
+    ssh_user: str | None
+    ssh_port: int
+
+
+def cluster_nodes(cluster_name: str) -> list[NodeView]:
+    """The cluster's nodes by rank, from the state DB (no cloud call; `status --refresh`
+    is what checks them). Raises ClusterNotFoundError."""
+    with StateDB() as db:
+        db.require_cluster(cluster_name)
+        return [NodeView(n.rank, n.node_id, n.internal_ip, n.external_ip, n.ssh_user,
+                         n.ssh_port) for n in db.get_nodes(cluster_name)]
+
+
 def cluster_names() -> list[str]:
     with StateDB() as db:
         return [c.name for c in db.list_clusters()]

@@ -5,6 +5,7 @@ A managed job is submitted to the state DB and driven by the controller process
 
     jobs_launch(task, name=None) -> ManagedJob          submit; starts the controller
     jobs_queue() -> list[JobSummary]                    every managed job, oldest first
+    jobs_queue_page(offset, limit) -> (page, total)     one page of it, newest first
     jobs_status(job_id) -> JobSummary
     jobs_detail(job_id) -> ManagedJobDetail             + attempts, events
     jobs_cancel(job_id) -> JobSummary                   also during recovery
@@ -26,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,17 +88,41 @@ class AttemptView:
 
 
 @dataclass(frozen=True)
+class PolicySwitch:
+    """A DEADLINE job's policy deciding a different mode (spot | on_demand | idle) than
+    its previous decision (the first decision included)."""
+
+    at: float
+    mode: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class ManagedJobDetail:
     summary: JobSummary
     attempts: list[AttemptView]
     events: list[EventRow]
+    policy_switches: list[PolicySwitch] = field(default_factory=list)  # DEADLINE jobs only
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.summary.to_json(),
             "attempts_detail": [asdict(a) for a in self.attempts],
             "events": [asdict(e) for e in self.events],
+            "policy_switches": [asdict(p) for p in self.policy_switches],
         }
+
+
+def _policy_switches(store: JobStore, job: JobRow) -> list[PolicySwitch]:
+    if job.deadline is None:
+        return []
+    from launcher.jobs import deadline_store as dl
+
+    out: list[PolicySwitch] = []
+    for r in dl.log_rows(store, job.id):
+        if r.kind == "decision" and r.mode and (not out or out[-1].mode != r.mode):
+            out.append(PolicySwitch(r.at, r.mode, r.reason))
+    return out
 
 
 def _validate(task: Task) -> None:
@@ -234,6 +259,24 @@ def jobs_queue() -> list[JobSummary]:
         store.close()
 
 
+def jobs_queue_page(offset: int = 0, limit: int = 50, *, only: set[int] | None = None,
+                    newest_first: bool = True) -> tuple[list[JobSummary], int]:
+    """One page of `jobs_queue()` (newest first by default) and how many jobs there are
+    in all; with `only`, just those job ids. Summarizes only the page's jobs, so a page
+    costs the same with 20 or 20,000 jobs in the DB."""
+    store = JobStore()
+    try:
+        rows = [j for j in store.jobs() if only is None or j.id in only]
+        if newest_first:
+            rows.reverse()
+        now = time.time()
+        page = rows[max(0, offset): max(0, offset) + max(0, limit)]
+        return ([summarize(j, store.attempts(j.id), now, deadline=_deadline(store, j, now))
+                 for j in page], len(rows))
+    finally:
+        store.close()
+
+
 def jobs_status(job_id: int) -> JobSummary:
     """Raises ManagedJobNotFoundError."""
     store = JobStore()
@@ -261,7 +304,7 @@ def jobs_detail(job_id: int) -> ManagedJobDetail:
         attempts = store.attempts(job_id)
         return ManagedJobDetail(summarize(job, attempts, deadline=_deadline(store, job)),
                                 [AttemptView.of(a) for a in attempts],
-                                store.events(job_id))
+                                store.events(job_id), _policy_switches(store, job))
     finally:
         store.close()
 

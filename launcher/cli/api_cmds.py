@@ -33,6 +33,19 @@ def _out(line: str) -> None:
     sys.stdout.flush()
 
 
+@app.command("dashboard")
+def dashboard_cmd(
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1.")] = 46591,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Only print the URL.")] = False,
+) -> int:
+    """The web dashboard of this machine's launcher home, on 127.0.0.1: prints a one-time
+    login URL (first line) and opens the browser when it can. Ctrl-C stops it. A server
+    you are logged in to serves its own at its URL's /dashboard."""
+    from launcher.server.local_dashboard import serve
+
+    return serve(port, open_browser=not no_browser, out=_out, say=_say)
+
+
 @api_app.command("start")
 def start_cmd(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (non-loopback needs TLS).")] = "127.0.0.1",

@@ -388,14 +388,15 @@ class RemoteBackend:
         return JobSummary(**self.call("GET", f"/jobs/{job_id}"))
 
     def jobs_detail(self, job_id: int) -> ManagedJobDetail:
-        from launcher.api.jobs import AttemptView, ManagedJobDetail
+        from launcher.api.jobs import AttemptView, ManagedJobDetail, PolicySwitch
         from launcher.jobs.accounting import JobSummary
         from launcher.jobs.store import EventRow
 
         d = self.call("GET", f"/jobs/{job_id}/detail")
         return ManagedJobDetail(JobSummary(**d["summary"]),
                                 [AttemptView(**a) for a in d["attempts"]],
-                                [EventRow(**e) for e in d["events"]])
+                                [EventRow(**e) for e in d["events"]],
+                                [PolicySwitch(**p) for p in d.get("policy_switches", [])])
 
     def jobs_cancel(self, job_id: int) -> JobSummary:
         from launcher.jobs.accounting import JobSummary

@@ -125,6 +125,9 @@ def create_app(*, run_controller: bool = True, limits: Limits | None = None) -> 
     app.include_router(clusters.router)
     app.include_router(jobs.router)
     app.include_router(uploads.router)
+    from launcher.server.dashboard import install as install_dashboard
+
+    install_dashboard(app)
     # a blob tar carries at most one root's files (each root <= max_upload_bytes) plus
     # tar headers; the route checks every member's size itself
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes,

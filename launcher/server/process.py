@@ -175,7 +175,7 @@ def bootstrap_admin() -> str | None:
 def _require_extra() -> None:
     import importlib.util
 
-    missing = [m for m in ("fastapi", "uvicorn", "cryptography")
+    missing = [m for m in ("fastapi", "uvicorn", "cryptography", "jinja2")
                if importlib.util.find_spec(m) is None]
     if missing:
         raise LauncherError(f"The API server needs {', '.join(missing)}: "

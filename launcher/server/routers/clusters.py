@@ -54,6 +54,12 @@ def queue(name: str, user: User = Depends(current_user)) -> list[dict[str, objec
     return [j.to_json() for j in api.queue(name)]
 
 
+@router.get("/{name}/nodes")
+def nodes(name: str, user: User = Depends(current_user)) -> list[dict[str, Any]]:
+    require_cluster(user, name)
+    return [asdict(n) for n in api.cluster_nodes(name)]
+
+
 @router.get("/{name}/logs")
 def logs(name: str, request: Request, job_id: int | None = None, follow: bool = True,
          user: User = Depends(current_user)) -> Any:

@@ -76,6 +76,15 @@ def queue(all_users: bool = False, user: User = Depends(current_user)) -> list[d
     return [r.to_json() for r in api.jobs_queue() if mine is None or r.id in mine]
 
 
+@router.get("/page")
+def queue_page(offset: int = 0, limit: int = 50, all_users: bool = False,
+               user: User = Depends(current_user)) -> dict[str, Any]:
+    """{"rows": one page of the queue, newest first; "total": how many in all}."""
+    rows, total = api.jobs_queue_page(offset, min(max(limit, 0), 500),
+                                      only=visible_jobs(user, all_users))
+    return {"rows": [r.to_json() for r in rows], "total": total}
+
+
 @router.get("/{job_id}")
 def status(job_id: int, user: User = Depends(current_user)) -> dict[str, Any]:
     require_job(user, job_id)
@@ -87,7 +96,8 @@ def detail(job_id: int, user: User = Depends(current_user)) -> dict[str, Any]:
     require_job(user, job_id)
     d = api.jobs_detail(job_id)
     return {"summary": d.summary.to_json(), "attempts": [asdict(a) for a in d.attempts],
-            "events": [asdict(e) for e in d.events]}
+            "events": [asdict(e) for e in d.events],
+            "policy_switches": [asdict(p) for p in d.policy_switches]}
 
 
 @router.get("/{job_id}/stages")

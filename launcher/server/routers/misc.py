@@ -48,6 +48,17 @@ def check(user: User = Depends(current_user)) -> dict[str, Any]:
         {"name": p.name, "hosts": [asdict(h) for h in p.hosts]} for p in r.pools]}
 
 
+@router.get("/gpus")
+def gpus(accelerator: str | None = None, count: float | None = None, cloud: str | None = None,
+         region: str | None = None, spot: bool = False, fabric: str | None = None,
+         all_regions: bool = False, user: User = Depends(current_user)) -> list[dict[str, Any]]:
+    """`launcher gpus` on the server's offline catalog: ranked rows (`GpuRow.to_dict`)."""
+    from launcher.api.gpu_listing import gpus as listing
+
+    return listing(accelerator, count, cloud=cloud, region=region, spot=spot, fabric=fabric,
+                   all_regions=all_regions).to_json()
+
+
 @router.get("/cost-report")
 def cost_report(days: float = 30.0, user: User = Depends(admin_user)) -> dict[str, Any]:
     from launcher.api.cost_report import cost_report as report

@@ -1,0 +1,96 @@
+"""The cost page's figures, all from `launcher.api.cost_report` (the ledger, launch-time
+prices): the window's lines, totals per cloud and per user, and per day for the last
+days (the same report over each one-day window), stacked by cloud.
+
+An admin sees every line; a user the lines of their own managed jobs and of the clusters
+they own now (the server records owners of live clusters only, so a cluster already
+taken down drops out of its owner's view; admins still see it)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from launcher.api.cost_report import CostLine, cost_report
+from launcher.api.server_store import ServerStore, User
+
+PALETTE = ("#5b8def", "#2e9d52", "#e0a526", "#c0392b", "#8e5bd0", "#1aa3a3", "#8a93a3")
+MAX_DAYS = 14
+
+
+@dataclass(frozen=True)
+class DayBar:
+    label: str  # MM-DD
+    total: float
+    parts: list[tuple[str, float, float, float]]  # cloud, cost, y, height (chart units)
+
+
+@dataclass(frozen=True)
+class CostView:
+    lines: list[dict[str, Any]]
+    total: float
+    node_hours: float
+    by_cloud: list[tuple[str, float]]
+    by_user: list[tuple[str, float]]
+    days: list[DayBar]
+    colors: dict[str, str]
+
+
+def _owner_of(job_owners: dict[int, str | None],
+              cluster_owners: dict[str, str | None]) -> Callable[[CostLine], str | None]:
+    def owner(line: CostLine) -> str | None:
+        if line.job_id is not None:
+            return job_owners.get(line.job_id)
+        return cluster_owners.get(line.cluster)
+    return owner
+
+
+def _sorted(d: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def view(user: User, days: float, now: float | None = None,
+         chart_h: float = 110.0) -> CostView:
+    """Raises UsageError for a bad `days` (as `launcher cost-report --days` does)."""
+    now = time.time() if now is None else now
+    with ServerStore() as store:
+        owner = _owner_of(store.job_owners(), store.cluster_owners())
+
+    def mine(line: CostLine) -> bool:
+        return user.is_admin or owner(line) == user.name
+
+    lines = [x for x in cost_report(days, now=now).lines if mine(x)]
+    by_cloud: dict[str, float] = {}
+    by_user: dict[str, float] = {}
+    for x in lines:
+        by_cloud[x.cloud] = by_cloud.get(x.cloud, 0.0) + x.cost
+        who = owner(x) or "(not recorded)"
+        by_user[who] = by_user.get(who, 0.0) + x.cost
+    midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    per_day: list[tuple[str, dict[str, float]]] = []
+    for k in reversed(range(min(MAX_DAYS, math.ceil(days)))):
+        start = midnight - timedelta(days=k)
+        end = min(now, (start + timedelta(days=1)).timestamp())
+        clouds: dict[str, float] = {}
+        for x in cost_report(max((end - start.timestamp()) / 86400, 1e-6), now=end).lines:
+            if mine(x):
+                clouds[x.cloud] = clouds.get(x.cloud, 0.0) + x.cost
+        per_day.append((start.strftime("%m-%d"), clouds))
+    top = max([sum(c.values()) for _, c in per_day] + [0.0])
+    colors = {cloud: PALETTE[i % len(PALETTE)] for i, cloud in enumerate(
+        sorted({c for _, d in per_day for c in d} | set(by_cloud)))}
+    bars = []
+    for label, clouds in per_day:
+        y, parts = chart_h, []
+        for cloud, cost in sorted(clouds.items()):
+            h = cost / top * chart_h if top else 0.0
+            y -= h
+            parts.append((cloud, cost, y, h))
+        bars.append(DayBar(label, sum(clouds.values()), parts))
+    return CostView([asdict(x) for x in lines], sum(x.cost for x in lines),
+                    sum(x.node_hours for x in lines), _sorted(by_cloud),
+                    _sorted(by_user) if user.is_admin else [], bars, colors)
