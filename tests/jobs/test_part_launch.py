@@ -176,6 +176,18 @@ def test_a_setup_failure_is_the_tasks_unless_the_cloud_lost_a_node_meanwhile() -
     assert not d["draining"]
 
 
+def test_a_node_failing_the_health_gate_is_handled_like_a_lost_node() -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(unhealthy_rank=1 if n == 1 else None))
+    with context(ops, failure_confirm_s=0.0) as ctx:
+        job = _starting(ctx)
+        recovery = _launch(ctx, job)
+        assert ctx.store.attempt(job.id, 1).outcome != Outcome.SETUP_FAILED
+    (d,) = recovery.decided
+    assert d["reason"] == ("node 1 failed the health gate: node 1 (10.0.0.1): gpus: 7 GPU(s) "
+                           "visible, 8 paid for")
+    assert not d["draining"]
+
+
 def test_the_next_attempts_cause_and_backoff_follow_the_last_outcomes() -> None:
     with context() as ctx:
         job, _ = running_job(ctx)

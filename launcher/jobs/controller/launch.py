@@ -18,6 +18,7 @@ from launcher.jobs.cluster_ops import (
     NoCapacityError,
     PermanentLaunchError,
     SetupFailedError,
+    UnhealthyNodeError,
 )
 from launcher.jobs.controller.context import Cancelled, Context, RecoverySteps
 from launcher.jobs.controller.deadline import DeadlineDriver
@@ -146,6 +147,11 @@ class AttemptLauncher:
             return
         except PermanentLaunchError as exc:
             self.decisions.decide(job, att, Outcome.LAUNCH_FAILED, reason=str(exc))
+            return
+        except UnhealthyNodeError as exc:  # like a lost node: replace it (docs/health.md)
+            self.recovery.decide_preempted(
+                job, att, f"node {exc.rank} failed the health gate: {exc.finding}", time.time(),
+                draining=False)
             return
         except SetupFailedError as exc:
             lost = await self.loss.confirm_lost(att.cluster_name, ())
