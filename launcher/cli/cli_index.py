@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "launcher.cli.cluster_cmds",
     "launcher.cli.jobs_cmds",
     "launcher.cli.cost_report_cmds",
+    "launcher.cli.health_cmds",
 )
 _CLI_DIR = os.path.dirname(os.path.abspath(__file__))
 _INDEX_SCHEMA = 1
