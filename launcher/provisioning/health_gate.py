@@ -84,7 +84,7 @@ class HealthGateError(LauncherError):
         evidence = [line for c in failed.findings() for line in c.evidence[:3]]
         shown = "".join(f"\n    {line}" for line in evidence)
         super().__init__(
-            f"Health gate failed on {failed.headline()} of cluster {cluster!r}.{shown}\n"
+            f"Health gate failed on cluster {cluster!r}, {failed.headline()}.{shown}\n"
             f"Setup was not run. See `launcher health {cluster}`; replace the node with "
             f"`launcher down {cluster}` and a new launch, or set "
             "`resources.health.on_failure: warn` to go on anyway (docs/health.md)."
