@@ -196,3 +196,72 @@ def gate(db: StateDB, cluster: ClusterInfo, runners: Sequence[CommandRunner], ta
     if failed and spec.on_failure == "stop":
         raise HealthGateError(cluster.cluster_name, failed[0], nodes)
     return nodes
+
+
+# ------------------------------------------------------------------ samples (`launcher top`)
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    index: int
+    name: str
+    util: float | None  # percent
+    mem_used: float | None  # MiB
+    mem_total: float | None  # MiB
+    power: float | None  # W
+    temp: float | None  # C
+    throttle: tuple[str, ...]  # active slowdown reasons ("power cap", "hw thermal", ...)
+
+
+@dataclass(frozen=True)
+class NodeSample:
+    """One node's GPUs at one moment; `error` says why there is no sample."""
+
+    rank: int
+    host: str
+    gpus: tuple[GpuSample, ...]
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rank": self.rank, "host": self.host, "error": self.error,
+                "gpus": [{"index": g.index, "name": g.name, "util": g.util,
+                          "mem_used": g.mem_used, "mem_total": g.mem_total, "power": g.power,
+                          "temp": g.temp, "throttle": list(g.throttle)} for g in self.gpus]}
+
+
+SAMPLE_TIMEOUT_S = 30.0
+
+
+def sample_nodes(runners: Sequence[CommandRunner]) -> list[NodeSample]:
+    """One GPU sample per node (the checker's `--sample`), in parallel; rank order.
+    A node that cannot be sampled has `error` set, never an exception."""
+    from importlib import resources
+
+    from launcher.runtime.execution import parallel
+
+    source = resources.files("launcher.runtime").joinpath("health_checks.py").read_text("utf-8")
+
+    def one(runner: CommandRunner) -> NodeSample:
+        node = runner.node
+        host = node.external_ip or node.internal_ip
+        try:
+            runner.put_text(source, REMOTE_SCRIPT, mode=0o600)
+            res = runner.run(f"python3 {_NODE_SCRIPT} --sample", timeout=SAMPLE_TIMEOUT_S)
+        except LauncherError as exc:
+            return NodeSample(node.rank, host, (), error=f"not reachable: {exc}")
+        lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+        try:
+            doc = json.loads(lines[-1]) if lines else None
+        except ValueError:
+            doc = None
+        if res.returncode != 0 or not isinstance(doc, dict):
+            return NodeSample(node.rank, host, (), error=f"sampler failed (exit {res.returncode})")
+        gpus = tuple(
+            GpuSample(int(g.get("index") or 0), str(g.get("name", "")), g.get("util"),
+                      g.get("mem_used"), g.get("mem_total"), g.get("power"), g.get("temp"),
+                      tuple(str(t) for t in g.get("throttle", [])))
+            for g in doc.get("gpus", [])
+        )
+        return NodeSample(node.rank, host, gpus, error=doc.get("error") or None)
+
+    return parallel(one, list(runners))

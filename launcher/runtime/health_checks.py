@@ -1,8 +1,9 @@
 """Node health checks (stdlib only; copied to every node and run there with python3).
 
     python3 health_checks.py '<expectation JSON>'
+    python3 health_checks.py --sample
 
-prints one JSON report on stdout and exits 0 (also when a check fails: the report says
+The first prints one JSON report on stdout and exits 0 (also when a check fails: the report says
 so; a non-zero exit means the checker itself broke). The expectation (all keys optional):
 
     {"gate": "quick" | "dcgm-1" | "dcgm-2", "gpus": 8, "model": "H100",
@@ -20,7 +21,11 @@ Commands are found through PATH (`nvidia-smi`, `dcgmi`, `dmesg`, `journalctl`); 
 log is the file named by LAUNCHER_HEALTH_KMSG_PATH when set, else `dmesg`, else
 `journalctl -k -b`, else /dev/kmsg; InfiniBand devices are read from
 LAUNCHER_HEALTH_IB_PATH (default /sys/class/infiniband). Pure parsers (parse_gpu_csv,
-parse_xids, parse_nvlink, parse_dcgm_diag) are importable for tests.
+parse_xids, parse_nvlink, parse_dcgm_diag, parse_sample_csv) are importable for tests.
+
+`--sample` prints what `launcher top` shows, one JSON document:
+{"gpus": [{"index", "name", "util", "mem_used", "mem_total", "power", "temp",
+"throttle": [reasons]}], "error": null | "why no sample"}.
 """
 
 from __future__ import annotations
@@ -41,6 +46,16 @@ GPU_FIELDS = (
     "pcie.link.gen.current", "pcie.link.gen.max",
     "pcie.link.width.current", "pcie.link.width.max",
 )  # fmt: skip
+SAMPLE_FIELDS = (
+    "index", "name", "utilization.gpu", "memory.used", "memory.total", "power.draw",
+    "temperature.gpu", "clocks_throttle_reasons.active",
+)  # fmt: skip
+# clocks_throttle_reasons.active bits that slow the GPU down (nvidia-smi --help-query-gpu);
+# 0x1 (idle) and 0x2/0x100 (clocks set by applications / display) are no throttling.
+THROTTLE_BITS = {
+    0x4: "power cap", 0x8: "hw slowdown", 0x20: "sw thermal", 0x40: "hw thermal",
+    0x80: "power brake",
+}
 KMSG_ENV = "LAUNCHER_HEALTH_KMSG_PATH"
 IB_ENV = "LAUNCHER_HEALTH_IB_PATH"
 DEFAULT_IB_PATH = "/sys/class/infiniband"
@@ -374,7 +389,48 @@ def run_checks(expect: dict) -> dict:
             "seconds": round(time.monotonic() - t0, 3)}
 
 
+def parse_sample_csv(text: str) -> list[dict]:
+    """Rows of `nvidia-smi --query-gpu=<SAMPLE_FIELDS> --format=csv,noheader,nounits`."""
+    gpus = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != len(SAMPLE_FIELDS):
+            continue
+        row = {f: parts[i] for i, f in enumerate(SAMPLE_FIELDS)}
+        try:
+            mask = int(row["clocks_throttle_reasons.active"], 16)
+        except ValueError:
+            mask = 0
+        gpus.append({
+            "index": _num(row["index"]), "name": row["name"],
+            "util": _float(row["utilization.gpu"]), "mem_used": _float(row["memory.used"]),
+            "mem_total": _float(row["memory.total"]), "power": _float(row["power.draw"]),
+            "temp": _float(row["temperature.gpu"]),
+            "throttle": [name for bit, name in sorted(THROTTLE_BITS.items()) if mask & bit],
+        })
+    return gpus
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:  # [N/A], [Not Supported]
+        return None
+
+
+def sample() -> dict:
+    """One utilization sample of every GPU (the `--sample` document)."""
+    rc, out = _run(["nvidia-smi", f"--query-gpu={','.join(SAMPLE_FIELDS)}",
+                    "--format=csv,noheader,nounits"])
+    if rc != 0:
+        return {"gpus": [], "error": out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"}
+    return {"gpus": parse_sample_csv(out), "error": None}
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--sample"]:
+        print(json.dumps(sample()))
+        return 0
     try:
         expect = json.loads(argv[0]) if argv else {}
         if not isinstance(expect, dict):

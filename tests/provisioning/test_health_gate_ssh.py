@@ -129,3 +129,27 @@ def test_launcher_health_table_json_and_exit_code(
     assert ecc["status"] == "fail"
     assert ecc["evidence"] == ["GPU 2 (00000000:38:00.0): 3 uncorrected ECC error(s)"]
     assert doc["nodes"][0]["status"] == "ok"
+
+
+def test_launcher_top_once_and_json(
+        gang: tuple[SSHNodeSet, ClusterInfo], capsys: pytest.CaptureFixture[str]) -> None:
+    from launcher.cli import main
+
+    nodes, _ = gang
+    write_config(nodes[1].home / ".fake-gpus.json", count=2, util={"0": 93},
+                 mem_used_mib={"0": 40960}, throttle={"0": "0x0000000000000040"})
+    with pytest.raises(SystemExit) as code:
+        main(["top", "hg", "--once"])
+    out = capsys.readouterr().out.splitlines()
+    assert code.value.code == 0
+    assert out[0].split() == ["NODE", "HOST", "GPU", "UTIL", "MEMORY", "POWER", "TEMP",
+                              "THROTTLE"]
+    assert len(out) == 1 + 8 + 2
+    row = out[9].split()
+    assert row[0] == "1" and row[2:] == ["0", "93%", "40.0/80", "GiB", "70", "W", "34", "C",
+                                         "hw", "thermal"]
+    with pytest.raises(SystemExit) as code:
+        main(["top", "hg", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert [len(n["gpus"]) for n in doc["nodes"]] == [8, 2]
+    assert doc["nodes"][1]["gpus"][0]["throttle"] == ["hw thermal"]

@@ -167,3 +167,31 @@ def test_bad_expectation_is_reported(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(SCRIPT), "[1]"], capture_output=True, text=True,
                          check=False, timeout=30)
     assert out.returncode == 2 and "bad expectation" in json.loads(out.stdout)["error"]
+
+
+def test_parse_sample_csv_decodes_throttle_bits_and_na() -> None:
+    text = ("0, NVIDIA H100 80GB HBM3, 97, 70123, 81559, 687.21, 71, 0x0000000000000004\n"
+            "1, NVIDIA H100 80GB HBM3, [N/A], 0, 81559, [N/A], 40, 0x0000000000000061\n"
+            "2, NVIDIA H100 80GB HBM3, 0, 0, 81559, 70.1, 30, 0x0000000000000001\n")
+    gpus = hc.parse_sample_csv(text)
+    assert gpus[0] == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "util": 97.0,
+                       "mem_used": 70123.0, "mem_total": 81559.0, "power": 687.21,
+                       "temp": 71.0, "throttle": ["power cap"]}
+    assert gpus[1]["util"] is None and gpus[1]["power"] is None
+    assert gpus[1]["throttle"] == ["sw thermal", "hw thermal"]  # 0x1 (idle) is no throttling
+    assert gpus[2]["throttle"] == []
+
+
+def test_sample_through_the_fake(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "gpus.json", count=2, util={"1": 88},
+                       throttle={"1": "0x0000000000000008"})
+    env = {"PATH": fake_path(), "LAUNCHER_FAKE_GPU_CONFIG": str(cfg), "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(SCRIPT), "--sample"], env=env,
+                         capture_output=True, text=True, check=True, timeout=60)
+    doc = json.loads(out.stdout)
+    assert doc["error"] is None
+    assert [(g["index"], g["util"], g["throttle"]) for g in doc["gpus"]] == [
+        (0, 0.0, []), (1, 88.0, ["hw slowdown"])]
+    none = subprocess.run([sys.executable, str(SCRIPT), "--sample"], env={"PATH": str(tmp_path)},
+                          capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(none.stdout) == {"gpus": [], "error": "nvidia-smi: not found on PATH"}

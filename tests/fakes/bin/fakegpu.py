@@ -8,7 +8,9 @@ pretends to be is read from the JSON file named by $LAUNCHER_FAKE_GPU_CONFIG, el
     count (8), name ("NVIDIA H100 80GB HBM3"), memory_mib (81559),
     ecc_uncorrected {"<gpu index>": n}, retired_pending ["<gpu index>"],
     pcie_width {"<gpu index>": current width} (max 16), nvlink_links (18),
-    nvlink_down [[gpu, link]], dcgm ("pass" | "warn" | "fail"), exit_code (0)
+    nvlink_down [[gpu, link]], dcgm ("pass" | "warn" | "fail"), exit_code (0),
+    util {"<gpu index>": percent} (0), mem_used_mib {"<gpu index>": MiB} (0),
+    power_w (70.5), temp_c (34), throttle {"<gpu index>": "0x...4"} (none)
 """
 
 import json
@@ -42,6 +44,12 @@ def query_gpu(cfg, fields):
             "pcie.link.gen.max": "5",
             "pcie.link.width.current": str(width),
             "pcie.link.width.max": "16",
+            "utilization.gpu": str(cfg.get("util", {}).get(str(i), 0)),
+            "memory.used": str(cfg.get("mem_used_mib", {}).get(str(i), 0)),
+            "power.draw": str(cfg.get("power_w", 70.5)),
+            "temperature.gpu": str(cfg.get("temp_c", 34)),
+            "clocks_throttle_reasons.active":
+                cfg.get("throttle", {}).get(str(i), "0x0000000000000000"),
         }
         print(", ".join(values.get(f, "[N/A]") for f in fields))
 
