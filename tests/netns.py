@@ -448,7 +448,7 @@ class NetnsLab:
                envs: list[dict[str, str]] | None = None) -> SSHNodeSet:
         from launcher.runtime.keys import KeyPair, generate_keypair
 
-        nodes = []
+        nodes: list[SSHNode] = []
         with self._lock:
             for i, spec in enumerate(specs):
                 node_env = (spec.env if spec else None) or (envs[i] if envs else None) or {}
