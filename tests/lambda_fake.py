@@ -251,7 +251,8 @@ def lambda_cloud(request: pytest.FixtureRequest, lambda_fake: LambdaFake) -> Ite
     if lab is None:
         pytest.skip("Lambda bodies need network-namespace sshd nodes (netns lab unavailable)")
     lambda_fake.ip_net = lab_ip_net(lab, RANGE)
-    bodies = CloudBodies(lab, lambda_fake.list_instances, name="lambda").start()
+    bodies = CloudBodies(lab, lambda_fake.list_instances, name="lambda",
+                         env=_gpu_image(lab.workdir)).start()
     lambda_fake.on_delete.append(bodies.kill)
     lambda_fake.bodies = bodies
     try:
@@ -262,3 +263,12 @@ def lambda_cloud(request: pytest.FixtureRequest, lambda_fake: LambdaFake) -> Ite
         bodies.close()
         lambda_fake.ip_net = lab_ip_net(None, RANGE)
     assert not guard.violations, f"connected outside the lab: {sorted(set(guard.violations))}"
+
+
+def _gpu_image(workdir: Path) -> dict[str, str]:
+    """The bodies' image: 1 x A10 machines (fake nvidia-smi, tests/fakes) for the health gate."""
+    from tests.fakes import gpu_image
+
+    config_dir = Path(workdir) / "gpu-image-lambda"
+    config_dir.mkdir(exist_ok=True)
+    return gpu_image(config_dir, count=1, name="NVIDIA A10")

@@ -304,7 +304,8 @@ def runpod_cloud(request: pytest.FixtureRequest, runpod_fake: RunPodFake) -> Ite
     if id(lab) not in _reserved:
         lab.reserve(str(lab_range(lab.subnet)))
         _reserved.add(id(lab))
-    bodies = CloudBodies(lab, runpod_fake.list_instances, name="runpod").start()
+    bodies = CloudBodies(lab, runpod_fake.list_instances, name="runpod",
+                         env=_gpu_image(lab.workdir)).start()
     runpod_fake.bodies = bodies
     try:
         with ConnectGuard(lab.subnet) as guard:
@@ -313,3 +314,12 @@ def runpod_cloud(request: pytest.FixtureRequest, runpod_fake: RunPodFake) -> Ite
         runpod_fake.bodies = None
         bodies.close()
     assert not guard.violations, f"connected outside the lab: {sorted(set(guard.violations))}"
+
+
+def _gpu_image(workdir: Path) -> dict[str, str]:
+    """The bodies' image: 1 x A100 80GB pods (fake nvidia-smi, tests/fakes) for the health gate."""
+    from tests.fakes import gpu_image
+
+    config_dir = Path(workdir) / "gpu-image-runpod"
+    config_dir.mkdir(exist_ok=True)
+    return gpu_image(config_dir, count=1, name="NVIDIA A100-SXM4-80GB")

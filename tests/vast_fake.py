@@ -226,7 +226,8 @@ def vast_cloud(request: pytest.FixtureRequest, vast_fake: VastFake) -> Iterator[
     if lab is None:
         pytest.skip("Vast bodies need network-namespace sshd nodes (netns lab unavailable)")
     vast_fake.ip_net = lab_ip_net(lab, RANGE)
-    bodies = CloudBodies(lab, vast_fake.list_instances, name="vast").start()
+    bodies = CloudBodies(lab, vast_fake.list_instances, name="vast",
+                         env=_gpu_image(lab.workdir)).start()
     vast_fake.on_delete.append(bodies.kill)
     vast_fake.bodies = bodies
     try:
@@ -237,3 +238,12 @@ def vast_cloud(request: pytest.FixtureRequest, vast_fake: VastFake) -> Iterator[
         bodies.close()
         vast_fake.ip_net = lab_ip_net(None, RANGE)
     assert not guard.violations, f"connected outside the lab: {sorted(set(guard.violations))}"
+
+
+def _gpu_image(workdir: Path) -> dict[str, str]:
+    """The bodies' image: 1 x H100 machines (fake nvidia-smi, tests/fakes) for the health gate."""
+    from tests.fakes import gpu_image
+
+    config_dir = Path(workdir) / "gpu-image-vast"
+    config_dir.mkdir(exist_ok=True)
+    return gpu_image(config_dir, count=1)

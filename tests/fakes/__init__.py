@@ -19,3 +19,19 @@ def write_config(path: Path, **config: object) -> Path:
     """Write a fake-GPU config (keys documented in bin/fakegpu.py); returns `path`."""
     path.write_text(json.dumps(config))
     return path
+
+
+FAKES_DIR = Path(__file__).resolve().parent
+
+
+def gpu_image(config_dir: Path, **config: object) -> dict[str, str]:
+    """The environment of a GPU node "image" for sshd test nodes and cloud bodies: the
+    fake nvidia-smi/dcgmi first on PATH (describing `config`, written under
+    `config_dir`; no keys: 8 x H100), a clean kernel log, one InfiniBand device up."""
+    cfg = write_config(config_dir / "fake-gpus.json", **config)
+    return {
+        "PATH": f"{BIN_DIR}:/usr/local/bin:/usr/bin:/bin",
+        "LAUNCHER_FAKE_GPU_CONFIG": str(cfg),
+        "LAUNCHER_HEALTH_KMSG_PATH": str(FAKES_DIR / "kern-clean.log"),
+        "LAUNCHER_HEALTH_IB_PATH": str(FAKES_DIR / "sys" / "class" / "infiniband"),
+    }

@@ -46,6 +46,19 @@ def tail_count(attempts: list[AttemptRow], outcome: str) -> int:
     return n
 
 
+GATE_FAILED = "failed the health gate"
+
+
+def gate_failures_in_a_row(attempts: list[AttemptRow]) -> int:
+    """How many of the last attempts in a row ended because a node failed the health gate."""
+    n = 0
+    for a in reversed(attempts):
+        if GATE_FAILED not in (a.outcome_reason or ""):
+            break
+        n += 1
+    return n
+
+
 def backoff_s(cfg: ControllerConfig, attempts: list[AttemptRow]) -> float:
     """The wait before retrying a refused or failed launch: doubling with each retry in
     a row, from `backoff_min_s` up to `backoff_max_s`."""
@@ -149,9 +162,13 @@ class AttemptLauncher:
             self.decisions.decide(job, att, Outcome.LAUNCH_FAILED, reason=str(exc))
             return
         except UnhealthyNodeError as exc:  # like a lost node: replace it (docs/health.md)
-            self.recovery.decide_preempted(
-                job, att, f"node {exc.rank} failed the health gate: {exc.finding}", time.time(),
-                draining=False)
+            reason = f"node {exc.rank} {GATE_FAILED}: {exc.finding}"
+            in_a_row = gate_failures_in_a_row(attempts) + 1
+            if in_a_row >= cfg.max_launch_errors:  # an image without a driver never heals
+                self.decisions.decide(job, att, Outcome.LAUNCH_FAILED, reason=(
+                    f"{in_a_row} launches in a row failed the health gate; last: {reason}"))
+                return
+            self.recovery.decide_preempted(job, att, reason, time.time(), draining=False)
             return
         except SetupFailedError as exc:
             lost = await self.loss.confirm_lost(att.cluster_name, ())
