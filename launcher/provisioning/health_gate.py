@@ -15,6 +15,7 @@ before setup; also what `launcher health CLUSTER` runs.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -101,11 +102,23 @@ def effective_health(task: Task | None) -> HealthSpec:
     return task.health if task is not None and task.health is not None else DEFAULT_HEALTH
 
 
+_NOT_NVIDIA = re.compile(r"(tpu-|gaudi|inferentia|trainium|radeon|mi\d)", re.IGNORECASE)
+
+
+def is_nvidia(accelerator: str | None) -> bool:
+    """Whether a catalog accelerator name is an NVIDIA GPU (not a TPU, Trainium,
+    Inferentia, Gaudi or AMD part: those have no nvidia-smi to check with)."""
+    return bool(accelerator) and not _NOT_NVIDIA.match(accelerator or "")
+
+
 def expectation(cluster: ClusterInfo, rec: ClusterRecord | None, task: Task | None,
                 gate: str = "quick") -> dict[str, Any]:
-    """The checker's expectation for every node of `cluster` (health_checks' doc)."""
-    gpus = rec.accelerator_count if rec else 0.0
-    expect: dict[str, Any] = {"gate": gate, "gpus": gpus, "model": rec.accelerator if rec else None,
+    """The checker's expectation for every node of `cluster` (health_checks' doc). Only
+    NVIDIA GPUs are expected: other accelerators are not checked."""
+    nvidia = rec is not None and is_nvidia(rec.accelerator)
+    gpus = rec.accelerator_count if rec is not None and nvidia else 0.0
+    expect: dict[str, Any] = {"gate": gate, "gpus": gpus,
+                              "model": rec.accelerator if rec is not None and nvidia else None,
                               "simulated": cluster.cloud == "local"}
     if gpus and rec is not None:
         expect["nvlink"] = _catalog_nvlink(cluster.cloud, rec.instance_type)

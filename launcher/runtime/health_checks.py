@@ -180,13 +180,18 @@ def parse_dcgm_diag(text: str) -> tuple[str, list[str]]:
 
 
 def model_matches(expected: str, name: str) -> bool:
-    """Whether the catalog's accelerator name fits nvidia-smi's: every alphanumeric token
-    of `expected` ("A100-80GB" -> A100, 80GB) is a token of `name`, or several adjacent
-    ones run together ("RTX4090" ~ "GeForce RTX 4090"). Case-insensitive."""
+    """Whether the catalog's accelerator name fits nvidia-smi's. Compared: the GPU family
+    (the first alphanumeric token: "A100-80GB-SXM" -> A100) and a memory size when the
+    name has one (80GB); form-factor words (SXM, NVLINK, MEGA, WS) are not, as nvidia-smi
+    spells them differently or not at all. A token matches a token of `name` or several
+    adjacent ones run together ("RTX4090" ~ "GeForce RTX 4090"). Case-insensitive."""
     got = [t for t in re.split(r"[^A-Za-z0-9]+", name.upper()) if t]
     joined = {"".join(got[i:j]) for i in range(len(got)) for j in range(i + 1, len(got) + 1)}
-    want = [t for t in re.split(r"[^A-Za-z0-9]+", expected.upper()) if t]
-    return bool(want) and all(t in joined for t in want)
+    tokens = [t for t in re.split(r"[^A-Za-z0-9]+", expected.upper()) if t]
+    if not tokens:
+        return False
+    want = [tokens[0]] + [t for t in tokens[1:] if re.fullmatch(r"\d+GB", t)]
+    return all(t in joined for t in want)
 
 
 # ------------------------------------------------------------------ checks

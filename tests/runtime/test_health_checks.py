@@ -63,6 +63,11 @@ def test_parse_nvlink_and_dcgm() -> None:
     ("L4", "NVIDIA L40S", False),
     ("RTX4090", "NVIDIA GeForce RTX 4090", True),
     ("A10G", "NVIDIA A10G", True),
+    ("A100-80GB-SXM", "NVIDIA A100-SXM4-80GB", True),
+    ("H100-SXM", "NVIDIA H100 80GB HBM3", True),
+    ("H100", "NVIDIA H200", False),
+    ("RTXA6000", "NVIDIA RTX A6000", True),
+    ("RTX4000-Ada", "NVIDIA RTX 4000 Ada Generation", True),
 ])
 def test_model_matches(expected: str, name: str, ok: bool) -> None:
     assert hc.model_matches(expected, name) is ok
