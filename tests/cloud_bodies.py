@@ -58,6 +58,7 @@ class CloudBodies:
         interval: float = POLL_INTERVAL,
         node_timeout: float = 20.0,
         env: dict[str, str] | None = None,
+        env_for: Callable[[str], dict[str, str]] | None = None,
     ) -> None:
         if not lab.netns_mode:
             raise RuntimeError("cloud bodies need network-namespace nodes (at chosen IPs)")
@@ -67,6 +68,7 @@ class CloudBodies:
         self.interval = interval
         self.node_timeout = node_timeout
         self.env = env  # the "image": variables every SSH session on a body gets
+        self.env_for = env_for  # or the image per instance id (e.g. its GPU model)
         self.nodes: dict[str, SSHNode] = {}  # instance id -> its live node
         self.errors: list[BaseException] = []  # refused instances, failed node starts
         self.started_total = 0  # nodes ever started (a test may assert on it)
@@ -216,7 +218,8 @@ class CloudBodies:
                     self._refuse(iid, f"instance {iid} has IP {ip}, which {taken[ip]} still has")
                     continue
                 taken[ip] = iid
-                specs.append((iid, NodeSpec(ip, key, node_dir=self._dirs / iid, env=self.env,
+                env = self.env_for(iid) if self.env_for is not None else self.env
+                specs.append((iid, NodeSpec(ip, key, node_dir=self._dirs / iid, env=env,
                                             port=ports[iid])))
             if not specs:
                 return

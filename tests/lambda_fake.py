@@ -223,5 +223,15 @@ def lambda_fake(launcher_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
 @pytest.fixture
 def lambda_cloud(request: pytest.FixtureRequest, lambda_fake: LambdaFake) -> Iterator[LambdaFake]:
     """`lambda_fake` with private IPs inside the lab and an sshd body per live instance."""
-    with fake_with_bodies(request, lambda_fake, RANGE, "lambda", "Lambda") as fake:
+    with fake_with_bodies(request, lambda_fake, RANGE, "lambda", "Lambda",
+                          gpu_image=_gpu_image) as fake:
         yield fake
+
+
+def _gpu_image(workdir: Path) -> dict[str, str]:
+    """The bodies' image: 1 x A10 machines (fake nvidia-smi, tests/fakes) for the health gate."""
+    from tests.fakes import gpu_image
+
+    config_dir = Path(workdir) / "gpu-image-lambda"
+    config_dir.mkdir(exist_ok=True)
+    return gpu_image(config_dir, count=1, name="NVIDIA A10")

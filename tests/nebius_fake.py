@@ -435,7 +435,8 @@ def nebius_cloud(request: pytest.FixtureRequest, nebius_fake: NebiusFake,
             lab.reserve(cidr)
         _reserved.add(id(lab))
     write_config(launcher_home, nebius_fake.endpoint, use_internal_ips=True, ssh_user="root")
-    bodies = CloudBodies(lab, nebius_fake.list_instances, name="nebius").start()
+    bodies = CloudBodies(lab, nebius_fake.list_instances, name="nebius",
+                         env=_gpu_image(lab.workdir)).start()
     nebius_fake.bodies = bodies
     try:
         with ConnectGuard(lab.subnet) as guard:
@@ -444,3 +445,12 @@ def nebius_cloud(request: pytest.FixtureRequest, nebius_fake: NebiusFake,
         nebius_fake.bodies = None
         bodies.close()
     assert not guard.violations, f"connected outside the lab: {sorted(set(guard.violations))}"
+
+
+def _gpu_image(workdir: Path) -> dict[str, str]:
+    """The bodies' image: H100 machines (fake nvidia-smi, tests/fakes) for the health gate."""
+    from tests.fakes import gpu_image
+
+    config_dir = Path(workdir) / "gpu-image-nebius"
+    config_dir.mkdir(exist_ok=True)
+    return gpu_image(config_dir)

@@ -407,9 +407,12 @@ class NetnsLab:
 
     # ---- starting nodes -----------------------------------------------------------
 
-    def start_nodes(self, count: int, *, timeout: float = 10.0) -> SSHNodeSet:
-        """Start `count` sshd nodes and wait until each accepts TCP connections."""
-        return self._start([None] * count, timeout)
+    def start_nodes(self, count: int, *, timeout: float = 10.0,
+                    envs: list[dict[str, str]] | None = None) -> SSHNodeSet:
+        """Start `count` sshd nodes and wait until each accepts TCP connections.
+        `envs[k]`, when given, is set in every SSH session of node k (sshd SetEnv: the
+        node's "image", e.g. a PATH with fake GPU tools first)."""
+        return self._start([None] * count, timeout, envs)
 
     def start_nodes_at(self, specs: list[NodeSpec], *, timeout: float = 10.0) -> SSHNodeSet:
         """Start one node per spec, at the spec's address with only its key authorized."""
@@ -441,12 +444,14 @@ class NetnsLab:
             [NodeSpec(ip, authorized_key, hostname, node_dir)], timeout=timeout
         )[0]
 
-    def _start(self, specs: list[NodeSpec | None], timeout: float) -> SSHNodeSet:
+    def _start(self, specs: list[NodeSpec | None], timeout: float,
+               envs: list[dict[str, str]] | None = None) -> SSHNodeSet:
         from launcher.runtime.keys import KeyPair, generate_keypair
 
-        nodes = []
+        nodes: list[SSHNode] = []
         with self._lock:
-            for spec in specs:
+            for i, spec in enumerate(specs):
+                node_env = (spec.env if spec else None) or (envs[i] if envs else None) or {}
                 k = self._next
                 self._next += 1
                 if spec is not None:
@@ -484,9 +489,9 @@ class NetnsLab:
                         host_key=host_key.private_path,
                         pidfile=ndir / "sshd.pid",
                     )
-                    + "".join(
-                        f'SetEnv {k}="{v}"\n' for k, v in ((spec and spec.env) or {}).items()
-                    )
+                    # one SetEnv line: sshd keeps only the first SetEnv directive
+                    + ("SetEnv " + " ".join(f'{k}="{v}"' for k, v in node_env.items()) + "\n"
+                       if node_env else "")
                 )
                 public = host_key.public_key().split()
                 if spec is None:

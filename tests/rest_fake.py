@@ -248,10 +248,12 @@ def configured_fake(served: list[F], make: Callable[[], F], launcher_home: Path,
 
 @contextlib.contextmanager
 def fake_with_bodies(request: pytest.FixtureRequest, fake: F, ip_range: str,
-                     name: str, title: str) -> Iterator[F]:
+                     name: str, title: str, *,
+                     gpu_image: Callable[[Path], dict[str, str]] | None = None) -> Iterator[F]:
     """`fake` handing out addresses of `ip_range` inside the lab, with an sshd body per
     live instance (killed when the instance goes); skips without a netns lab. Fails the
-    test if anything connected outside the lab."""
+    test if anything connected outside the lab. `gpu_image(lab workdir)`: the bodies'
+    environment (a fake GPU machine for the health gate: tests/fakes)."""
     from tests.aws_moto import ConnectGuard
     from tests.cloud_bodies import CloudBodies
 
@@ -259,7 +261,8 @@ def fake_with_bodies(request: pytest.FixtureRequest, fake: F, ip_range: str,
     if lab is None:
         pytest.skip(f"{title} bodies need network-namespace sshd nodes (netns lab unavailable)")
     fake.ip_net = lab_ip_net(lab, ip_range)
-    bodies = CloudBodies(lab, fake.list_instances, name=name).start()
+    env = gpu_image(Path(lab.workdir)) if gpu_image is not None else None
+    bodies = CloudBodies(lab, fake.list_instances, name=name, env=env).start()
     fake.on_delete.append(bodies.kill)
     fake.bodies = bodies
     try:

@@ -31,7 +31,7 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -304,7 +304,8 @@ def runpod_cloud(request: pytest.FixtureRequest, runpod_fake: RunPodFake) -> Ite
     if id(lab) not in _reserved:
         lab.reserve(str(lab_range(lab.subnet)))
         _reserved.add(id(lab))
-    bodies = CloudBodies(lab, runpod_fake.list_instances, name="runpod").start()
+    bodies = CloudBodies(lab, runpod_fake.list_instances, name="runpod",
+                         env_for=_gpu_image_for(runpod_fake, lab.workdir)).start()
     runpod_fake.bodies = bodies
     try:
         with ConnectGuard(lab.subnet) as guard:
@@ -313,3 +314,17 @@ def runpod_cloud(request: pytest.FixtureRequest, runpod_fake: RunPodFake) -> Ite
         runpod_fake.bodies = None
         bodies.close()
     assert not guard.violations, f"connected outside the lab: {sorted(set(guard.violations))}"
+
+
+def _gpu_image_for(fake: RunPodFake, workdir: Path) -> Callable[[str], dict[str, str]]:
+    """Each pod's image: its GPUs (fake nvidia-smi, tests/fakes) for the health gate."""
+    from tests.fakes import gpu_image
+
+    def env(pod_id: str) -> dict[str, str]:
+        pod = fake.pods[pod_id]
+        config_dir = Path(workdir) / f"gpu-image-runpod-{pod_id}"
+        config_dir.mkdir(exist_ok=True)
+        return gpu_image(config_dir, count=pod["gpuCount"],
+                         name=pod["machine"]["gpuDisplayName"])
+
+    return env

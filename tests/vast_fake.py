@@ -214,5 +214,15 @@ def vast_fake(launcher_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 @pytest.fixture
 def vast_cloud(request: pytest.FixtureRequest, vast_fake: VastFake) -> Iterator[VastFake]:
     """`vast_fake` with public IPs inside the lab and an sshd body per live instance."""
-    with fake_with_bodies(request, vast_fake, RANGE, "vast", "Vast") as fake:
+    with fake_with_bodies(request, vast_fake, RANGE, "vast", "Vast",
+                          gpu_image=_gpu_image) as fake:
         yield fake
+
+
+def _gpu_image(workdir: Path) -> dict[str, str]:
+    """The bodies' image: 1 x H100 machines (fake nvidia-smi, tests/fakes) for the health gate."""
+    from tests.fakes import gpu_image
+
+    config_dir = Path(workdir) / "gpu-image-vast"
+    config_dir.mkdir(exist_ok=True)
+    return gpu_image(config_dir, count=1)

@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "launcher.cli.cost_report_cmds",
     "launcher.cli.api_cmds",
     "launcher.cli.clouds_cmds",
+    "launcher.cli.health_cmds",
 )
 _CLI_DIR = os.path.dirname(os.path.abspath(__file__))
 _INDEX_SCHEMA = 1

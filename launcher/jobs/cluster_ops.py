@@ -12,6 +12,8 @@ Errors the controller acts on:
 - `NoCapacityError`     nothing could be provisioned in any tier (after failover)
 - `SetupFailedError`    the task's setup failed on a node (maybe because it was preempted:
                          the controller asks `cloud_view` before calling it a setup failure)
+- `UnhealthyNodeError`  a node failed the health gate before setup (docs/health.md): the
+                         controller treats it like a lost node (new attempt, new nodes)
 - `LaunchAbortedError`  `before_run` said stop (the job was cancelled meanwhile)
 - `PermanentLaunchError` retrying cannot help (invalid request, bad task)
 - `TransientOpsError`   a node or the cloud API could not be reached just now
@@ -46,6 +48,15 @@ class SetupFailedError(LauncherError):
     def __init__(self, message: str, rank: int | None = None) -> None:
         super().__init__(message)
         self.rank = rank
+
+
+class UnhealthyNodeError(LauncherError):
+    """A node failed the health gate; `rank` and `finding` name it and what it showed."""
+
+    def __init__(self, message: str, rank: int, finding: str) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.finding = finding
 
 
 class LaunchAbortedError(LauncherError):
@@ -376,6 +387,7 @@ class RealClusterOps:
         from launcher.clouds.base import ProvisionFailedError
         from launcher.errors import NoPlacementError
         from launcher.provisioning.failover import Provisioned, provision_with_failover
+        from launcher.provisioning.health_gate import HealthGateError
         from launcher.provisioning.prepare import job_spec_for, prepare_cluster
         from launcher.runtime import execution
         from launcher.state.db import StateDB, acquire_cluster_lock
@@ -423,6 +435,8 @@ class RealClusterOps:
                                              checkpoint_store=store, task_id=req.task_id)
                 except execution.SetupFailedError as exc:
                     raise SetupFailedError(str(exc), rank=getattr(exc, "rank", None)) from None
+                except HealthGateError as exc:
+                    raise UnhealthyNodeError(str(exc), exc.rank, exc.finding) from None
                 except execution.FileMountError as exc:  # e.g. a MOUNT-mode bucket: never runs
                     raise PermanentLaunchError(str(exc)) from None
                 rec = db.require_cluster(req.cluster_name)
@@ -645,6 +659,7 @@ class RealClusterOps:
             return None
         from launcher.clouds.base import CapacityError, ProvisionRequest
         from launcher.clouds.local import LocalCloud
+        from launcher.provisioning.health_gate import HealthGateError
         from launcher.provisioning.prepare import job_spec_for, prepare_cluster
         from launcher.runtime import execution
         from launcher.state.db import StateDB, acquire_cluster_lock
@@ -679,6 +694,8 @@ class RealClusterOps:
                                              checkpoint_store=store, task_id=req.task_id)
                 except execution.SetupFailedError as exc:
                     raise SetupFailedError(str(exc), rank=getattr(exc, "rank", None)) from None
+                except HealthGateError as exc:
+                    raise UnhealthyNodeError(str(exc), exc.rank, exc.finding) from None
                 except execution.FileMountError as exc:  # e.g. a MOUNT-mode bucket: never runs
                     raise PermanentLaunchError(str(exc)) from None
                 rec = db.require_cluster(cluster_name)

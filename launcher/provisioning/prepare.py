@@ -1,5 +1,6 @@
 """Cluster preparation: the runtime brought up on freshly provisioned (or replaced)
-nodes - agent install in parallel with the file sync, then setup on every node - and
+nodes - agent install in parallel with the file sync, the health gate, then setup on
+every node - and
 the agent JobSpec that runs a task on them. Shared by `launch` and the managed-jobs
 controller. Blocking; raises runner errors and SetupFailedError (from
 launcher.runtime.execution)."""
@@ -44,7 +45,8 @@ def prepare_cluster(
     checkpoint_dir: str | None = None,
     checkpoint_store: str | None = None,
 ) -> AgentClient:
-    """Install the agent (in parallel with the file sync), sync files, run setup.
+    """Install the agent (in parallel with the file sync), sync files, gate every node's
+    health (`resources.health`, launcher.provisioning.health_gate), run setup.
 
     Refuses (SetupBusyError, before anything is synced) while a setup of an earlier
     launch still runs on a node. Ctrl-C during setup stops it on every node.
@@ -52,7 +54,8 @@ def prepare_cluster(
     The sync includes the task's S3 mounts, copied by the nodes from S3 before setup;
     an s3:// `checkpoint_store` (a managed job's) installs the node-side bucket tool
     and the nodes' credentials too (launcher.runtime.storage_nodes). Blocking. Marks the cluster UP as soon as the agent is running (so a setup
-    failure leaves a usable cluster). Raises SetupFailedError, runner errors.
+    failure leaves a usable cluster). Raises HealthGateError (a node failed the gate and
+    `on_failure` is `stop`: setup is not run), SetupFailedError, runner errors.
     """
     from launcher.runtime import execution
 
@@ -84,6 +87,10 @@ def prepare_cluster(
         _mark_up(db, cluster)
         if sync_error is not None:
             raise sync_error
+        if task is not None:  # the health gate (resources.health), before setup
+            from launcher.provisioning.health_gate import gate
+
+            gate(db, cluster, runners, task, on_event)
         setup_script = task.node_setup() if task is not None else None  # git workdir + setup
         if task is not None and setup_script and run_setup_script:
             on_event(f"Running setup on {len(runners)} node(s)")

@@ -5,6 +5,7 @@
     families          Accelerator names SkyPilot's catalog once used for a newer chip generation
     fields            Field paths, line lookup and typed field readers for task validation
     git_workdir       A git `workdir: {url, ref}`: the nodes clone the repository at the ref
+    health            `resources.health`: the node health gate before setup (docs/health.md)
     model             The Task: a validated SkyPilot-format task YAML (plus launcher's additions)
     pipeline          SkyPilot pipelines: a task file of several YAML documents, run stage after stage
     policies          Task-wide policies: checkpoint (ours), job_recovery (SkyPilot + our deadline), autostop
@@ -65,6 +66,7 @@ _MODULES = frozenset({
     "families",
     "fields",
     "git_workdir",
+    "health",
     "model",
     "pipeline",
     "policies",

@@ -39,6 +39,7 @@ from launcher.task.fields import (
     unknown_accelerator_message,
 )
 from launcher.task.git_workdir import GitWorkdir, clone_script, parse_git_workdir
+from launcher.task.health import HealthSpec, parse_health
 from launcher.task.policies import (
     AutostopSpec,
     CheckpointSpec,
@@ -83,7 +84,7 @@ UNSUPPORTED_TASK_FIELDS = (
     "managed_secrets", "inputs", "outputs", "file_mounts_mapping", "api_server_access",
 )  # fmt: skip
 _RESOURCE_FIELD_HOME = {name: f"resources.{name}" for name in (*ENTRY_FIELDS, "any_of", "ordered")}
-_POLICY_FIELDS = ("job_recovery", "spot_recovery", "autostop")
+_POLICY_FIELDS = ("job_recovery", "spot_recovery", "autostop", "health")
 _ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _PATH_PART_RE = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _LOCATION_FIELDS = ("cloud", "region", "zone", "infra")
@@ -140,6 +141,7 @@ class Task:
     checkpoint: CheckpointSpec | None = None
     job_recovery: JobRecovery | None = None
     autostop: AutostopSpec | None = None
+    health: HealthSpec | None = None  # None: the default gate (task_health.DEFAULT_HEALTH)
     source_path: str | None = None
     origin: Origin = field(default_factory=Origin, compare=False, repr=False)
     # envs / secrets declared with no value (`HF_TOKEN: null`), loaded with
@@ -378,6 +380,10 @@ class Task:
                     task,
                     job_recovery=parse_job_recovery(raw, ("resources", "job_recovery"), origin),
                 )
+            if "health" in policies:
+                task = replace(
+                    task, health=parse_health(policies["health"], ("resources", "health"), origin)
+                )
             if "autostop" in policies:
                 task = replace(
                     task,
@@ -425,6 +431,8 @@ class Task:
             resources["job_recovery"] = self.job_recovery.to_yaml_value()
         if self.autostop is not None:
             resources["autostop"] = self.autostop.to_yaml_value()
+        if self.health is not None:
+            resources["health"] = self.health.to_yaml_value()
         if resources:
             out["resources"] = resources
         envs: dict[str, str | None] = {**self.envs, **dict.fromkeys(self.unset_envs)}
@@ -540,6 +548,7 @@ def _build_task(
         top.get("resources"), ("resources",), origin)
     resources = parse_resources_spec(resources_value, ("resources",), origin)
     job_recovery, autostop = _parse_policies(resources_value, origin)
+    health = _parse_health_policy(resources_value, origin)
 
     num_nodes = 1
     if top.get("num_nodes") is not None:
@@ -568,6 +577,7 @@ def _build_task(
         checkpoint=_substituted_checkpoint(top.get("checkpoint"), origin, envs),
         job_recovery=job_recovery,
         autostop=autostop,
+        health=health,
         source_path=source_path,
         origin=origin,
         unset_envs=unset_envs,
@@ -694,6 +704,25 @@ def _parse_policies(
             parsed_stop = parse_autostop(mapping["autostop"], path + ("autostop",), origin)
             autostop = _agree(autostop, (path + ("autostop",), parsed_stop), origin)
     return (recovery[1] if recovery else None), (autostop[1] if autostop else None)
+
+
+def _parse_health_policy(resources_value: object, origin: Origin) -> HealthSpec | None:
+    """`health` from the base and any alternatives; all must agree (like autostop)."""
+    if not isinstance(resources_value, Mapping):
+        return None
+    written: list[tuple[Path, object]] = [(("resources",), resources_value)]
+    for key in ("any_of", "ordered"):
+        entries = resources_value.get(key)
+        if isinstance(entries, list):
+            written += [
+                (("resources", key, i), e) for i, e in enumerate(entries) if isinstance(e, Mapping)
+            ]
+    found: tuple[Path, HealthSpec | None] | None = None
+    for path, mapping in written:
+        if isinstance(mapping, Mapping) and "health" in mapping:
+            parsed = parse_health(mapping["health"], path + ("health",), origin)
+            found = _agree(found, (path + ("health",), parsed), origin)
+    return found[1] if found else None
 
 
 def _agree(seen: tuple[Path, _T] | None, new: tuple[Path, _T], origin: Origin) -> tuple[Path, _T]:

@@ -6,7 +6,8 @@
 CLI flags (`launcher gpus H100:8 --fabric rdma`) validate the same way. Every
 parser raises `TaskValidationError` naming the field path and YAML line.
 `job_recovery` and `autostop` live in `resources:` in SkyPilot's format but are
-task-wide; they are parsed by `launcher.task.policies`.
+task-wide; they are parsed by `launcher.task.policies` (and our task-wide `health` by
+`launcher.task.health`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ ENTRY_FIELDS = (
     "cloud", "region", "zone", "infra", "accelerators", "gpus", "cpus", "memory", "instance_type",
     "use_spot", "disk_size", "disk_tier", "image_id", "ports", "labels", "max_hourly_cost",
     "network", "network_tier", "job_recovery", "spot_recovery", "autostop", "accelerator_args",
+    "health",
 )  # fmt: skip
 # SkyPilot's TPU options (`resources.accelerator_args`): key -> value type.
 ACCELERATOR_ARGS = {"runtime_version": "str", "tpu_vm": "bool", "tpu_name": "str"}

@@ -26,6 +26,7 @@ from launcher.jobs.cluster_ops import (
     RunState,
     SetupFailedError,
     TransientOpsError,
+    UnhealthyNodeError,
 )
 
 
@@ -44,6 +45,7 @@ class Behaviour:
     duration_s: float = 0.3
     exit_code: int = 0
     setup_fails: bool = False
+    unhealthy_rank: int | None = None  # this node fails the health gate before setup
 
 
 @dataclass
@@ -165,6 +167,11 @@ class FakeOps:
             req.on_output("setup line")
         if self.on_setup:
             self.on_setup(req.cluster_name)
+        if behaviour.unhealthy_rank is not None:
+            rank = behaviour.unhealthy_rank
+            raise UnhealthyNodeError(f"Health gate failed on node {rank}", rank,
+                                     f"node {rank} (10.0.0.{rank}): gpus: 7 GPU(s) visible, "
+                                     "8 paid for")
         if behaviour.setup_fails:
             raise SetupFailedError("setup exited 1 on rank 0")
         with self.lock:

@@ -176,6 +176,42 @@ def test_a_setup_failure_is_the_tasks_unless_the_cloud_lost_a_node_meanwhile() -
     assert not d["draining"]
 
 
+def test_a_node_failing_the_health_gate_is_handled_like_a_lost_node() -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(unhealthy_rank=1 if n == 1 else None))
+    with context(ops, failure_confirm_s=0.0) as ctx:
+        job = _starting(ctx)
+        recovery = _launch(ctx, job)
+        assert ctx.store.attempt(job.id, 1).outcome != Outcome.SETUP_FAILED
+    (d,) = recovery.decided
+    assert d["reason"] == ("node 1 failed the health gate: node 1 (10.0.0.1): gpus: 7 GPU(s) "
+                           "visible, 8 paid for")
+    assert not d["draining"]
+
+
+def test_a_launch_failing_the_gate_every_time_fails_the_job_after_max_launch_errors() -> None:
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(unhealthy_rank=0))
+    with context(ops, failure_confirm_s=0.0) as ctx:
+        job = _starting(ctx)
+        launcher, recovery = _launcher(ctx)
+        limit = ctx.cfg.max_launch_errors
+
+        async def go() -> None:
+            for i in range(limit):
+                if i:  # what the recovery would have done with the attempt before
+                    last = ctx.store.attempts(job.id)[-1]
+                    ops.teardown(last.cluster_name)
+                    ctx.store.update_attempt(job.id, last.attempt, outcome_applied=1,
+                                             outcome="PREEMPTED", torn_down_at=1.0,
+                                             outcome_reason=recovery.decided[-1]["reason"])
+                await launcher.launch(ctx.store.job(job.id), ctx.store.attempts(job.id))
+
+        run(go())
+        assert len(recovery.decided) == limit - 1
+        last = ctx.store.attempts(job.id)[-1]
+        assert last.outcome == Outcome.LAUNCH_FAILED
+        assert f"{limit} launches in a row failed the health gate" in (last.outcome_reason or "")
+
+
 def test_the_next_attempts_cause_and_backoff_follow_the_last_outcomes() -> None:
     with context() as ctx:
         job, _ = running_job(ctx)

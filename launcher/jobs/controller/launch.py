@@ -18,6 +18,7 @@ from launcher.jobs.cluster_ops import (
     NoCapacityError,
     PermanentLaunchError,
     SetupFailedError,
+    UnhealthyNodeError,
 )
 from launcher.jobs.controller.context import Cancelled, Context, RecoverySteps
 from launcher.jobs.controller.deadline import DeadlineDriver
@@ -40,6 +41,19 @@ def tail_count(attempts: list[AttemptRow], outcome: str) -> int:
     n = 0
     for a in reversed(attempts):
         if a.outcome != outcome:
+            break
+        n += 1
+    return n
+
+
+GATE_FAILED = "failed the health gate"
+
+
+def gate_failures_in_a_row(attempts: list[AttemptRow]) -> int:
+    """How many of the last attempts in a row ended because a node failed the health gate."""
+    n = 0
+    for a in reversed(attempts):
+        if GATE_FAILED not in (a.outcome_reason or ""):
             break
         n += 1
     return n
@@ -146,6 +160,15 @@ class AttemptLauncher:
             return
         except PermanentLaunchError as exc:
             self.decisions.decide(job, att, Outcome.LAUNCH_FAILED, reason=str(exc))
+            return
+        except UnhealthyNodeError as exc:  # like a lost node: replace it (docs/health.md)
+            reason = f"node {exc.rank} {GATE_FAILED}: {exc.finding}"
+            in_a_row = gate_failures_in_a_row(attempts) + 1
+            if in_a_row >= cfg.max_launch_errors:  # an image without a driver never heals
+                self.decisions.decide(job, att, Outcome.LAUNCH_FAILED, reason=(
+                    f"{in_a_row} launches in a row failed the health gate; last: {reason}"))
+                return
+            self.recovery.decide_preempted(job, att, reason, time.time(), draining=False)
             return
         except SetupFailedError as exc:
             lost = await self.loss.confirm_lost(att.cluster_name, ())
