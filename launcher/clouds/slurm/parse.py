@@ -83,7 +83,9 @@ _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
 def _split_top(text: str) -> list[str]:
     """Split on commas outside parentheses (`gpu:2(IDX:0,2),shard:4`)."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
