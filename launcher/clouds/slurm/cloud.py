@@ -25,8 +25,6 @@ RUNNING; SUSPENDED -> STOPPED; PREEMPTED, or a job Slurm requeued (Restarts > 0)
 from __future__ import annotations
 
 import time
-from functools import cache
-
 from launcher.clouds.base import (
     AuthError,
     CapacityError,
@@ -116,8 +114,8 @@ class SlurmCloud:
                 cloud=CLOUD, region=region)
         return clusters[region]
 
-    @cache  # noqa: B019 - one client per configured cluster for the process
     def client(self, region: str) -> SlurmClient:
+        """A client for the configured cluster `region` (config read afresh: cheap)."""
         return SlurmClient(self._cluster(region))
 
     def check(self) -> CredentialStatus:

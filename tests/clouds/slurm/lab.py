@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +80,11 @@ class SlurmLab:
         self.subnet_x = pid % 200 + 20
         self.gateway = f"10.125.{self.subnet_x}.1"
         self.conf = self.workdir / "slurm.conf"
-        self.munge_sock = self.workdir / "munge.sock"
+        # Unix socket paths (munge, slurmstepd's in the spool) must stay under 108 bytes:
+        # they live in a short directory of their own, removed by close()
+        self.rundir = Path(tempfile.mkdtemp(prefix="sl", dir="/tmp"))
+        self.rundir.chmod(0o755)
+        self.munge_sock = self.rundir / "munge.sock"
         if not self.partitions:
             self.partitions = [LabPartition("gpu", tuple(n.name for n in self.nodes), default=True)]
 
@@ -112,7 +117,7 @@ class SlurmLab:
             "JobAcctGatherType=jobacct_gather/none", "GresTypes=gpu", "ReturnToService=2",
             "SlurmdParameters=config_overrides", "SlurmdTimeout=5", "MinJobAge=300",
             "KillWait=2", "InactiveLimit=0", "MessageTimeout=5", "TCPTimeout=3",
-            f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={d}/spool-%n",
+            f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={self.rundir}/%n",
             f"SlurmctldPidFile={d}/slurmctld.pid", f"SlurmdPidFile={d}/slurmd-%n.pid",
             f"SlurmctldLogFile={d}/slurmctld.log", f"SlurmdLogFile={d}/slurmd-%n.log",
             "SlurmctldDebug=info", "SlurmdDebug=info",
@@ -171,7 +176,7 @@ class SlurmLab:
 
     def start_slurmd(self, i: int) -> None:
         n = self.nodes[i]
-        (self.workdir / f"spool-{n.name}").mkdir(exist_ok=True)
+        (self.rundir / n.name).mkdir(exist_ok=True)
         self._spawn(f"slurmd-{n.name}", [
             "nsenter", f"--net=/run/netns/{self.tag}-{i}", "unshare", "--uts", "sh", "-c",
             f"hostname {n.name} && exec slurmd -D -N {n.name} -f {self.conf}"])
@@ -244,3 +249,4 @@ class SlurmLab:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
         self.namespaces.clear()
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
+        shutil.rmtree(self.rundir, ignore_errors=True)
