@@ -12,6 +12,8 @@
           fabric:                       # per partition: Slurm does not say
             gpu: {fabric: infiniband, gbps: 400}
           provision_timeout: 600        # seconds a gang may stay PENDING (then CapacityError)
+          gpu_models:                   # per partition: the GPU an untyped `gpu:N` GRES is
+            plain: A100                 # (typed GRES name it themselves: gpu:a100:4 -> A100)
 
 Stdlib only. Malformed values raise ConfigError naming the field
 (`slurm.clusters.lab.pricing`).
@@ -28,7 +30,7 @@ from launcher.errors import ConfigError
 
 LOCALHOST = "localhost"
 _CLUSTER_KEYS = ("login", "user", "identity_file", "port", "partitions", "pricing", "fabric",
-                 "provision_timeout")
+                 "provision_timeout", "gpu_models")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -51,6 +53,7 @@ class SlurmCluster:
     pricing: float = 0.0  # per GPU-hour
     fabric: dict[str, PartitionFabric] = field(default_factory=dict)
     provision_timeout: float = 600.0
+    gpu_models: dict[str, str] = field(default_factory=dict)  # partition -> accelerator name
 
     @property
     def local(self) -> bool:
@@ -132,8 +135,12 @@ def _parse_cluster(name: str, body: Any, source: str) -> SlurmCluster:
     if not isinstance(parts_raw, list):
         raise _err(source, f"{where}.partitions", f"expected a list of partition names, got {parts_raw!r}.")
     partitions = tuple(_text(p, f"{where}.partitions[{i}]", source) for i, p in enumerate(parts_raw))
+    models_raw = body.get("gpu_models") or {}
+    if not isinstance(models_raw, dict):
+        raise _err(source, f"{where}.gpu_models", f"expected a mapping of partition -> GPU name, got {models_raw!r}.")
+    gpu_models = {str(p): _text(m, f"{where}.gpu_models.{p}", source) for p, m in models_raw.items()}
     return SlurmCluster(
-        name=name, login=login, user=user, identity_file=identity, port=port,
+        gpu_models=gpu_models, name=name, login=login, user=user, identity_file=identity, port=port,
         partitions=partitions,
         pricing=_number(body.get("pricing", 0), f"{where}.pricing", source, positive=False),
         fabric=_parse_fabric(body.get("fabric"), f"{where}.fabric", source),

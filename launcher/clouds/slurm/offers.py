@@ -6,7 +6,9 @@ GPUs of a node; `gpux2of4` for untyped GRES; `cpu` for GPU-less nodes). A node m
 shared, so every count from 1 to the node's GPUs is offered, with the node's vCPUs and
 memory in the same proportion. Price = `pricing` (per GPU-hour) x GPUs, 0 by default.
 `max_nodes` = the usable nodes of that shape, capped by the partition's MaxNodes.
-The accelerator is the GRES type upper-cased (`a100` -> `A100`), `GPU` when untyped.
+The accelerator is the partition's `gpu_models` entry when config names one, else the
+GRES type upper-cased (`a100` -> `A100`), else `GPU` (untyped GRES: a task cannot ask
+for `GPU` by name, so give untyped partitions a `gpu_models` entry).
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ def shape_offers(cluster: SlurmCluster, shapes: list[NodeShape], source: str) ->
             out.append(Offer(
                 cloud=CLOUD, region=cluster.name, zone=s.partition.name,
                 instance_type=instance_type(s.label, k, s.gpus),
-                accelerator=accelerator_name(s.gpu_type) if k else None,
+                accelerator=(cluster.gpu_models.get(s.partition.name) or accelerator_name(s.gpu_type))
+                if k else None,
                 accelerator_count=float(k), accelerator_memory_gib=None,
                 vcpus=max(1.0, float(int(s.cpus * share))),
                 memory_gib=round(s.memory_mib * share / 1024, 2),

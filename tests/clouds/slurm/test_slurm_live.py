@@ -154,3 +154,23 @@ def test_launcher_check_lists_the_cluster_and_version(slurm_lab: LabFactory) -> 
                          text=True, env=dict(os.environ), timeout=60)
     assert "slurm" in out.stdout
     assert "lab: Slurm 2" in out.stdout.replace("\n", " "), out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(("gpu_type", "accel"), [("a100", "A100"), (None, "H100")])
+def test_a_task_on_slurm_plans_on_the_live_cluster(slurm_lab: LabFactory, gpu_type: str | None,
+                                                  accel: str) -> None:
+    """`infra: slurm/lab` (and `cloud: slurm` + `region: lab`) plan onto the cluster's
+    partitions, typed and untyped GRES alike, and the placement is enabled."""
+    from launcher.api.planning import plan
+    from launcher.task import Task
+
+    # an untyped partition's GPU model comes from config (Slurm does not say)
+    slurm_lab([LabNode("ltn1", 4, gpu_type), LabNode("ltn2", 4, gpu_type)],
+              config="" if gpu_type else "      gpu_models: {gpu: H100}\n")
+    for where in ("infra: slurm/lab", "cloud: slurm\n  region: lab", "infra: slurm/lab/gpu"):
+        task = Task.from_yaml_str(f"num_nodes: 2\nresources:\n  {where}\n  accelerators: {accel}:2\nrun: x\n")
+        p = plan(task)
+        assert p.placements, where
+        best = p.placements[0]
+        assert (best.offer.cloud, best.offer.region, best.offer.zone) == ("slurm", "lab", "gpu")
+        assert best.offer.instance_type == f"{gpu_type or 'gpu'}x2of4" and p.enabled[0], p.reasons
