@@ -13,9 +13,9 @@ from __future__ import annotations
 import getpass
 import shlex
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from launcher.clouds.base import CloudError

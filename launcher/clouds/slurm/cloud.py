@@ -25,6 +25,7 @@ RUNNING; SUSPENDED -> STOPPED; PREEMPTED, or a job Slurm requeued (Restarts > 0)
 from __future__ import annotations
 
 import time
+
 from launcher.clouds.base import (
     AuthError,
     CapacityError,
