@@ -221,7 +221,11 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
 
 def ssh_argv(worker: WorkerAccess, known_hosts: str, remote_command: str,
              connect_timeout: int = 10) -> list[str]:
-    """The ssh command line the head uses to reach `worker` (host keys pinned, no prompts)."""
+    """The ssh command line the head uses to reach `worker` (host keys pinned, no prompts);
+    for a kind "srun" worker, the Slurm job step on its node instead."""
+    if worker.kind == "srun":
+        return ["srun", "--overlap", "--jobid=" + str(worker.slurm_job), "-w", str(worker.host),
+                "-N1", "-n1", "--quiet", "bash", "-c", remote_command]
     argv = ["ssh", "-T"]
     if worker.key_path:
         argv += ["-i", os.path.expanduser(worker.key_path), "-o", "IdentitiesOnly=yes"]

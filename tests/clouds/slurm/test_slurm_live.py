@@ -174,3 +174,26 @@ def test_a_task_on_slurm_plans_on_the_live_cluster(slurm_lab: LabFactory, gpu_ty
         best = p.placements[0]
         assert (best.offer.cloud, best.offer.region, best.offer.zone) == ("slurm", "lab", "gpu")
         assert best.offer.instance_type == f"{gpu_type or 'gpu'}x2of4" and p.enabled[0], p.reasons
+
+
+def test_cli_launch_runs_each_rank_on_its_own_node_and_down_cleans_up(
+        slurm_lab: LabFactory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`launcher launch` end to end: the head agent runs inside the allocation and
+    starts each rank as an srun step on its node; `down` leaves squeue empty."""
+    lab = slurm_lab(TYPED)
+    task = tmp_path / "task.yaml"
+    task.write_text("num_nodes: 2\nresources:\n  infra: slurm/lab\n  accelerators: A100:2\nrun: |\n"
+                    "  echo rank=$LAUNCHER_NODE_RANK host=$(hostname) ips=$LAUNCHER_NODE_IPS\n")
+    cli = [sys.executable, "-c", "from launcher.cli import main; main()"]
+    out = subprocess.run([*cli, "launch", "-y", "-c", "sl", str(task)], capture_output=True,
+                         text=True, env=dict(os.environ), timeout=180)
+    try:
+        assert out.returncode == 0, out.stdout + out.stderr
+        ips = f"{lab.addr(0)} {lab.addr(1)}"
+        assert f"rank=0 host=ltn1 ips={ips}" in out.stdout
+        assert f"rank=1 host=ltn2 ips={ips}" in out.stdout
+    finally:
+        down = subprocess.run([*cli, "down", "-y", "sl"], capture_output=True, text=True,
+                              env=dict(os.environ), timeout=120)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert squeue(lab) == ""
