@@ -197,3 +197,28 @@ def test_cli_launch_runs_each_rank_on_its_own_node_and_down_cleans_up(
                               env=dict(os.environ), timeout=120)
     assert down.returncode == 0, down.stdout + down.stderr
     assert squeue(lab) == ""
+
+
+def test_a_client_killed_mid_provision_leaves_nothing_behind(slurm_lab: LabFactory) -> None:
+    """kill -9 of the client while its job pends: the job is tagged from submission, so
+    the orphan scan lists it and `terminate` removes it."""
+    lab = slurm_lab([LabNode("ltn1", 4, "a100")], config="      provision_timeout: 120\n")
+    cloud = SlurmCloud()
+    cloud.provision(req("holder", "a100x4of4", 1))
+    code = ("from launcher.clouds.slurm.cloud import SlurmCloud\n"
+            "from launcher.clouds.base import ProvisionRequest\n"
+            "SlurmCloud().provision(ProvisionRequest(cluster_name='orphan', cloud='slurm', "
+            "region='lab', zone='gpu', instance_type='a100x4of4', num_nodes=1, use_spot=False))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ))
+    try:
+        deadline = time.monotonic() + 30
+        while "orphan" not in cloud.list_tagged_clusters():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert set(cloud.query("orphan").values()) == {NodeState.PENDING}
+    cloud.terminate("orphan")
+    cloud.terminate("holder")
+    assert squeue(lab) == "" and cloud.list_tagged_clusters() == {}
