@@ -7,6 +7,10 @@
     lab.kill_slurmd("ltn2")      # node failure
     lab.close()                  # every daemon killed by pid, namespaces and bridge removed
 
+Every slurmd runs in its node's network namespace and in a mount namespace where the
+lab's own `home/` is bind-mounted over /root: the nodes share one home, as on a site
+with NFS homes, and two labs (or the machine's /root) never share one.
+
 Fake GPUs: `gres.conf` with `AutoDetect=off` and per-node character devices made with
 mknod (1,3: like /dev/null), so `--gres=gpu:a100:2` schedules and sets
 CUDA_VISIBLE_DEVICES. Ports are derived from the pid (never the default 6817/6818).
@@ -31,6 +35,9 @@ BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "sinfo"
 
 class LabError(RuntimeError):
     pass
+
+
+_SEQ = 0  # labs started by this process
 
 
 def unavailable_reason() -> str | None:
@@ -73,11 +80,17 @@ class SlurmLab:
     namespaces: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        global _SEQ
+        _SEQ += 1
         pid = os.getpid()
-        self.tag = f"sl{pid % 100000}"
-        self.bridge = f"sb{pid % 100000}"
-        self.port = 20000 + (pid * 7) % 20000
-        self.subnet_x = pid % 200 + 20
+        # names unique per lab, not only per process: the kernel removes a deleted
+        # namespace's veth asynchronously, so the next lab must not reuse its name
+        base = f"{pid % 10000}{_SEQ % 100:02d}"
+        self.tag = f"sl{base}"
+        self.bridge = f"sb{base}"
+        self.veth = f"sv{base}"
+        self.port = 20000 + (pid * 7 + _SEQ * 4) % 20000
+        self.subnet_x = (pid + _SEQ * 37) % 200 + 20
         self.gateway = f"10.125.{self.subnet_x}.1"
         self.conf = self.workdir / "slurm.conf"
         # Unix socket paths (munge, slurmstepd's in the spool) must stay under 108 bytes:
@@ -85,6 +98,11 @@ class SlurmLab:
         self.rundir = Path(tempfile.mkdtemp(prefix="sl", dir="/tmp"))
         self.rundir.chmod(0o755)
         self.munge_sock = self.rundir / "munge.sock"
+        # The lab's nodes share one home (like an NFS home), and no other lab's nor this
+        # machine's: /root is bind-mounted over it in each slurmd's mount namespace
+        self.home = self.workdir / "home"
+        self.home.mkdir(exist_ok=True)
+        self.home.chmod(0o700)
         if not self.partitions:
             self.partitions = [LabPartition("gpu", tuple(n.name for n in self.nodes), default=True)]
 
@@ -159,7 +177,7 @@ class SlurmLab:
         ip("link", "set", self.bridge, "up")
         for i, _ in enumerate(self.nodes):
             ns = f"{self.tag}-{i}"
-            veth = f"sv{os.getpid() % 100000}-{i}"
+            veth = f"{self.veth}-{i}"
             ip("netns", "add", ns)
             self.namespaces.append(ns)
             ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
@@ -178,8 +196,10 @@ class SlurmLab:
         n = self.nodes[i]
         (self.rundir / n.name).mkdir(exist_ok=True)
         self._spawn(f"slurmd-{n.name}", [
-            "nsenter", f"--net=/run/netns/{self.tag}-{i}", "unshare", "--uts", "sh", "-c",
-            f"hostname {n.name} && exec slurmd -D -N {n.name} -f {self.conf}"])
+            "nsenter", f"--net=/run/netns/{self.tag}-{i}", "unshare", "--uts", "--mount",
+            "--propagation", "private", "sh", "-c",
+            f"mount --bind {self.home} /root && hostname {n.name} && "
+            f"exec slurmd -D -N {n.name} -f {self.conf}"])
 
     def start(self, timeout: float = 30) -> None:
         d = self.workdir
@@ -199,10 +219,11 @@ class SlurmLab:
             for i in range(len(self.nodes)):
                 self.start_slurmd(i)
             self.wait_nodes("idle", timeout)
-        except BaseException:
+        except BaseException as exc:
             logs = self.logs()
             self.close()
-            raise LabError(f"the Slurm lab did not start:\n{logs}") from None
+            detail = getattr(exc, "stderr", b"") or b""
+            raise LabError(f"the Slurm lab did not start: {exc!r} {detail!r}\n{logs}") from None
 
     def wait_nodes(self, state: str, timeout: float = 30, names: list[str] | None = None) -> None:
         """Poll sinfo until every node (or `names`) reports `state` (Slurm has no event)."""
