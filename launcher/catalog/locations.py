@@ -48,7 +48,7 @@ __all__ = [
 # `us-east-1a`, `us-gov-west-1b`, `ap-southeast-2c` (not the ID form `use1-az1`).
 AWS_ZONE_NAME_RE = re.compile(r"([a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+)([a-z])\Z")
 # Clouds whose offers are computed live (no catalog rows, no region list to check).
-LIVE_CLOUDS = ("local", "ssh", "kubernetes")
+LIVE_CLOUDS = ("local", "ssh", "kubernetes", "slurm")
 _LIST_AT_MOST = 12  # list every known name in an error when there are at most this many
 
 LocationsOf = Callable[[str], Mapping[str, Sequence[str | None]]]

@@ -97,9 +97,25 @@ def _vast() -> CredentialStatus:
     return presence()
 
 
+def slurm_status() -> CredentialStatus:
+    """Enabled when config.yaml's `slurm.clusters` names at least one cluster (whether
+    its login answers is `SlurmCloud.check`'s business). Never raises."""
+    from launcher.config.settings import config_path, load_config
+    from launcher.errors import LauncherError
+
+    try:
+        clusters = load_config().slurm.clusters
+    except LauncherError as exc:
+        return CredentialStatus(False, str(exc))
+    if not clusters:
+        return CredentialStatus(False, f"no slurm.clusters in {config_path()}")
+    return CredentialStatus(True, f"Slurm clusters configured: {', '.join(sorted(clusters))}")
+
+
 _PROBES: dict[str, Callable[[], CredentialStatus]] = {
     "local": lambda: LOCAL_STATUS,
     "ssh": ssh_pools_status,
+    "slurm": slurm_status,
     "aws": _aws,
     "gcp": _gcp,
     "azure": _azure,

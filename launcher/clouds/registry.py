@@ -27,6 +27,7 @@ IMPLEMENTED: dict[str, str] = {
     "runpod": "launcher.clouds.runpod.cloud:RunPodCloud",
     "lambda": "launcher.clouds.lambda_.cloud:LambdaCloud",
     "vast": "launcher.clouds.vast.cloud:VastCloud",
+    "slurm": "launcher.clouds.slurm.cloud:SlurmCloud",
 }
 
 

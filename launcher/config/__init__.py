@@ -5,6 +5,7 @@
     nebius      The `nebius:` section of `$LAUNCHER_HOME/config.yaml` (how the `nebius` cloud provisions)
     runpod      The `runpod:` section of `$LAUNCHER_HOME/config.yaml` (how the `runpod` cloud provisions)
     settings    The user's settings: `$LAUNCHER_HOME/config.yaml` (default `~/.launcher/config.yaml`)
+    slurm       The `slurm:` section of `$LAUNCHER_HOME/config.yaml` (the `slurm` cloud, docs/slurm.md)
 
 Every public name of launcher.config.settings is importable from here too
 (`from launcher.config import ...`), loaded on first use: importing one module of the
@@ -51,6 +52,7 @@ _MODULES = frozenset({
     "nebius",
     "runpod",
     "settings",
+    "slurm",
 })
 
 

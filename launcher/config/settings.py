@@ -50,6 +50,7 @@ One pool = one region of the `ssh` cloud. All hosts of a pool share one identity
     runpod: {...}            # how the `runpod` cloud provisions (launcher/config/runpod.py)
     lambda: {...}            # `lambda` and `vast` (launcher/config/gpu_clouds.py)
     vast: {...}
+    slurm: {clusters: {...}} # Slurm clusters (the `slurm` cloud, launcher/config/slurm.py)
 
     jobs:                    # managed jobs
       checkpoint_store: s3://my-bucket/checkpoints   # default store for tasks (not on the
@@ -71,6 +72,7 @@ from launcher.config.azure import AzureSettings, parse_azure
 from launcher.config.gpu_clouds import LambdaSettings, VastSettings, parse_lambda, parse_vast
 from launcher.config.nebius import NebiusSettings, parse_nebius
 from launcher.config.runpod import RunPodSettings, parse_runpod
+from launcher.config.slurm import SlurmSettings, parse_slurm
 from launcher.errors import ConfigError
 
 _POOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
@@ -173,9 +175,11 @@ class LauncherConfig:
     runpod: RunPodSettings = field(default_factory=RunPodSettings)
     lambda_: LambdaSettings = field(default_factory=LambdaSettings)  # the `lambda:` section
     vast: VastSettings = field(default_factory=VastSettings)
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
 
 
-_SECTIONS = ("ssh_node_pools", "catalog", "aws", "azure", "gcp", "nebius", "runpod", "jobs", "lambda", "vast")
+_SECTIONS = ("ssh_node_pools", "catalog", "aws", "azure", "gcp", "nebius", "runpod", "jobs", "lambda", "vast",
+             "slurm")
 _GCP_KEYS = ("project", "use_internal_ips", "ssh_user", "network", "subnetwork", "ssh_cidr",
              "api_endpoint")
 _AWS_KEYS = ("use_internal_ips", "ssh_user", "vpc_name", "vpc_id", "security_group_name",
@@ -240,7 +244,8 @@ def parse_config(text: str, source: str = "config.yaml") -> LauncherConfig:
                           runpod=parse_runpod(data.get("runpod"), source),
                           gcp=_parse_gcp(data.get("gcp"), source),
                           lambda_=parse_lambda(data.get("lambda"), source),
-                          vast=parse_vast(data.get("vast"), source))
+                          vast=parse_vast(data.get("vast"), source),
+                          slurm=parse_slurm(data.get("slurm"), source))
 
 
 def _parse_aws(body: Any, source: str) -> AWSSettings:

@@ -1,4 +1,5 @@
-"""Offers = the catalog's rows plus the live offers of the user's SSH node pools, plus
+"""Offers = the catalog's rows plus the live offers of the user's SSH node pools and Slurm
+clusters (`sinfo`/`scontrol` on each cluster's login node), plus
 the plan-only offers of a task that names kubernetes (`kubernetes_offers`).
 
 The catalog never imports a cloud module: the pools' offers are read here (from
@@ -30,6 +31,20 @@ def pool_offers() -> list[Offer]:
     return ssh_offers()
 
 
+SLURM_CLOUD = "slurm"
+
+
+def slurm_cluster_offers() -> list[Offer]:
+    """Offers read live from the Slurm clusters in `config.yaml` (none without one)."""
+    from launcher.config.settings import config_path, load_config
+
+    if not config_path().exists() or not load_config().slurm.clusters:
+        return []
+    from launcher.clouds.slurm.offers import slurm_offers
+
+    return slurm_offers()
+
+
 def pool_regions() -> list[str]:
     """The pool names (the ssh cloud's regions), sorted."""
     return sorted({o.region for o in pool_offers()})
@@ -44,6 +59,8 @@ def catalog_offers(
 
     wanted = None if clouds is None else {c.lower() for c in clouds}
     live = pool_offers() if wanted is None or SSH_CLOUD in wanted else []
+    if wanted is None or SLURM_CLOUD in wanted:
+        live = live + slurm_cluster_offers()
     return query.offers(accelerators=accelerators, clouds=clouds, live=live)
 
 

@@ -520,12 +520,20 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
     candidates need the rows without accelerators (or all rows), narrowed to the
     candidates' clouds when every such candidate names one.
     """
-    from launcher.provisioning.offers import SSH_CLOUD, kubernetes_offers, pool_offers
+    from launcher.provisioning.offers import (
+        SLURM_CLOUD,
+        SSH_CLOUD,
+        kubernetes_offers,
+        pool_offers,
+        slurm_cluster_offers,
+    )
 
     accs = sorted({c.accelerator for c in cands if c.accelerator is not None})
     # kubernetes has no catalog rows: its plan-only offers come from the task itself
     wide = [c for c in cands if c.accelerator is None and c.cloud != KUBERNETES_CLOUD]
     live = pool_offers()
+    if any(c.cloud in (None, SLURM_CLOUD) for c in cands):  # asks the clusters: only then
+        live += slurm_cluster_offers()
     out: list[Offer] = list(query.offers(accelerators=accs, live=live)) if accs else []
     if wide:
         clouds = (
@@ -536,7 +544,7 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
         need_gpu_rows = any(c.instance_type is not None for c in wide)
         seen = set(accs)
         for o in query.offers(clouds=clouds, live=live):
-            if o.cloud == SSH_CLOUD and o.accelerator is not None and o.accelerator in seen:
+            if o.cloud in (SSH_CLOUD, SLURM_CLOUD) and o.accelerator is not None and o.accelerator in seen:
                 continue  # already read for a GPU candidate
             if (o.accelerator is None or o.cloud == SSH_CLOUD
                     or (need_gpu_rows and o.accelerator not in seen)):

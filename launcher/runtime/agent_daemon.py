@@ -535,7 +535,7 @@ class Daemon:
         ctl = core.read_control(r.ctl_path)
         code, reason = core.explain_rank_end(r.rank, r.worker, returncode, ctl)
         r.ended, r.exit_code = True, code
-        if r.worker.kind == "ssh" and ctl.exit_code is None and ctl.pgid:
+        if r.worker.kind in ("ssh", "srun") and ctl.exit_code is None and ctl.pgid:
             # The connection died, not the run: it may still be running there. Kill it
             # (retried until the node is reachable again, see _reap_helpers).
             self._ssh_helper(r.worker, core.ssh_kill_command(ctl.pgid, "KILL"))
@@ -759,7 +759,7 @@ class Daemon:
             workers = []
         command = core.stale_kill_command()
         for w in workers:
-            if w.kind == "ssh":
+            if w.kind in ("ssh", "srun"):
                 self._ssh_helper(w, command)
                 continue
             home = os.path.expanduser(w.home or "~")

@@ -221,7 +221,11 @@ def rank_script(env: list[tuple[str, str]], workdir: str | None, run: str,
 
 def ssh_argv(worker: WorkerAccess, known_hosts: str, remote_command: str,
              connect_timeout: int = 10) -> list[str]:
-    """The ssh command line the head uses to reach `worker` (host keys pinned, no prompts)."""
+    """The ssh command line the head uses to reach `worker` (host keys pinned, no prompts);
+    for a kind "srun" worker, the Slurm job step on its node instead."""
+    if worker.kind == "srun":
+        return ["srun", "--overlap", "--jobid=" + str(worker.slurm_job), "-w", str(worker.host),
+                "-N1", "-n1", "--quiet", "bash", "-c", remote_command]
     argv = ["ssh", "-T"]
     if worker.key_path:
         argv += ["-i", os.path.expanduser(worker.key_path), "-o", "IdentitiesOnly=yes"]
@@ -282,7 +286,7 @@ def explain_rank_end(rank: int, worker: WorkerAccess, returncode: int | None,
     """(exit code, failure reason or None) for a rank whose local process ended.
 
     The wrapper's LAUNCHER_EXIT is the truth when present. Without it: ssh's 255
-    means the connection was lost; a negative returncode means the wrapper (the
+    means the connection was lost, as does any failure of an srun step; a negative returncode means the wrapper (the
     node's processes) was killed by that signal.
     """
     if ctl.exit_code is not None:
@@ -291,6 +295,10 @@ def explain_rank_end(rank: int, worker: WorkerAccess, returncode: int | None,
     if worker.kind == "ssh" and returncode in (255, None):
         why = f": {ctl.other[-1]}" if ctl.other else ""
         return 255, f"rank {rank}: lost connection to {worker.host}{why}"
+    if worker.kind == "srun" and returncode != 0:
+        # no exit code from the wrapper: srun itself failed (node or allocation lost)
+        why = f": {ctl.other[-1]}" if ctl.other else ""
+        return 255, f"rank {rank}: lost the Slurm step on {worker.host}{why}"
     if returncode is None:
         return 255, f"rank {rank}: process lost while the agent was restarting"
     if returncode < 0:

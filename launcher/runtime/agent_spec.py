@@ -57,11 +57,12 @@ class JobSpec:
 
 class WorkerAccess:
     __slots__ = ("rank", "ip", "kind", "home", "host", "port", "user", "key_path",
-                 "cuda_visible_devices")
+                 "cuda_visible_devices", "slurm_job")
 
     def __init__(self, rank: int, ip: str, kind: str = "local", home: str | None = None,
                  host: str | None = None, port: int = 22, user: str | None = None,
-                 key_path: str | None = None, cuda_visible_devices: str | None = None) -> None:
+                 key_path: str | None = None, cuda_visible_devices: str | None = None,
+                 slurm_job: str | None = None) -> None:
         self.rank = rank
         self.ip = ip
         self.kind = kind
@@ -71,6 +72,7 @@ class WorkerAccess:
         self.user = user
         self.key_path = key_path
         self.cuda_visible_devices = cuda_visible_devices
+        self.slurm_job = slurm_job  # kind "srun": the Slurm allocation's job id
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -127,7 +129,8 @@ def parse_worker(d: object) -> WorkerAccess:
     _check(isinstance(d, dict), "worker must be a JSON object")
     assert isinstance(d, dict)
     kind = d.get("kind", "local")
-    _check(kind in ("local", "ssh"), f"worker kind must be 'local' or 'ssh', got {kind!r}")
+    _check(kind in ("local", "ssh", "srun"),
+           f"worker kind must be 'local', 'ssh' or 'srun', got {kind!r}")
     rank, ip, port = d.get("rank"), d.get("ip"), d.get("port") or 22
     _check(isinstance(rank, int) and isinstance(ip, str) and isinstance(port, int),
            "worker needs integer 'rank', string 'ip', integer 'port'")
@@ -135,8 +138,11 @@ def parse_worker(d: object) -> WorkerAccess:
     w = WorkerAccess(rank=rank, ip=str(ip), kind=kind, home=_opt_str(d, "home"),
                      host=_opt_str(d, "host"), port=port, user=_opt_str(d, "user"),
                      key_path=_opt_str(d, "key_path"),
-                     cuda_visible_devices=_opt_str(d, "cuda_visible_devices"))
-    _check(kind == "local" or bool(w.host and w.user), f"worker {w.rank}: ssh needs host and user")
+                     cuda_visible_devices=_opt_str(d, "cuda_visible_devices"),
+                     slurm_job=_opt_str(d, "slurm_job"))
+    _check(kind != "ssh" or bool(w.host and w.user), f"worker {w.rank}: ssh needs host and user")
+    _check(kind != "srun" or bool(w.host and w.slurm_job),
+           f"worker {w.rank}: srun needs host and slurm_job")
     return w
 
 

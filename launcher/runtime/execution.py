@@ -389,7 +389,11 @@ def worker_access(cluster: ClusterInfo, internal_key_path: str | None = None) ->
     out: list[WorkerAccess] = []
     for node in cluster.nodes:
         cvd = devices.get(node.rank)
-        if node.ssh_user is None:
+        if cluster.cloud == "slurm":  # every rank a job step of the allocation, on its node
+            job, _, host = node.node_id.partition(":")
+            out.append(WorkerAccess(rank=node.rank, ip=node.internal_ip, kind="srun", host=host,
+                                    slurm_job=job, cuda_visible_devices=cvd))
+        elif node.ssh_user is None:
             out.append(WorkerAccess(rank=node.rank, ip=node.internal_ip, kind="local",
                                     home=node.local_root, cuda_visible_devices=cvd))
         elif node.rank == cluster.head.rank:

@@ -288,24 +288,29 @@ class WorkerAccess:
     directory on one machine). kind "ssh": `ssh -i key_path -p port user@host`
     from the head, with host keys pinned in the agent's known_hosts file.
     `key_path` is a path on the head ("~/..." = the head's home).
+    kind "srun": a job step of Slurm allocation `slurm_job` on node `host`
+    (`srun --overlap --jobid=slurm_job -w host -N1 -n1`), started from the head.
     `cuda_visible_devices`, when set, is exported as CUDA_VISIBLE_DEVICES.
     """
 
     rank: int
     ip: str
-    kind: Literal["local", "ssh"] = "local"
+    kind: Literal["local", "ssh", "srun"] = "local"
     home: str | None = None
     host: str | None = None
     port: int = 22
     user: str | None = None
     key_path: str | None = None
     cuda_visible_devices: str | None = None
+    slurm_job: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in ("local", "ssh"):
-            raise JobShapeError(f"worker {self.rank}: kind must be 'local' or 'ssh'")
+        if self.kind not in ("local", "ssh", "srun"):
+            raise JobShapeError(f"worker {self.rank}: kind must be 'local', 'ssh' or 'srun'")
         if self.kind == "ssh" and not (self.host and self.user):
             raise JobShapeError(f"worker {self.rank}: ssh access needs host and user")
+        if self.kind == "srun" and not (self.host and self.slurm_job):
+            raise JobShapeError(f"worker {self.rank}: srun access needs host and slurm_job")
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -318,6 +323,7 @@ class WorkerAccess:
             "user": self.user,
             "key_path": self.key_path,
             "cuda_visible_devices": self.cuda_visible_devices,
+            "slurm_job": self.slurm_job,
         }
 
     @classmethod

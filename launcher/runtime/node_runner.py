@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 
 def runner_for(cluster: ClusterInfo, node: NodeInfo) -> CommandRunner:
     """The runner that reaches `node` of `cluster`. Does not connect yet."""
+    if cluster.cloud == "slurm":  # job steps of the allocation, from the login node
+        from launcher.clouds.slurm.steps import SrunRunner
+
+        return SrunRunner(cluster, node)
     if node.ssh_user is None:
         from launcher.runtime.local_runner import LocalRunner
 

@@ -206,7 +206,7 @@ class ResourcesSpec:
     alternatives: tuple[Resources, ...] = ()
     ordered: bool = False
     # Notes on what was written but set aside (an alternative that can never be placed
-    # here, e.g. `infra: slurm`; a pod-only key; `candidates` read as any_of), each
+    # here, e.g. a pod-only key; `candidates` read as any_of), each
     # naming the entry and why; the rest of the task stands.
     dropped: tuple[str, ...] = field(default=(), compare=False)
 

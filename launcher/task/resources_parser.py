@@ -47,9 +47,10 @@ from launcher.task.resources import (
 KNOWN_CLOUDS = (
     "aws", "azure", "gcp", "lambda", "runpod", "vast", "nebius", "hyperbolic", "mithril",
     "verda", "seeweb", "yotta", "oci", "ibm", "scp", "cudo", "fluidstack", "paperspace",
-    "primeintellect", "do", "shadeform", "vsphere", "coreweave", "local", "ssh", "kubernetes",
+    "primeintellect", "do", "shadeform", "vsphere", "coreweave", "local", "ssh", "kubernetes", "slurm",
 )  # fmt: skip
-UNSUPPORTED_CLOUDS = ("slurm",)
+# Engines a task may not name (none now: Slurm has a backend, launcher/clouds/slurm).
+UNSUPPORTED_CLOUDS: tuple[str, ...] = ()
 # SkyPilot's short name for a cloud (`infra: k8s/CONTEXT`, `cloud: k8s`).
 CLOUD_ALIASES = {"k8s": "kubernetes"}
 # Keys that configure a Kubernetes pod (preemption / termination hooks): accepted on a
@@ -619,8 +620,8 @@ def _accelerator_names(mapping: Mapping[str, object]) -> list[str]:
 
 
 def _unsupported_engine(entry: Mapping[str, object]) -> str | None:
-    """'Slurm' when an alternative names such an engine as its cloud."""
-    names = {"slurm": "Slurm"}
+    """The engine's name when an alternative names one of UNSUPPORTED_CLOUDS as its cloud."""
+    names = {n: n.capitalize() for n in UNSUPPORTED_CLOUDS}
     cloud = entry.get("cloud")
     if isinstance(cloud, str) and cloud.strip().lower() in names:
         return names[cloud.strip().lower()]

@@ -125,8 +125,6 @@ CASES: list[tuple[str, str | None, int | None, tuple[str, ...]]] = [
         ("configures a TPU", "asks for no TPU"),
     ),
     ("resources:\n  volumes: []\n", "resources.volumes", 2, ("SkyPilot feature",)),
-    ("resources:\n  infra: slurm/my-cluster\n", "resources.infra", 2, ("SkyPilot feature",)),
-    ("resources:\n  cloud: slurm\n", "resources.cloud", 2, ("SkyPilot feature",)),
     ("resources:\n  cloud: aws\n  preemption: {hook: x}\n", "resources.preemption", 3,
      ("SkyPilot feature",)),
     ("resources:\n  memory: 4x\n", "resources.memory", 2, ("SkyPilot feature",)),

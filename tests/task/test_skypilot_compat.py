@@ -120,16 +120,6 @@ def test_kubernetes_alternative_is_planned_only_beside_the_clouds() -> None:
     assert k8s and not any(result.enabled[i] for i in k8s)
 
 
-def test_only_unsupported_alternatives_is_still_an_error() -> None:
-    import pytest
-
-    from launcher.errors import TaskValidationError
-
-    with pytest.raises(TaskValidationError) as err:
-        load("resources:\n  any_of:\n    - infra: slurm\n    - cloud: slurm\n")
-    assert err.value.field == "resources.any_of[0].infra"
-
-
 def test_unplaceable_alternatives_are_named_in_the_plan() -> None:
     """A set member or an ordered entry that no offer serves is noted with the reason;
     one whose offers a better twin took is not."""

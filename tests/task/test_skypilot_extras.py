@@ -388,7 +388,6 @@ def test_b100_resolves_and_is_dropped_from_a_set_with_a_note() -> None:
         ("outputs: {s3://b/out: 1}\nrun: x\n", "outputs"),
         ("api_server_access: true\nrun: x\n", "api_server_access"),
         ("resources:\n  cloud: aws\n  preemption: {hook: echo}\n", "resources.preemption"),
-        ("resources:\n  cloud: slurm\n", "resources.cloud"),
     ],
 )
 def test_skypilot_only_fields_stay_refused_by_name(text: str, field: str) -> None:

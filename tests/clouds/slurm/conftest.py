@@ -1,0 +1,41 @@
+"""A live Slurm cluster per test (tests/clouds/slurm/lab.py), configured as the
+`slurm` cloud's cluster `lab` with `login: localhost`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.clouds.slurm.lab import LabNode, LabPartition, SlurmLab, unavailable_reason
+
+LabFactory = Callable[..., SlurmLab]
+
+
+@pytest.fixture
+def slurm_lab(tmp_path: Path, launcher_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LabFactory]:
+    """lab(nodes, partitions=None, cluster_config=None) -> a started SlurmLab, with
+    SLURM_CONF pointing at it and config.yaml naming it `lab`. Torn down after."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    labs: list[SlurmLab] = []
+
+    def start(nodes: list[LabNode], partitions: list[LabPartition] | None = None,
+              config: str = "") -> SlurmLab:
+        workdir = tmp_path / f"slurm{len(labs)}"
+        workdir.mkdir()
+        lab = SlurmLab(workdir, nodes, partitions or [])
+        labs.append(lab)
+        lab.start()
+        for k, v in lab.env.items():
+            monkeypatch.setenv(k, v)
+        launcher_home.mkdir(parents=True, exist_ok=True)
+        (launcher_home / "config.yaml").write_text(
+            "slurm:\n  clusters:\n    lab:\n      login: localhost\n" + config)
+        return lab
+
+    yield start
+    for lab in labs:
+        lab.close()
