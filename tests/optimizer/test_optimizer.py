@@ -398,6 +398,8 @@ def feasible_price(
     ):
         if need is None:
             continue
+        # the local cloud's nodes are processes: an exact request fits any machine that large
+        at_least = at_least or o.cloud == "local"
         if got is None or (got < need if at_least else got != need):
             return None
     price = o.spot_price if c.use_spot else o.price

@@ -13,6 +13,7 @@ import base64
 import io
 import os
 import posixpath
+import secrets
 import shlex
 import tarfile
 from collections.abc import Mapping
@@ -102,7 +103,9 @@ class SrunRunner:
     def _put(self, data: bytes, remote_path: str, mode: int | None) -> None:
         dest = shell_path(remote_path)
         parent = shell_path(posixpath.dirname(remote_path) or ".")
-        tmp = shell_path(remote_path + ".launcher-put")
+        # unique per write: nodes that share a home (NFS, as on many Slurm sites) may
+        # write the same file at once, and each must rename only its own copy
+        tmp = shell_path(f"{remote_path}.launcher-put-{secrets.token_hex(6)}")
         chmod = f" && chmod {mode:o} {tmp}" if mode is not None else ""
         cmd = f"mkdir -p {parent} && base64 -d > {tmp}{chmod} && mv -f {tmp} {dest}"
         self.run(cmd, stdin=base64.b64encode(data).decode()).check(f"writing {remote_path}")

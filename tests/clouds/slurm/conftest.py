@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.clouds.slurm.lab import LabNode, LabPartition, SlurmLab, unavailable_reason
+from tests.fakes import gpu_image
 
 LabFactory = Callable[..., SlurmLab]
 
@@ -31,6 +33,12 @@ def slurm_lab(tmp_path: Path, launcher_home: Path, monkeypatch: pytest.MonkeyPat
         lab.start()
         for k, v in lab.env.items():
             monkeypatch.setenv(k, v)
+        # The nodes' "image": the fake nvidia-smi of tests/fakes, describing the lab's 4
+        # A100s per node, so the health gate before setup finds the GPUs that were paid for
+        # (srun passes this environment on to the job steps).
+        for k, v in gpu_image(workdir, count=4, name="NVIDIA A100-SXM4-80GB",
+                              memory_mib=81920).items():
+            monkeypatch.setenv(k, v if k != "PATH" else f"{v.split(':')[0]}:{os.environ['PATH']}")
         launcher_home.mkdir(parents=True, exist_ok=True)
         (launcher_home / "config.yaml").write_text(
             "slurm:\n  clusters:\n    lab:\n      login: localhost\n" + config)

@@ -17,7 +17,7 @@ from launcher.clouds.base import (
 )
 from launcher.clouds.slurm.cloud import SlurmCloud
 from launcher.clouds.slurm.offers import slurm_offers
-from launcher.runtime.runner import runner_for
+from launcher.runtime.node_runner import runner_for
 from tests.clouds.slurm.conftest import LabFactory
 from tests.clouds.slurm.lab import LabNode, LabPartition
 
