@@ -230,6 +230,18 @@ def _accelerator_mismatch(offer: Offer, cand: ResourceCandidate) -> str | None:
     return None
 
 
+def _size_miss(have: float | None, need: float | None, at_least: bool) -> str | None:
+    """How an offer's vCPUs or memory (`have`) misses a request (`need`: exactly, or at
+    least): None when it fits (or nothing is asked), "unknown", "<" or "!="."""
+    if need is None:
+        return None
+    if have is None:
+        return "unknown"
+    if at_least:
+        return "<" if have + _EPS < need else None
+    return "!=" if abs(have - need) > _EPS else None
+
+
 def candidate_failures(
     offer: Offer,
     cand: ResourceCandidate,
@@ -282,33 +294,21 @@ def candidate_failures(
         return out
     # 3. cpus / memory
     sized = offer.cloud in SIZED_TO_REQUEST_CLOUDS
-    if cand.cpus is not None:
-        v = offer.vcpus
-        if v is None:
-            if fail(KIND_CPUS, "vCPUs unknown"):
-                return out
-        elif cand.cpus_at_least or sized:
-            if v + _EPS < cand.cpus and fail(
-                KIND_CPUS, f"{fmt_count(v)} vCPUs < {fmt_count(cand.cpus)}"
-            ):
-                return out
-        elif abs(v - cand.cpus) > _EPS and fail(
-            KIND_CPUS, f"{fmt_count(v)} vCPUs != {fmt_count(cand.cpus)}"
-        ):
-            return out
-    if cand.memory_gib is not None:
-        m = offer.memory_gib
-        if m is None:
-            if fail(KIND_MEMORY, "memory unknown"):
-                return out
-        elif cand.memory_at_least or sized:
-            if m + _EPS < cand.memory_gib and fail(
-                KIND_MEMORY, f"memory {fmt_count(m)} GiB < {fmt_count(cand.memory_gib)}"
-            ):
-                return out
-        elif abs(m - cand.memory_gib) > _EPS and fail(
-            KIND_MEMORY, f"memory {fmt_count(m)} GiB != {fmt_count(cand.memory_gib)}"
-        ):
+    for kind, asked, at_least, got, what in (
+        (KIND_CPUS, cand.cpus, cand.cpus_at_least or sized, offer.vcpus, "vCPUs"),
+        (KIND_MEMORY, cand.memory_gib, cand.memory_at_least or sized, offer.memory_gib,
+         "memory"),
+    ):
+        miss = _size_miss(got, asked, at_least)
+        if miss is None:
+            continue
+        if got is None or asked is None:
+            text = f"{what} unknown"
+        elif kind == KIND_CPUS:
+            text = f"{fmt_count(got)} vCPUs {miss} {fmt_count(asked)}"
+        else:
+            text = f"memory {fmt_count(got)} GiB {miss} {fmt_count(asked)}"
+        if fail(kind, text):
             return out
     # 4. market
     price = offer.spot_price if cand.use_spot else offer.price
@@ -439,24 +439,9 @@ class _Matcher:
         if self.zone is not None and o.zone != self.zone:
             return None
         sized = o.cloud in SIZED_TO_REQUEST_CLOUDS
-        if self.cpus is not None:
-            v = o.vcpus
-            if v is None:
-                return None
-            if self.cpus_min or sized:
-                if v + _EPS < self.cpus:
-                    return None
-            elif abs(v - self.cpus) > _EPS:
-                return None
-        if self.mem is not None:
-            m = o.memory_gib
-            if m is None:
-                return None
-            if self.mem_min or sized:
-                if m + _EPS < self.mem:
-                    return None
-            elif abs(m - self.mem) > _EPS:
-                return None
+        if (_size_miss(o.vcpus, self.cpus, self.cpus_min or sized) is not None
+                or _size_miss(o.memory_gib, self.mem, self.mem_min or sized) is not None):
+            return None
         price = o.spot_price if self.spot else o.price
         if price is None:
             return None
