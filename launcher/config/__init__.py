@@ -10,7 +10,8 @@
 Every public name of launcher.config.settings is importable from here too
 (`from launcher.config import ...`), loaded on first use: importing one module of the
 package does not load the others. Code inside launcher imports the module that
-defines a name. (This file is written by the relayout script of issue 17.)
+defines a name. A public name added to the main module is added to `__all__` and
+the TYPE_CHECKING imports here too.
 """
 
 from __future__ import annotations
