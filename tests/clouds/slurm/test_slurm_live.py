@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -102,10 +103,13 @@ def test_a_request_no_partition_holds_is_invalid_at_once(slurm_lab: LabFactory) 
     assert squeue(lab) == ""
 
 
-def test_pending_past_the_timeout_is_capacity_and_cancelled(slurm_lab: LabFactory) -> None:
-    lab = slurm_lab([LabNode("ltn1", 4, "a100")], config="      provision_timeout: 2\n")
+def test_pending_past_the_timeout_is_capacity_and_cancelled(
+        slurm_lab: LabFactory, launcher_home: Path) -> None:
+    lab = slurm_lab([LabNode("ltn1", 4, "a100")], config="      provision_timeout: 60\n")
     cloud = SlurmCloud()
-    info = cloud.provision(req("first", "a100x4of4", 1))
+    info = cloud.provision(req("first", "a100x4of4", 1))  # room to start on a loaded machine
+    config = launcher_home / "config.yaml"
+    config.write_text(config.read_text().replace("provision_timeout: 60", "provision_timeout: 2"))
     try:
         with pytest.raises(CapacityError, match="PENDING"):
             cloud.provision(req("second", "a100x4of4", 1))
