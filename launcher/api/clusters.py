@@ -285,7 +285,14 @@ def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn,
             view = cloud_fn(rec.cloud).query(rec.name)
         except KeyError:
             return False, None
-        return True, _reconcile(db, rec, view, cloud_fn, notes)
+        why = _reconcile(db, rec, view, cloud_fn, notes)
+        now = db.get_cluster(rec.name)  # (after any status change the view caused)
+        if now is not None and view:
+            from launcher.api import node_state
+
+            node_state.record_view(db, now, view, time.time(),
+                                   f"{rec.cloud} (status --refresh)")
+        return True, why
     finally:
         lock.release()
 
@@ -561,7 +568,12 @@ def unknown_clusters(names: Sequence[str]) -> list[tuple[str, ClusterNotFoundErr
 
 @dataclass(frozen=True)
 class NodeView:
-    """A cluster node as recorded when it was provisioned (no secrets, no host paths)."""
+    """A cluster node as recorded when it was provisioned (no secrets, no host paths),
+    with its state as its cloud last reported it and its last health finding
+    (launcher/api/node_state.py). `state`: up, preempted, unreachable, stopped,
+    terminated, pending, or the cluster's status (provisioning, ...) when nothing newer
+    was reported (`state_source` "cluster status", `state_seen_at` None). `health`: ok,
+    warn, fail, or None when never checked."""
 
     rank: int
     node_id: str
@@ -569,15 +581,35 @@ class NodeView:
     external_ip: str | None
     ssh_user: str | None
     ssh_port: int
+    state: str = "up"
+    state_detail: str = ""
+    state_seen_at: float | None = None
+    state_source: str = "cluster status"
+    health: str | None = None
+    health_detail: str | None = None
+    health_seen_at: float | None = None
 
 
 def cluster_nodes(cluster_name: str) -> list[NodeView]:
-    """The cluster's nodes by rank, from the state DB (no cloud call; `status --refresh`
-    is what checks them). Raises ClusterNotFoundError."""
+    """The cluster's nodes by rank, from the state DB: what was recorded at provisioning
+    and what was last reported about each (no cloud call; `status --refresh` asks the
+    cloud and records its answer). Raises ClusterNotFoundError."""
+    from launcher.api import node_state
+
     with StateDB() as db:
-        db.require_cluster(cluster_name)
-        return [NodeView(n.rank, n.node_id, n.internal_ip, n.external_ip, n.ssh_user,
-                         n.ssh_port) for n in db.get_nodes(cluster_name)]
+        rec = db.require_cluster(cluster_name)
+        reports = node_state.load(db, rec)
+        out = []
+        for n in db.get_nodes(cluster_name):
+            got = reports.get(n.node_id, {})
+            st = got.get("state") or node_state.of_cluster(rec)
+            h = got.get("health")
+            out.append(NodeView(
+                n.rank, n.node_id, n.internal_ip, n.external_ip, n.ssh_user, n.ssh_port,
+                state=st.value, state_detail=st.detail, state_seen_at=st.seen_at,
+                state_source=st.source, health=h.value if h else None,
+                health_detail=h.detail if h else None, health_seen_at=h.seen_at if h else None))
+        return out
 
 
 def cluster_names() -> list[str]:
@@ -607,4 +639,10 @@ def local_preempt(cluster_name: str, node: int | None = None, notice_seconds: fl
         if db.get_cluster(cluster_name) is not None:
             db.set_status(cluster_name, ClusterStatus.PREEMPTED, f"node(s) {ranks} preempted")
             db.close_usage(cluster_name, "preempted")
+            rec = db.get_cluster(cluster_name)
+            if rec is not None:
+                from launcher.api import node_state
+
+                node_state.record_view(db, rec, LocalCloud().query(cluster_name), time.time(),
+                                       "local (local preempt)")
     return ranks

@@ -24,7 +24,7 @@ DEEP_GATE = "dcgm-2"
 def check(cluster_name: str, *, gate: str = "quick") -> list[NodeHealth]:
     """One report per node, rank order. `gate` is quick, dcgm-1 or dcgm-2 (`--deep`).
     Raises ClusterNotFoundError, ClusterNotReadyError (not UP)."""
-    from launcher.provisioning.health_gate import check_nodes, event_text, expectation
+    from launcher.provisioning.health_gate import check_nodes, expectation, record
     from launcher.runtime.execution import close_runners, open_runners
 
     with StateDB() as db:
@@ -37,8 +37,7 @@ def check(cluster_name: str, *, gate: str = "quick") -> list[NodeHealth]:
     finally:
         close_runners(runners)
     with StateDB() as db:
-        for node in nodes:
-            db.add_event(cluster_name, f"health-{node.status}", event_text(node))
+        record(db, cluster_name, nodes, "launcher health")
     return nodes
 
 

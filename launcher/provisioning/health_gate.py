@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -191,6 +192,19 @@ def event_text(node: NodeHealth) -> str:
     return head + ("; " + "; ".join(parts) if parts else "")
 
 
+def record(db: StateDB, cluster_name: str, nodes: Sequence[NodeHealth], source: str) -> None:
+    """Each node's report as a cluster event (`health-<status>`, with its evidence) and as
+    the node's last health finding (launcher/api/node_state.py)."""
+    from launcher.api import node_state
+
+    for node in nodes:
+        db.add_event(cluster_name, f"health-{node.status}", event_text(node))
+    rec = db.get_cluster(cluster_name)
+    if rec is not None:
+        node_state.record_health(db, rec, [(n.rank, n.status, n.headline()) for n in nodes],
+                                 time.time(), source)
+
+
 def gate(db: StateDB, cluster: ClusterInfo, runners: Sequence[CommandRunner], task: Task | None,
          on_event: Callable[[str], None]) -> list[NodeHealth]:
     """The health gate of a launch (skipped, returning [], when `gate: off`). Blocking."""
@@ -200,8 +214,7 @@ def gate(db: StateDB, cluster: ClusterInfo, runners: Sequence[CommandRunner], ta
     on_event(f"Checking node health ({spec.gate}) on {len(runners)} node(s)")
     rec = db.get_cluster(cluster.cluster_name)
     nodes = check_nodes(cluster, runners, expectation(cluster, rec, task, spec.gate))
-    for node in nodes:
-        db.add_event(cluster.cluster_name, f"health-{node.status}", event_text(node))
+    record(db, cluster.cluster_name, nodes, "health gate")
     failed = [n for n in nodes if n.status == FAIL]
     for node in nodes:
         if node.status != OK:

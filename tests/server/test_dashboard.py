@@ -192,3 +192,29 @@ def test_job_life_rbac_logs_and_cancel(server: Server, browser: Any, tmp_path: P
     browser.get(f"{server.url}/dashboard/cost")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#cost-lines tr")) >= 3  # 2 attempts
     browser.save_screenshot(str(tmp_path / "dashboard-cost.png"))
+
+
+def test_cluster_page_node_states_follow_a_preemption_without_a_reload(
+        server: Server, browser: Any, tmp_path: Path) -> None:
+    alice = server.client("alice")
+    task = tmp_path / "two.yaml"
+    task.write_text("name: two\nnum_nodes: 2\nresources:\n  infra: local\n  use_spot: true\n"
+                    "run: sleep 600\n")
+    r = cli(alice, "launch", str(task), "-c", "duo", "-y", "-d")
+    assert r.rc == 0, r.out + r.err
+    login(browser, server, server.tokens["alice"])
+    browser.get(f"{server.url}/dashboard/clusters/duo")
+    until(browser, ec.presence_of_element_located((By.ID, "nodes")))
+    # state (the cluster's: nothing newer reported), then the launch's health gate finding
+    assert [s.strip() for s in texts(browser, "#nodes tr[data-node] .st")] == [
+        "up", "ok", "up", "ok"]
+    browser.execute_script("window.stayed = 1")  # gone if the page is loaded again
+    assert server.embedded("local", "preempt", "duo", "--node", "1").rc == 0
+
+    def row(node: str) -> str:  # read in the page in one go: the table is replaced every 2 s
+        return " ".join(" ".join(texts(browser, f"#nodes tr[data-node='{node}']")).split())
+
+    until(browser, lambda _: "preempted" in row("duo-1"))
+    assert "local (local preempt)" in row("duo-1")
+    assert row("duo-0").startswith("0duo-0 up local (local preempt)")  # only node 1 went
+    assert browser.execute_script("return window.stayed") == 1

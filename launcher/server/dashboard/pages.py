@@ -163,7 +163,19 @@ def cluster(request: Request, name: str, log: int | None = None,
         return _html(request, user, "error", 404, title="Not found",
                      message=f"Cluster {name!r} does not exist.")
     return _html(request, user, "cluster", title=f"Cluster {name}", c=row, queue=queue, nodes=nodes,
-                 cost=_cluster_costs(user).get(name, 0.0), log_job=log)
+                 cluster_name=name, cost=_cluster_costs(user).get(name, 0.0), log_job=log)
+
+
+@router.get("/clusters/{name}/nodes")
+def cluster_nodes(request: Request, name: str,
+                  user: User = Depends(dashboard_user)) -> HTMLResponse:
+    """The node table alone (the cluster page re-fetches it): each node's last reported
+    state and health, from `GET /clusters/NAME/nodes`."""
+    try:
+        nodes = cluster_routes.nodes(name, user)
+    except LauncherError as exc:
+        return _error(request, user, exc)
+    return _html(request, user, "nodes_t", title=f"Cluster {name}", nodes=nodes, cluster_name=name)
 
 
 @router.get("/clusters/{name}/log-stream")

@@ -26,6 +26,9 @@ th{background:#eef0f4;font-weight:600}td.wrap{white-space:normal;min-width:16em}
 .st-RECOVERING,.st-STARTING,.st-PENDING,.st-INIT,.st-SUBMITTED{background:#fdf0cc;color:#6b4e00}
 .st-FAILED,.st-PREEMPTED,.st-FAILED_SETUP,.st-FAILED_NO_RESOURCE{background:#f8d7d7;color:#8a1c1c}
 .st-CANCELLED,.st-STOPPED,.st-CANCELLING{background:#e3e6eb;color:#444}
+.ns-up,.hs-ok{background:#d5f0dc;color:#17612c}.ns-unreachable,.ns-pending,.ns-provisioning,
+.hs-warn{background:#fdf0cc;color:#6b4e00}.ns-preempted,.ns-terminated,.hs-fail{background:#f8d7d7;
+color:#8a1c1c}
 pre.log{background:#11151c;color:#d7dde8;padding:.8em;max-height:32em;overflow:auto;
 white-space:pre-wrap;word-break:break-all;font-size:13px}
 .facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(11em,1fr));gap:.5em;
@@ -117,11 +120,7 @@ CLUSTER = """{% extends "base" %}{% block main %}<h1>Cluster {{ c.name }}
 confirm='Stop cluster ' ~ c.name ~ '? Its disks are kept.', bid='stop', text='Stop' %}{% include
 "action" %}{% endwith %}{% endif %}{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/down', confirm='Tear down cluster '
 ~ c.name ~ '?', bid='down', text='Down' %}{% include "action" %}{% endwith %}
-<h2>Nodes</h2><div class="scroll"><table id="nodes"><tr><th>Rank</th><th>Node</th>
-<th>Internal IP</th><th>External IP</th><th>SSH</th></tr>{% for n in nodes %}<tr><td>{{ n.rank
-}}</td><td>{{ n.node_id }}</td><td>{{ n.internal_ip }}</td><td>{{ n.external_ip or '-' }}</td>
-<td>{% if n.ssh_user %}{{ n.ssh_user }}@{{ n.external_ip or n.internal_ip }}:{{ n.ssh_port }}{%
-else %}-{% endif %}</td></tr>{% endfor %}</table></div>
+<h2>Nodes</h2>{% include "nodes_t" %}
 <h2>Job queue</h2><div class="scroll"><table id="queue"><tr><th>ID</th><th>Name</th>
 <th>Status</th><th>Submitted</th><th></th></tr>{% for j in queue %}<tr><td>{{ j.id }}</td>
 <td>{{ j.name or '-' }}</td><td><span class="st st-{{ j.status }}">{{ j.status }}</span></td>
@@ -130,6 +129,21 @@ else %}-{% endif %}</td></tr>{% endfor %}</table></div>
 {% if log_job is not none %}<h2>Log of job {{ log_job }}</h2><pre class="log" id="log"
 data-log="{{ p }}/clusters/{{ c.name|urlencode }}/log-stream?job_id={{ log_job }}">loading…
 </pre>{% endif %}{% endblock %}"""
+
+# The cluster page's node table, re-fetched every few seconds (`/clusters/NAME/nodes`).
+NODES_T = """<div class="scroll" id="nodes-box" data-refresh="{{ p }}/clusters/{{ cluster_name|urlencode
+}}/nodes" data-live="1"><table id="nodes"><tr><th>Rank</th><th>Node</th><th>State</th>
+<th>Health</th><th>Internal IP</th><th>External IP</th><th>SSH</th></tr>{% for n in nodes %}
+<tr data-node="{{ n.node_id }}"><td>{{ n.rank }}</td><td>{{ n.node_id }}</td><td class="wrap">
+<span class="st ns-{{ n.state }}" title="{{ n.state_detail }}">{{ n.state }}</span>
+<span class="muted">{% if n.state_seen_at is not none %}{{ n.state_source }}, {{ n.state_seen_at|ago
+}}{% else %}(cluster status){% endif %}</span></td><td class="wrap">{% if n.health %}<span
+class="st hs-{{ n.health }}" title="{{ n.health_detail }}">{{ n.health }}</span>{% if n.health !=
+'ok' %} {{ n.health_detail }}{% endif %} <span class="muted">{{ n.health_seen_at|ago }}</span>{%
+else %}<span class="muted">not checked</span>{% endif %}</td><td>{{ n.internal_ip }}</td><td>{{
+n.external_ip or '-' }}</td><td>{% if n.ssh_user %}{{ n.ssh_user }}@{{ n.external_ip or
+n.internal_ip }}:{{ n.ssh_port }}{% else %}-{% endif %}</td></tr>{% else %}<tr><td colspan="7"
+class="muted">No nodes recorded.</td></tr>{% endfor %}</table></div>"""
 
 JOBS = """{% extends "base" %}{% block main %}<h1>Managed jobs</h1>{% include "jobs_t" %}
 {% endblock %}"""
@@ -295,7 +309,7 @@ def _ago(t: float | None) -> str:
 ENV = Environment(
     loader=DictLoader({
         "base": BASE, "login": LOGIN, "error": ERROR, "action": ACTION, "clusters": CLUSTERS,
-        "clusters_t": CLUSTERS_T, "cluster": CLUSTER, "jobs": JOBS, "jobs_t": JOBS_T,
+        "clusters_t": CLUSTERS_T, "cluster": CLUSTER, "nodes_t": NODES_T, "jobs": JOBS, "jobs_t": JOBS_T,
         "job": JOB, "job_t": JOB_T, "cost": COST, "users": USERS, "gpus": GPUS,
     }),
     autoescape=select_autoescape(default=True, default_for_string=True),
