@@ -147,8 +147,12 @@ def test_job_life_rbac_logs_and_cancel(server: Server, browser: Any, tmp_path: P
     assert text(browser, "#attempts") == "2" and text(browser, "#recoveries") == "1"
     assert texts(browser, "#timeline g.attempt", "data-outcome") == ["PREEMPTED", "RUNNING"]
     assert len(texts(browser, "#timeline g.preemption")) == 1
-    (gap,) = texts(browser, "#timeline g.gap text")
+    (gap,) = texts(browser, "#timeline g.gap > text")
     assert gap.startswith("recovery ")
+    # the recovery in its phases, each with its time (the controller's RUNNING event)
+    assert texts(browser, "#timeline g.gap rect.phase", "data-phase") == [
+        "detection", "teardown", "relaunch", "setup"]
+    assert all(float(s) >= 0 for s in texts(browser, "#timeline rect.phase", "data-seconds"))
     assert "RECOVERING" in text(browser, "#events")
     # the log streams in live: both attempts' headers, then lines still being written
     until(browser, lambda d: "=== attempt 2" in text(d, "#log") and "count 3" in

@@ -278,3 +278,85 @@ def test_timeline_gap_says_the_controllers_recovery_time_when_known() -> None:
     second = {**_attempt(2, 1060, 1300, None, None, "preemption"), "recovery_s": 4.25}
     (gap,) = timeline.build([_attempt(1, 100, 130, 1000, "PREEMPTED"), second], 100, 2000).gaps
     assert gap.label == "recovery 4.2s"  # as the attempts table says, not the drawn span
+
+
+def _running_event(attempt: int, steps: dict[str, float], lost_at: float,
+                   now: float) -> dict[str, Any]:
+    """The RUNNING event the controller writes after a recovery, its breakdown made by
+    the controller's own RecoverySteps from step stamps (`steps`: stamp -> epoch s)."""
+    from launcher.jobs.controller.context import RecoverySteps
+
+    rs = RecoverySteps()
+    for key, at in steps.items():
+        rs.mark(7, key, at)
+    return {"attempt": attempt, "to_status": "RUNNING", "at": now,
+            "reason": f"running on aws/us-east-1 (p5, cluster c-2) {now - lost_at:.1f} s after "
+                      f"the preemption ({rs.breakdown(7, lost_at, now)})"}
+
+
+def test_recovery_gap_is_split_into_its_phases_from_the_running_event() -> None:
+    lost, run = 1000.0, 1060.0  # detected +3, torn down +8, provisioned +40, running +60
+    ev = _running_event(2, {"detected": 1003, "decided": 1003.5, "old_gone": 1008,
+                            "attempt": 1008, "provisioned": 1040, "submitted": 1060}, lost, run)
+    assert timeline.recovery_phases(ev["reason"]) == [
+        ("detection", 3.5), ("teardown", 4.5), ("relaunch", 32.0), ("setup", 20.0)]
+    t = timeline.build([_attempt(1, 100, 130, 1003.5, "PREEMPTED"),
+                        _attempt(2, 1008, run, None, None, "preemption")], 100, 2000,
+                       events=[{"attempt": 2, "to_status": "STARTING", "reason": "x", "at": 1},
+                               ev])
+    (gap,) = t.gaps
+    names = [p.name for p in gap.phases]
+    assert names == ["detection", "teardown", "relaunch", "setup"]
+    xs = [p.x0 for p in gap.phases] + [gap.phases[-1].x1]
+    assert xs == sorted(xs) and gap.phases[-1].x1 == pytest.approx(t.bars[1].x_run)
+    start = timeline.LEFT + (lost - 100) / 1900 * (timeline.WIDTH - timeline.LEFT - timeline.RIGHT)
+    assert gap.phases[0].x0 == pytest.approx(start)  # the detection starts at the loss
+    assert "detection 3.5s · teardown 4.5s · relaunch 32s · setup 20s" in gap.label
+
+
+def test_recovery_without_a_provision_stamp_merges_relaunch_and_setup() -> None:
+    ev = _running_event(2, {"detected": 10, "decided": 10, "old_gone": 12, "attempt": 12,
+                            "submitted": 30}, 9.0, 30.0)
+    assert timeline.recovery_phases(ev["reason"]) == [
+        ("detection", 1.0), ("teardown", 2.0), ("relaunch + setup", 18.0)]
+    assert timeline.recovery_phases("running on aws (p5, cluster c-1)") == []
+
+
+def test_job_page_draws_the_phases(client: tuple[TestClient, str]) -> None:
+    import time
+
+    from launcher.jobs.state_machine import ManagedJobStatus as S
+    from launcher.jobs.store import JobStore
+
+    c, token = client
+    now = time.time()
+    store = JobStore()
+    try:
+        job = store.add_job(name="ph", task_yaml="run: echo\n", task_source=None,
+                            strategy="FAILOVER", max_restarts_on_errors=0,
+                            recover_on_exit_codes=())
+        store.add_attempt(job.id, 1, "mj-1-1", "initial", "spot")
+        store.update_attempt(job.id, 1, cloud="aws", region="us-east-1", instance_type="p5",
+                             num_nodes=1, use_spot=True, node_price=2.0, running_at=now - 300,
+                             ended_at=now - 100, outcome="PREEMPTED", preempted_at=now - 102)
+        store.add_attempt(job.id, 2, "mj-1-2", "preemption", "spot")
+        store.update_attempt(job.id, 2, cloud="aws", region="us-east-2", instance_type="p5",
+                             num_nodes=1, use_spot=True, node_price=2.0, running_at=now - 50)
+        ev = _running_event(2, {"detected": now - 100, "decided": now - 100,
+                                "old_gone": now - 90, "attempt": now - 90,
+                                "provisioned": now - 70, "submitted": now - 50},
+                            now - 102, now - 50)
+        for target in (S.STARTING, S.RUNNING, S.RECOVERING):
+            store.transition(job.id, target, "t", attempt=1)
+        store.transition(job.id, S.RUNNING, ev["reason"], attempt=2)
+    finally:
+        store.close()
+    with ServerStore() as s:
+        s.set_job_launcher(job.id, "alice")
+    c.post("/dashboard/login", data={"token": token})
+    page = c.get(f"/dashboard/jobs/{job.id}").text
+    import re
+
+    got = re.findall(r'<rect class="phase" data-phase="([^"]+)" data-seconds="([^"]+)"', page)
+    assert got == [("detection", "2.0"), ("teardown", "10.0"), ("relaunch", "20.0"),
+                   ("setup", "20.0")]

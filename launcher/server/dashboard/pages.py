@@ -235,7 +235,7 @@ def job(request: Request, job_id: int, fragment: bool = False,
     j = d["summary"]
     t = timeline.build(d["attempts"], j["submitted_at"], time.time(),
                        switches=d["policy_switches"], deadline_at=j["deadline_at"],
-                       projected_at=j["projected_finish_at"])
+                       projected_at=j["projected_finish_at"], events=d["events"])
     return _html(request, user, "job_t" if fragment else "job", title=f"Job {job_id}", j=j,
                  attempts=d["attempts"], events=d["events"], t=t, colors=BAR_COLORS, line_colors=LINE_COLORS,
                  terminal=ManagedJobStatus(j["status"]).is_terminal)

@@ -8,6 +8,7 @@ here is data, escaped when rendered."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,18 @@ class Mark:
 
 
 @dataclass(frozen=True)
+class Phase:
+    """One part of a recovery: detection, teardown, relaunch, setup (or "relaunch +
+    setup" when the controller did not record where provisioning ended)."""
+
+    name: str
+    seconds: float
+    x0: float
+    x1: float
+    color: str
+
+
+@dataclass(frozen=True)
 class Gap:
     x0: float
     x_ask: float
@@ -47,6 +60,7 @@ class Gap:
     y: float
     label: str
     title: str
+    phases: tuple[Phase, ...] = ()  # from the RUNNING event's breakdown, when it has one
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,40 @@ def duration(s: float | None) -> str:
 _dur = duration
 
 
+# The controller's RUNNING event after a recovery ends with its steps, e.g. "(detect 0.3
+# s, decide 0.0 s, old cluster 1.2 s, record 0.0 s, provision 4.1 s, setup+submit 2.0 s,
+# to running 0.0 s)" (RecoverySteps.breakdown in launcher/jobs/controller/context.py).
+_STEP = re.compile(r"([a-z][a-z +]*?) (\d+(?:\.\d+)?) s(?:,|\)|$)")
+_PHASE_OF = {"detect": "detection", "decide": "detection", "old cluster": "teardown",
+             "record": "relaunch", "provision": "relaunch", "setup+submit": "setup",
+             "to running": "setup"}
+PHASE_COLORS = {"detection": "#e8a0a0", "teardown": "#c9a7e6", "relaunch": "#f3d27a",
+                "setup": "#9fd3c7", "relaunch + setup": "#f3d27a"}
+
+
+def recovery_phases(reason: str) -> list[tuple[str, float]]:
+    """The recovery's phases and their seconds from a RUNNING event's text, in order:
+    detection (the loss -> the controller decided), teardown (-> the old cluster gone),
+    relaunch (-> the new nodes provisioned), setup (-> the job running). [] when the text
+    has no breakdown. Without a provision step the last two are one "relaunch + setup"."""
+    at = reason.rfind("after the preemption (")
+    if at < 0:
+        return []
+    steps = [(m.group(1).strip(), float(m.group(2)))
+             for m in _STEP.finditer(reason, at + len("after the preemption ("))]
+    steps = [(k, v) for k, v in steps if k in _PHASE_OF]
+    if not steps:
+        return []
+    merge = all(k != "provision" for k, _ in steps)
+    out: dict[str, float] = {}
+    for k, v in steps:
+        name = _PHASE_OF[k]
+        if merge and name in ("relaunch", "setup"):
+            name = "relaunch + setup"
+        out[name] = out.get(name, 0.0) + v
+    return list(out.items())
+
+
 def _where(a: dict[str, Any]) -> str:
     market = "" if a.get("use_spot") is None else (" spot" if a["use_spot"] else " on-demand")
     nodes = f"{a['num_nodes']}x " if a.get("num_nodes") else ""
@@ -95,9 +143,14 @@ def _where(a: dict[str, Any]) -> str:
 
 def build(attempts: list[dict[str, Any]], submitted_at: float, now: float, *,
           switches: list[dict[str, Any]] | None = None, deadline_at: float | None = None,
-          projected_at: float | None = None) -> Timeline:
+          projected_at: float | None = None,
+          events: list[dict[str, Any]] | None = None) -> Timeline:
     """`attempts`: the job detail's attempts (AttemptView as dicts), in order;
-    `switches`: its policy switches (PolicySwitch as dicts: at, mode, reason)."""
+    `switches`: its policy switches (PolicySwitch as dicts: at, mode, reason); `events`:
+    its controller events (EventRow as dicts), whose RUNNING event after a preemption
+    splits that recovery's gap into its phases (`recovery_phases`)."""
+    running_reason = {e["attempt"]: e["reason"] for e in events or []
+                      if e["to_status"] == "RUNNING" and e.get("attempt") is not None}
     end = max([now if a["ended_at"] is None else a["ended_at"] for a in attempts] + [now
               if not attempts else submitted_at + 1.0]
               + [t for t in (deadline_at, projected_at) if t is not None])
@@ -131,6 +184,21 @@ def build(attempts: list[dict[str, Any]], submitted_at: float, now: float, *,
             deciding, provisioning = a["started_at"] - prev_end, ran_at - a["started_at"]
             what = "recovery" if a["cause"] == "preemption" else "restart"
             took = a["recovery_s"] if a.get("recovery_s") is not None else ran_at - prev_end
+            parts = recovery_phases(running_reason.get(a["attempt"], "")) if a[
+                "running_at"] else []
+            if parts:
+                # drawn back from when it ran: the steps end there and add up to the recovery
+                t1, phases = a["running_at"], []
+                for name, secs in reversed(parts):
+                    phases.append(Phase(name, secs, x(t1 - secs), x(t1),
+                                        PHASE_COLORS.get(name, "#fde7a8")))
+                    t1 -= secs
+                phases.reverse()
+                said = " · ".join(f"{p.name} {_dur(p.seconds)}" for p in phases)
+                gaps.append(Gap(phases[0].x0, x(a["started_at"]), x(ran_at), y,
+                                f"{what} {_dur(took)}: {said}", f"{what}: {said}",
+                                tuple(phases)))
+                continue
             gaps.append(Gap(x(prev_end), x(a["started_at"]), x(ran_at), y, f"{what} {_dur(took)}",
                             f"{what}: deciding {_dur(deciding)}, provisioning + setup "
                             f"{_dur(provisioning)}"))
