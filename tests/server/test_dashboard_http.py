@@ -162,7 +162,9 @@ def test_users_page_for_admins_tokens_shown_once(client: tuple[TestClient, str])
     rotated = c.post("/dashboard/users/carol/rotate", data=form)
     (fresh,) = re.findall(r"<code>(lk_[^<]+)</code>", rotated.text)
     with ServerStore() as s:
-        assert s.authenticate(carol) is None and s.authenticate(fresh).name == "carol"
+        now_carol = s.authenticate(fresh)
+        assert s.authenticate(carol) is None and now_carol is not None
+        assert now_carol.name == "carol"
     assert c.post("/dashboard/users/carol/delete", data=form).status_code == 200
     with ServerStore() as s:
         assert s.authenticate(fresh) is None and "carol" not in [u.name for u in s.users()]
