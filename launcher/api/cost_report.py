@@ -20,7 +20,7 @@ managed-job tables). Read-only; blocking; needs no credentials and no network.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from launcher.state import store
 from launcher.state.db import StateDB, UsageEntry
 
 DAY_S = 86400.0
+Split = Callable[[UsageEntry], object]
 
 
 @dataclass(frozen=True)
@@ -116,14 +117,17 @@ def summarize(
     since: float,
     until: float,
     attempts: dict[str, tuple[int, int]] | None = None,
+    split: Split | None = None,
 ) -> tuple[CostLine, ...]:
-    """Group ledger entries by (cluster, owner) and clip them to [since, until]. Pure."""
-    groups: dict[tuple[str, str | None], list[UsageEntry]] = {}
+    """Group ledger entries by (cluster, owner) and clip them to [since, until]. Pure.
+    `split`: entries of one group for which it differs make separate lines (the API
+    server: one line per user when a cluster name was used by several)."""
+    groups: dict[tuple[str, str | None, object], list[UsageEntry]] = {}
     for e in entries:
         if _overlap(e, since, until) > 0 or (e.ended_at is None and e.started_at <= until):
-            groups.setdefault((e.cluster, e.owner), []).append(e)
+            groups.setdefault((e.cluster, e.owner, split(e) if split else None), []).append(e)
     lines = []
-    for (cluster, owner), es in groups.items():
+    for (cluster, owner, _), es in groups.items():
         es.sort(key=lambda e: (e.started_at, e.id))
         last = es[-1]
         secs = [_overlap(e, since, until) for e in es]
@@ -164,9 +168,10 @@ def build_report(
     days: float,
     now: float,
     attempts: dict[str, tuple[int, int]] | None = None,
+    split: Split | None = None,
 ) -> CostReport:
     since = now - days * DAY_S
-    lines = summarize(entries, since=since, until=now, attempts=attempts)
+    lines = summarize(entries, since=since, until=now, attempts=attempts, split=split)
     by_cloud: dict[str, float] = {}
     by_job: dict[int, float] = {}
     for ln in lines:
@@ -187,9 +192,11 @@ def build_report(
     )
 
 
-def cost_report(days: float = 30.0, *, now: float | None = None) -> CostReport:
+def cost_report(days: float = 30.0, *, now: float | None = None,
+                split: Split | None = None) -> CostReport:
     """The cost of every cluster and managed-job attempt in the last `days` days, from
-    the ledger (launch-time prices). Raises UsageError for a non-positive `days`."""
+    the ledger (launch-time prices). Raises UsageError for a non-positive `days`.
+    `split`: see `summarize` (None: one line per cluster and owner, as the CLI shows)."""
     if not days > 0 or days != days or days == float("inf"):
         raise UsageError(f"--days takes a positive number of days, got {days!r}.")
     db = StateDB()
@@ -202,4 +209,5 @@ def cost_report(days: float = 30.0, *, now: float | None = None) -> CostReport:
         days=days,
         now=time.time() if now is None else now,
         attempts=_attempts(str(db.path)),
+        split=split,
     )

@@ -59,6 +59,21 @@ SERVER_MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        2,
+        "api server: who launched each cluster, kept after it is taken down (cost per user)",
+        (
+            """CREATE TABLE IF NOT EXISTS api_cluster_launches (
+                cluster TEXT NOT NULL,
+                launched_at REAL NOT NULL,
+                user TEXT NOT NULL,
+                PRIMARY KEY (cluster, launched_at)
+            )""",
+            """INSERT OR IGNORE INTO api_cluster_launches (cluster, launched_at, user)
+                SELECT name, launched_at, launched_by FROM clusters
+                WHERE launched_by IS NOT NULL""",
+        ),
+    ),
 )
 
 
@@ -201,8 +216,22 @@ class ServerStore:
             conn.execute("UPDATE managed_jobs SET cancelled_by = ? WHERE id = ?", (user, job_id))
 
     def set_cluster_launcher(self, cluster: str, user: str) -> None:
+        """Record who launched `cluster` (this incarnation of it: kept after `down`)."""
         with self.db.transaction() as conn:
             conn.execute("UPDATE clusters SET launched_by = ? WHERE name = ?", (user, cluster))
+            conn.execute(
+                "INSERT OR REPLACE INTO api_cluster_launches (cluster, launched_at, user)"
+                " SELECT name, launched_at, ? FROM clusters WHERE name = ?", (user, cluster))
+
+    def cluster_launches(self) -> dict[str, list[tuple[float, str]]]:
+        """Cluster name -> (launched_at, user) of each of its launches through the server,
+        oldest first, including clusters since taken down."""
+        out: dict[str, list[tuple[float, str]]] = {}
+        for name, at, user in self.db.query(
+                "SELECT cluster, launched_at, user FROM api_cluster_launches"
+                " ORDER BY cluster, launched_at"):
+            out.setdefault(name, []).append((float(at), user))
+        return out
 
     def job_owners(self) -> dict[int, str | None]:
         rows = self.db.query("SELECT id, launched_by FROM managed_jobs")

@@ -184,6 +184,9 @@ def test_cost_view_per_user_and_per_day(client: tuple[TestClient, str]) -> None:
                                    ("c-bob", 4.0, midnight + 3600)):
             rec = db.create_cluster(name, PlacementRecord("aws", "us-east-1", None, "m5.large",
                                                           1, False, hourly_cost=price))
+            with db.transaction() as conn:  # launched just before its nodes were billed
+                conn.execute("UPDATE clusters SET launched_at = ? WHERE name = ?",
+                             (start - 60, name))
             db.open_usage(rec, started_at=start)
             db.close_usage(name, "down", ended_at=start + 7200)
     with ServerStore() as s:

@@ -2,21 +2,23 @@
 prices): the window's lines, totals per cloud and per user, and per day for the last
 days (the same report over each one-day window), stacked by cloud.
 
-An admin sees every line; a user the lines of their own managed jobs and of the clusters
-they own now (the server records owners of live clusters only, so a cluster already
-taken down drops out of its owner's view; admins still see it)."""
+An admin sees every line; a user the lines of their own managed jobs and clusters,
+including clusters already taken down: the server keeps who launched each cluster
+(`ServerStore.cluster_launches`), and a ledger interval belongs to the launch of that
+name that came last before it started (a name reused by another user later is theirs
+from then on; the report splits the lines so)."""
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from launcher.api.cost_report import CostLine, cost_report
 from launcher.api.server_store import ServerStore, User
+from launcher.state.db import UsageEntry
 
 PALETTE = ("#5b8def", "#2e9d52", "#e0a526", "#c0392b", "#8e5bd0", "#1aa3a3", "#8a93a3")
 MAX_DAYS = 14
@@ -40,13 +42,35 @@ class CostView:
     colors: dict[str, str]
 
 
-def _owner_of(job_owners: dict[int, str | None],
-              cluster_owners: dict[str, str | None]) -> Callable[[CostLine], str | None]:
-    def owner(line: CostLine) -> str | None:
+class Owners:
+    """Who a ledger interval, or a cost line, belongs to (a user name, or None when the
+    server did not record one)."""
+
+    def __init__(self, store: ServerStore) -> None:
+        self.jobs = store.job_owners()
+        self.current = store.cluster_owners()
+        self.launches = store.cluster_launches()
+
+    def _launcher(self, cluster: str, at: float) -> str | None:
+        launches = self.launches.get(cluster)
+        if not launches:
+            return self.current.get(cluster)
+        who = None
+        for launched_at, user in launches:  # oldest first
+            if launched_at <= at + 1e-3:
+                who = user
+        return who
+
+    def of_entry(self, e: UsageEntry) -> str | None:
+        if e.owner and e.owner.startswith("managed-job:"):
+            tail = e.owner.split(":", 1)[1]
+            return self.jobs.get(int(tail)) if tail.isdigit() else None
+        return self._launcher(e.cluster, e.started_at)
+
+    def of_line(self, line: CostLine) -> str | None:
         if line.job_id is not None:
-            return job_owners.get(line.job_id)
-        return cluster_owners.get(line.cluster)
-    return owner
+            return self.jobs.get(line.job_id)
+        return self._launcher(line.cluster, line.first_start)
 
 
 def _sorted(d: dict[str, float]) -> list[tuple[str, float]]:
@@ -58,12 +82,13 @@ def view(user: User, days: float, now: float | None = None,
     """Raises UsageError for a bad `days` (as `launcher cost-report --days` does)."""
     now = time.time() if now is None else now
     with ServerStore() as store:
-        owner = _owner_of(store.job_owners(), store.cluster_owners())
+        owners = Owners(store)
+    owner = owners.of_line
 
     def mine(line: CostLine) -> bool:
         return user.is_admin or owner(line) == user.name
 
-    lines = [x for x in cost_report(days, now=now).lines if mine(x)]
+    lines = [x for x in cost_report(days, now=now, split=owners.of_entry).lines if mine(x)]
     by_cloud: dict[str, float] = {}
     by_user: dict[str, float] = {}
     for x in lines:
@@ -76,7 +101,8 @@ def view(user: User, days: float, now: float | None = None,
         start = midnight - timedelta(days=k)
         end = min(now, (start + timedelta(days=1)).timestamp())
         clouds: dict[str, float] = {}
-        for x in cost_report(max((end - start.timestamp()) / 86400, 1e-6), now=end).lines:
+        for x in cost_report(max((end - start.timestamp()) / 86400, 1e-6), now=end,
+                             split=owners.of_entry).lines:
             if mine(x):
                 clouds[x.cloud] = clouds.get(x.cloud, 0.0) + x.cost
         per_day.append((start.strftime("%m-%d"), clouds))
@@ -94,3 +120,15 @@ def view(user: User, days: float, now: float | None = None,
     return CostView([asdict(x) for x in lines], sum(x.cost for x in lines),
                     sum(x.node_hours for x in lines), _sorted(by_cloud),
                     _sorted(by_user) if user.is_admin else [], bars, colors)
+
+
+def by_user(days: float, now: float | None = None) -> dict[str, float]:
+    """Each user's cost in the last `days` days (clusters taken down included; managed
+    jobs' attempts count for who launched the job). For the admins' users page."""
+    with ServerStore() as store:
+        owners = Owners(store)
+    out: dict[str, float] = {}
+    for line in cost_report(days, now=now, split=owners.of_entry).lines:
+        who = owners.of_line(line) or "(not recorded)"
+        out[who] = out.get(who, 0.0) + line.cost
+    return out

@@ -33,6 +33,7 @@ from launcher.server.routers import misc as misc_routes
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 PAGE_SIZE = 50
+USER_COST_DAYS = 30.0  # the users page's cost column
 LINE_COLORS = {"switch": "#8e5bd0", "deadline": "#c0392b", "projected-ok": "#2e9d52",
                "projected-late": "#e07b00"}
 BAR_COLORS = {"RUNNING": "#5b8def", "SUCCEEDED": "#2e9d52", "PREEMPTED": "#c0392b",
@@ -313,8 +314,10 @@ def _users_page(request: Request, user: User, status: int = 200, **ctx: Any) -> 
     if not user.is_admin:
         return _html(request, user, "error", 403, title="Forbidden",
                      message=f"User {user.name!r} is not an admin; this needs the admin role.")
+    from launcher.server.dashboard import costs
+
     return _html(request, user, "users", status, title="Users",
-                 users=misc_routes.users(user), **ctx)
+                 users=misc_routes.users(user), spent=costs.by_user(USER_COST_DAYS), **ctx)
 
 
 @router.get("/users")

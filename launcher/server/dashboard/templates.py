@@ -260,8 +260,10 @@ USERS = """{% extends "base" %}{% block main %}<h1>Users</h1>{% if new_token %}<
 <div id="new-token"><b>New token for {{ new_for }} (shown once: copy it now)</b><code>{{
 new_token }}</code></div></div>{% endif %}{% if error %}<p class="err" id="error">{{ error }}</p>
 {% endif %}<div class="scroll"><table id="users"><tr><th>Name</th><th>Role</th><th>Created</th>
-<th>Token rotated</th><th></th></tr>{% for u in users %}<tr><td>{{ u.name }}</td><td>{{ u.role
-}}</td><td>{{ u.created_at|clock }}</td><td>{{ u.rotated_at|clock }}</td><td>{% with
+<th>Token rotated</th><th class="num">Cost, 30 days</th><th></th></tr>{% for u in users %}<tr
+data-user="{{ u.name }}"><td>{{ u.name }}</td><td>{{ u.role }}</td><td>{{ u.created_at|clock
+}}</td><td>{{ u.rotated_at|clock }}</td><td class="num cost">{{ spent.get(u.name, 0)|money
+}}</td><td>{% with
 action=p ~ '/users/' ~ (u.name|urlencode) ~ '/rotate', confirm='Rotate the token of ' ~ u.name
 ~ '? The old one stops working.', bid='rotate-' ~ u.name, text='Rotate token' %}{% include
 "action" %}{% endwith %} {% if u.name != user.name %}{% with action=p ~ '/users/' ~
