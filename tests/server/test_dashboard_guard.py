@@ -38,8 +38,8 @@ def _dashboard_routes(c: TestClient) -> list[tuple[str, str]]:
     out = []
     for r in router.routes:
         if isinstance(r, APIRoute):
-            path = (r.path.replace("{name}", "lab").replace("{job_id}", "1"))
-            out += [(m, path) for m in sorted(r.methods)]
+            path = r.path.replace("{name}", "lab").replace("{job_id}", "1")
+            out += [(m, path) for m in sorted(r.methods or ())]
     return out
 
 
