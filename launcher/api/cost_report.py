@@ -124,6 +124,8 @@ def summarize(
     server: one line per user when a cluster name was used by several)."""
     groups: dict[tuple[str, str | None, object], list[UsageEntry]] = {}
     for e in entries:
+        if e.started_at > until or (e.ended_at is not None and e.ended_at <= since):
+            continue  # (the common case when one ledger is reported per day: cheap)
         if _overlap(e, since, until) > 0 or (e.ended_at is None and e.started_at <= until):
             groups.setdefault((e.cluster, e.owner, split(e) if split else None), []).append(e)
     lines = []
@@ -192,22 +194,63 @@ def build_report(
     )
 
 
-def cost_report(days: float = 30.0, *, now: float | None = None,
-                split: Split | None = None) -> CostReport:
-    """The cost of every cluster and managed-job attempt in the last `days` days, from
-    the ledger (launch-time prices). Raises UsageError for a non-positive `days`.
-    `split`: see `summarize` (None: one line per cluster and owner, as the CLI shows)."""
-    if not days > 0 or days != days or days == float("inf"):
-        raise UsageError(f"--days takes a positive number of days, got {days!r}.")
+@dataclass(frozen=True)
+class Ledger:
+    """The ledger's intervals and each cluster name's managed-job attempt, read once to
+    report on several windows (`cost_report(..., ledger=)`)."""
+
+    entries: tuple[UsageEntry, ...]
+    attempts: dict[str, tuple[int, int]]
+
+
+def read_ledger(clusters: Iterable[str] | None = None, *, attempts: bool = True) -> Ledger:
+    """The whole ledger, or only the intervals of `clusters`; `attempts=False` skips the
+    managed-job lookup (lines then carry job ids from their owner only)."""
     db = StateDB()
     try:
-        entries = db.usage()
+        entries = db.usage() if clusters is None else [e for c in clusters
+                                                        for e in db.usage(c)]
     finally:
         db.close()
+    return Ledger(tuple(entries), _attempts(str(db.path)) if attempts else {})
+
+
+def window_costs(entries: Iterable[UsageEntry], windows: Sequence[tuple[float, float]],
+                 key: Callable[[UsageEntry], str | None]) -> list[dict[str, float]]:
+    """For each window (since, until): the cost of the ledger intervals inside it, summed
+    per `key(entry)` (None: left out); the same clipping and prices as the report's lines,
+    without building them (a chart's bars, per-user totals). Pure."""
+    out: list[dict[str, float]] = [{} for _ in windows]
+    for e in entries:
+        k = None
+        start, end = e.started_at, e.ended_at
+        for i, (since, until) in enumerate(windows):
+            if start >= until or (end is not None and end <= since):
+                continue  # (most windows, for most entries: kept cheap)
+            secs = _overlap(e, since, until)
+            if secs <= 0:
+                continue
+            if k is None:
+                k = key(e)
+                if k is None:
+                    break
+            out[i][k] = out[i].get(k, 0.0) + secs / 3600.0 * e.hourly_cost
+    return out
+
+
+def cost_report(days: float = 30.0, *, now: float | None = None,
+                split: Split | None = None, ledger: Ledger | None = None) -> CostReport:
+    """The cost of every cluster and managed-job attempt in the last `days` days, from
+    the ledger (launch-time prices). Raises UsageError for a non-positive `days`.
+    `split`: see `summarize` (None: one line per cluster and owner, as the CLI shows);
+    `ledger`: what `read_ledger` read (None: read it now)."""
+    if not days > 0 or days != days or days == float("inf"):
+        raise UsageError(f"--days takes a positive number of days, got {days!r}.")
+    got = read_ledger() if ledger is None else ledger
     return build_report(
-        entries,
+        got.entries,
         days=days,
         now=time.time() if now is None else now,
-        attempts=_attempts(str(db.path)),
+        attempts=got.attempts,
         split=split,
     )

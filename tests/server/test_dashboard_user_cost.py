@@ -92,3 +92,34 @@ def test_clusters_launched_before_the_upgrade_keep_their_launcher(
             conn.execute("DELETE FROM schema_version WHERE component = 'server' AND version = 2")
     with ServerStore() as s:
         assert [u for _, u in s.cluster_launches()["old"]] == ["bob"]
+
+
+def test_window_costs_match_the_reports_lines(tokens: dict[str, str]) -> None:
+    """The chart's and the users page's sums (window_costs) are the report's figures."""
+    from launcher.api.cost_report import cost_report, read_ledger, window_costs
+
+    t0 = time.time() - 3 * 86400
+    for i, (price, start, hours) in enumerate([(3.0, 0, 30), (5.0, 20, 2), (7.0, 50, 40)]):
+        _launch(f"w{i}", "alice" if i else "bob", price, t0 + start * 3600, hours, down=i == 2)
+    now = t0 + 3 * 86400
+    windows = [(now - 86400 * (k + 1), now - 86400 * k) for k in range(3)]
+    got = window_costs(read_ledger().entries, windows, lambda e: e.cluster)
+    for (since, until), sums in zip(windows, got, strict=True):
+        report = cost_report((until - since) / 86400, now=until)
+        assert sums == pytest.approx({x.cluster: x.cost for x in report.lines if x.cost > 0})
+
+
+def test_cost_lines_are_paginated(tokens: dict[str, str], client: TestClient,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from launcher.server.dashboard import pages
+
+    t0 = time.time() - 3600
+    for i in range(3):
+        _launch(f"p{i}", "root", float(i + 1), t0 + i, 0.5, down=False)
+    monkeypatch.setattr(pages, "COST_LINES_PER_PAGE", 2)
+    client.post("/dashboard/login", data={"token": tokens["root"]})
+    first = client.get("/dashboard/cost?days=1").text
+    assert "<td>p2</td>" in first and "<td>p1</td>" in first and "<td>p0</td>" not in first
+    assert 'href="/dashboard/cost?days=1&amp;page=2"' in first and "3 lines" in first
+    second = client.get("/dashboard/cost?days=1&page=2").text
+    assert "<td>p0</td>" in second and "<td>p2</td>" not in second and "page=3" not in second

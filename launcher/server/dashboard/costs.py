@@ -1,6 +1,6 @@
 """The cost page's figures, all from `launcher.api.cost_report` (the ledger, launch-time
 prices): the window's lines, totals per cloud and per user, and per day for the last
-days (the same report over each one-day window), stacked by cloud.
+days (the ledger's cost inside each one-day window, `window_costs`), stacked by cloud.
 
 An admin sees every line; a user the lines of their own managed jobs and clusters,
 including clusters already taken down: the server keeps who launched each cluster
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from launcher.api.cost_report import CostLine, cost_report
+from launcher.api.cost_report import CostLine, cost_report, read_ledger, window_costs
 from launcher.api.server_store import ServerStore, User
 from launcher.state.db import UsageEntry
 
@@ -88,7 +88,9 @@ def view(user: User, days: float, now: float | None = None,
     def mine(line: CostLine) -> bool:
         return user.is_admin or owner(line) == user.name
 
-    lines = [x for x in cost_report(days, now=now, split=owners.of_entry).lines if mine(x)]
+    ledger = read_ledger()  # once, for the window and each day
+    lines = [x for x in cost_report(days, now=now, split=owners.of_entry, ledger=ledger).lines
+             if mine(x)]
     by_cloud: dict[str, float] = {}
     by_user: dict[str, float] = {}
     for x in lines:
@@ -96,16 +98,17 @@ def view(user: User, days: float, now: float | None = None,
         who = owner(x) or "(not recorded)"
         by_user[who] = by_user.get(who, 0.0) + x.cost
     midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    per_day: list[tuple[str, dict[str, float]]] = []
+    windows, labels = [], []
     for k in reversed(range(min(MAX_DAYS, math.ceil(days)))):
         start = midnight - timedelta(days=k)
-        end = min(now, (start + timedelta(days=1)).timestamp())
-        clouds: dict[str, float] = {}
-        for x in cost_report(max((end - start.timestamp()) / 86400, 1e-6), now=end,
-                             split=owners.of_entry).lines:
-            if mine(x):
-                clouds[x.cloud] = clouds.get(x.cloud, 0.0) + x.cost
-        per_day.append((start.strftime("%m-%d"), clouds))
+        windows.append((start.timestamp(), min(now, (start + timedelta(days=1)).timestamp())))
+        labels.append(start.strftime("%m-%d"))
+
+    def cloud_if_mine(e: UsageEntry) -> str | None:
+        return e.cloud if user.is_admin or owners.of_entry(e) == user.name else None
+
+    per_day = list(zip(labels, window_costs(ledger.entries, windows, cloud_if_mine),
+                       strict=True))
     top = max([sum(c.values()) for _, c in per_day] + [0.0])
     colors = {cloud: PALETTE[i % len(PALETTE)] for i, cloud in enumerate(
         sorted({c for _, d in per_day for c in d} | set(by_cloud)))}
@@ -117,7 +120,7 @@ def view(user: User, days: float, now: float | None = None,
             y -= h
             parts.append((cloud, cost, y, h))
         bars.append(DayBar(label, sum(clouds.values()), parts))
-    return CostView([asdict(x) for x in lines], sum(x.cost for x in lines),
+    return CostView([dict(vars(x)) for x in lines], sum(x.cost for x in lines),
                     sum(x.node_hours for x in lines), _sorted(by_cloud),
                     _sorted(by_user) if user.is_admin else [], bars, colors)
 
@@ -125,10 +128,9 @@ def view(user: User, days: float, now: float | None = None,
 def by_user(days: float, now: float | None = None) -> dict[str, float]:
     """Each user's cost in the last `days` days (clusters taken down included; managed
     jobs' attempts count for who launched the job). For the admins' users page."""
+    now = time.time() if now is None else now
     with ServerStore() as store:
         owners = Owners(store)
-    out: dict[str, float] = {}
-    for line in cost_report(days, now=now, split=owners.of_entry).lines:
-        who = owners.of_line(line) or "(not recorded)"
-        out[who] = out.get(who, 0.0) + line.cost
+    (out,) = window_costs(read_ledger(attempts=False).entries, [(now - days * 86400.0, now)],
+                          lambda e: owners.of_entry(e) or "(not recorded)")
     return out

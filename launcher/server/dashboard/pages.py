@@ -34,6 +34,7 @@ from launcher.server.routers import misc as misc_routes
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 PAGE_SIZE = 50
 USER_COST_DAYS = 30.0  # the users page's cost column
+COST_LINES_PER_PAGE = 100
 LINE_COLORS = {"switch": "#8e5bd0", "deadline": "#c0392b", "projected-ok": "#2e9d52",
                "projected-late": "#e07b00"}
 BAR_COLORS = {"RUNNING": "#5b8def", "SUCCEEDED": "#2e9d52", "PREEMPTED": "#c0392b",
@@ -127,12 +128,12 @@ def home(user: User = Depends(dashboard_user)) -> RedirectResponse:
 # ---- clusters -------------------------------------------------------------------------
 
 
-def _cluster_costs(user: User) -> dict[str, float]:
-    """Cost so far of each cluster the user sees (the ledger, launch-time prices)."""
-    from launcher.api.cost_report import cost_report
+def _cluster_costs(names: list[str]) -> dict[str, float]:
+    """Cost so far of each of these live clusters (the ledger, launch-time prices)."""
+    from launcher.api.cost_report import cost_report, read_ledger
 
     out: dict[str, float] = {}
-    for line in cost_report(3650).lines:
+    for line in cost_report(3650, ledger=read_ledger(names, attempts=False)).lines:
         if line.running:
             out[line.cluster] = out.get(line.cluster, 0.0) + line.cost
     return out
@@ -145,7 +146,7 @@ def clusters(request: Request, fragment: bool = False,
     with ServerStore() as store:
         owners = store.cluster_owners()
     return _html(request, user, "clusters_t" if fragment else "clusters", title="Clusters",
-                 rows=rows, cost=_cluster_costs(user), owners=owners,
+                 rows=rows, cost=_cluster_costs([r["name"] for r in rows]), owners=owners,
                  show_owner=user.is_admin)
 
 
@@ -153,18 +154,17 @@ def clusters(request: Request, fragment: bool = False,
 def cluster(request: Request, name: str, log: int | None = None,
             user: User = Depends(dashboard_user)) -> HTMLResponse:
     try:
-        cluster_routes.queue(name, user)  # refuses a cluster the user may not see
+        nodes = cluster_routes.nodes(name, user)  # refuses a cluster the user may not see
         rows = cluster_routes.status(refresh=False, all_users=user.is_admin, user=user)["rows"]
         row = next(r for r in rows if r["name"] == name)
         queue = cluster_routes.queue(name, user)
-        nodes = cluster_routes.nodes(name, user)
     except LauncherError as exc:
         return _error(request, user, exc)
     except StopIteration:
         return _html(request, user, "error", 404, title="Not found",
                      message=f"Cluster {name!r} does not exist.")
     return _html(request, user, "cluster", title=f"Cluster {name}", c=row, queue=queue, nodes=nodes,
-                 cluster_name=name, cost=_cluster_costs(user).get(name, 0.0), log_job=log)
+                 cluster_name=name, cost=_cluster_costs([name]).get(name, 0.0), log_job=log)
 
 
 @router.get("/clusters/{name}/nodes")
@@ -263,15 +263,19 @@ async def job_cancel(request: Request, job_id: int,
 
 
 @router.get("/cost")
-def cost(request: Request, days: float = 30.0,
+def cost(request: Request, days: float = 30.0, page: int = 1,
          user: User = Depends(dashboard_user)) -> HTMLResponse:
+    """The cost report's totals and chart; its lines (most expensive first) 100 a page."""
     from launcher.server.dashboard import costs
 
     try:
         v = costs.view(user, days)
     except LauncherError as exc:
         return _error(request, user, exc)
-    return _html(request, user, "cost", title="Cost", days=days, v=v,
+    page = max(1, page)
+    shown = v.lines[(page - 1) * COST_LINES_PER_PAGE:page * COST_LINES_PER_PAGE]
+    return _html(request, user, "cost", title="Cost", days=days, v=v, lines=shown, page=page,
+                 more=len(v.lines) > page * COST_LINES_PER_PAGE,
                  top=max([x["cost"] for x in v.lines] + [0.0]))
 
 

@@ -246,15 +246,18 @@ v.colors[cloud] }}"><title>{{ d.label }} {{ cloud }}: {{ c|money }}</title></rec
 </span> {{ cloud }} &nbsp; {% endfor %}</p><h2>Lines</h2><div class="scroll">
 <table id="cost-lines"><tr><th>Cluster</th><th>Managed job</th><th>Cloud / region</th>
 <th>Resources</th><th>Market</th><th class="num">$/h</th><th class="num">Hours</th>
-<th class="num">Cost</th><th style="min-width:8em"></th></tr>{% for line in v.lines %}<tr><td>{{ line.cluster }}</td><td>{% if
+<th class="num">Cost</th><th style="min-width:8em"></th></tr>{% for line in lines %}<tr><td>{{ line.cluster }}</td><td>{% if
 line.job_id %}<a href="{{ p }}/jobs/{{ line.job_id }}">{{ line.job_id }}</a> #{{ line.attempt
 }}{% else %}-{% endif %}</td><td>{{ line.cloud }} / {{ line.region }}</td><td>{{
 line.num_nodes }}x {{ line.instance_type }}</td><td>{{ 'spot' if line.use_spot else
 'on-demand' }}</td><td class="num">{{ line.hourly_cost|money }}</td><td class="num">{{
 '%.3f'|format(line.hours) }}</td><td class="num">{{ line.cost|money }}</td><td><div style="background:#5b8def;
 height:.8em;width:{{ (100 * line.cost / top)|round(1) if top else 0 }}%"></div></td></tr>
-{% else %}<tr><td colspan="9" class="muted">Nothing in this window.</td></tr>{% endfor %}</table></div>
-{% endblock %}"""
+{% else %}<tr><td colspan="9" class="muted">Nothing in this window.</td></tr>{% endfor %}</table>
+<p class="pager">{% if page > 1 %}<a href="{{ p }}/cost?days={{ '%g'|format(days) }}&amp;page={{
+page - 1 }}">← more expensive</a>{% endif %}{% if more %}<a href="{{ p }}/cost?days={{
+'%g'|format(days) }}&amp;page={{ page + 1 }}">cheaper →</a>{% endif %}<span class="muted">{{
+v.lines|length }} lines</span></p></div>{% endblock %}"""
 
 USERS = """{% extends "base" %}{% block main %}<h1>Users</h1>{% if new_token %}<div class="facts">
 <div id="new-token"><b>New token for {{ new_for }} (shown once: copy it now)</b><code>{{
