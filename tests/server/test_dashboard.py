@@ -221,4 +221,6 @@ def test_cluster_page_node_states_follow_a_preemption_without_a_reload(
     until(browser, lambda _: "preempted" in row("duo-1"))
     assert "local (local preempt)" in row("duo-1")
     assert row("duo-0").startswith("0duo-0 up local (local preempt)")  # only node 1 went
+    assert "PREEMPTED" in " ".join(texts(browser, "#cluster-now"))  # followed too
     assert browser.execute_script("return window.stayed") == 1
+    browser.save_screenshot(str(tmp_path / "dashboard-cluster.png"))

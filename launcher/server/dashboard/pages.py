@@ -176,7 +176,9 @@ def cluster_nodes(request: Request, name: str,
         nodes = cluster_routes.nodes(name, user)
     except LauncherError as exc:
         return _error(request, user, exc)
-    return _html(request, user, "nodes_t", title=f"Cluster {name}", nodes=nodes, cluster_name=name)
+    rows = cluster_routes.status(refresh=False, all_users=user.is_admin, user=user)["rows"]
+    return _html(request, user, "nodes_t", title=f"Cluster {name}", nodes=nodes, cluster_name=name,
+                 c=next((r for r in rows if r["name"] == name), None))
 
 
 @router.get("/clusters/{name}/log-stream")
@@ -239,6 +241,7 @@ def job(request: Request, job_id: int, fragment: bool = False,
                        projected_at=j["projected_finish_at"], events=d["events"])
     return _html(request, user, "job_t" if fragment else "job", title=f"Job {job_id}", j=j,
                  attempts=d["attempts"], events=d["events"], t=t, colors=BAR_COLORS, line_colors=LINE_COLORS,
+                 phase_colors=timeline.PHASE_COLORS,
                  terminal=ManagedJobStatus(j["status"]).is_terminal)
 
 

@@ -132,7 +132,9 @@ data-log="{{ p }}/clusters/{{ c.name|urlencode }}/log-stream?job_id={{ log_job }
 
 # The cluster page's node table, re-fetched every few seconds (`/clusters/NAME/nodes`).
 NODES_T = """<div class="scroll" id="nodes-box" data-refresh="{{ p }}/clusters/{{ cluster_name|urlencode
-}}/nodes" data-live="1"><table id="nodes"><tr><th>Rank</th><th>Node</th><th>State</th>
+}}/nodes" data-live="1">{% if c %}<p id="cluster-now">Cluster now: <span class="st st-{{ c.status
+}}">{{ c.status }}</span>{% if c.status_reason %} <span class="muted">{{ c.status_reason }}</span>{%
+endif %}</p>{% endif %}<table id="nodes"><tr><th>Rank</th><th>Node</th><th>State</th>
 <th>Health</th><th>Internal IP</th><th>External IP</th><th>SSH</th></tr>{% for n in nodes %}
 <tr data-node="{{ n.node_id }}"><td>{{ n.rank }}</td><td>{{ n.node_id }}</td><td class="wrap">
 <span class="st ns-{{ n.state }}" title="{{ n.state_detail }}">{{ n.state }}</span>
@@ -185,21 +187,22 @@ j.projected_finish_at|clock }}, now {{ j.mode or '-' }})</div>{% endif %}
 ~ j.id ~ '?', bid='cancel', text='Cancel job' %}{% include "action" %}{% endwith %}{% endif %}
 <h2>Timeline</h2><div class="scroll"><svg id="timeline" role="img" viewBox="0 0 {{ t.width }}
 {{ t.height }}" width="100%" style="min-width:640px;background:#fff;border:1px solid #e3e6eb">
-{% for g in t.gaps %}<g class="gap"><title>{{ g.title }}</title>{% if g.phases %}{% for ph in
-g.phases %}<rect class="phase" data-phase="{{ ph.name }}" data-seconds="{{ '%.1f'|format(ph.seconds)
-}}" x="{{ ph.x0 }}" y="{{ g.y + 18 }}" width="{{ [ph.x1 - ph.x0, 1]|max }}" height="14" fill="{{
-ph.color }}"><title>{{ ph.name }} {{ ph.seconds|dur }}</title></rect>{% endfor %}{% else %}<rect
-x="{{ g.x0 }}" y="{{ g.y + 18 }}" width="{{ [g.x_ask - g.x0, 0]|max }}" height="14"
-fill="#f3c7c7"/><rect x="{{ g.x_ask }}" y="{{ g.y + 18 }}" width="{{ [g.x1 - g.x_ask, 0]|max }}"
-height="14" fill="#fde7a8"/>{% endif %}<text x="{{ [g.x0 + 3, 520]|min }}" y="{{ g.y + 44 }}"
-fill="#6b4e00">{{ g.label }}</text></g>{% endfor %}
+
 {% for b in t.bars %}<g class="attempt" data-outcome="{{ b.outcome }}"><title>{{ b.title }}
 </title><text x="{{ [b.x0, 620]|min }}" y="{{ b.y + 13 }}">{{ b.label }}</text>{% if b.x_run
 is not none %}<rect x="{{ b.x0 }}" y="{{ b.y + 18 }}" width="{{ [b.x_run - b.x0, 1]|max }}"
 height="14" fill="#b9c4d6"/><rect x="{{ b.x_run }}" y="{{ b.y + 18 }}" width="{{ [b.x1 -
 b.x_run, 2]|max }}" height="14" fill="{{ colors.get(b.outcome, '#5b8def') }}"/>{% else %}
 <rect x="{{ b.x0 }}" y="{{ b.y + 18 }}" width="{{ [b.x1 - b.x0, 2]|max }}" height="14"
-fill="#b9c4d6"/>{% endif %}</g>{% endfor %}{% for m in t.preemptions %}<g class="preemption">
+fill="#b9c4d6"/>{% endif %}</g>{% endfor %}
+{# over the attempts' grey: what the recovery did then #}{% for g in t.gaps %}<g class="gap">
+<title>{{ g.title }}</title>{% if g.phases %}{% for ph in g.phases %}<rect class="phase" data-phase="{{ ph.name }}" data-seconds="{{ '%.1f'|format(ph.seconds)
+}}" x="{{ ph.x0 }}" y="{{ g.y + 18 }}" width="{{ [ph.x1 - ph.x0, 1]|max }}" height="14" fill="{{
+ph.color }}"><title>{{ ph.name }} {{ ph.seconds|dur }}</title></rect>{% endfor %}{% else %}<rect
+x="{{ g.x0 }}" y="{{ g.y + 18 }}" width="{{ [g.x_ask - g.x0, 0]|max }}" height="14"
+fill="#f3c7c7"/><rect x="{{ g.x_ask }}" y="{{ g.y + 18 }}" width="{{ [g.x1 - g.x_ask, 0]|max }}"
+height="14" fill="#fde7a8"/>{% endif %}<text x="{{ [g.x0 + 3, 520]|min }}" y="{{ g.y + 44 }}"
+fill="#6b4e00">{{ g.label }}</text></g>{% endfor %}{% for m in t.preemptions %}<g class="preemption">
 <title>{{ m.title }}</title><path d="M{{ m.x }} {{ m.y + 14 }} l-6 -9 h12 z" fill="#c0392b"/>
 <line x1="{{ m.x }}" x2="{{ m.x }}" y1="{{ m.y + 14 }}" y2="{{ m.y + 36 }}" stroke="#c0392b"
 stroke-width="2"/><text x="{{ m.x + 8 }}" y="{{ m.y + 44 }}" fill="#c0392b">{{ m.label }}
@@ -211,9 +214,8 @@ t.width - 110]|min }}" y="{{ t.axis_y - 4 }}" fill="{{ line_colors[v.kind] }}">{
 stroke="#c9ced8"/>{% for x, label in t.ticks %}<text x="{{ [[x - 14, 0]|max, t.width - 50]|min
 }}" y="{{ t.axis_y + 16 }}" fill="#5a6272">{{ label }}</text>{% endfor %}</svg></div>
 <p class="muted">Grey: provisioning and setup · colour: running (blue running, green succeeded,
-red preempted or failed) · gap: a recovery, in phases: <span style="color:#c0392b">detection</span>,
-<span style="color:#8e5bd0">teardown</span>, <span style="color:#b07d00">relaunch</span>,
-<span style="color:#1a8a72">setup</span> (hover for each one's time; red/yellow: deciding, then
+red preempted or failed) · gap: a recovery, in phases:{% for name, color in phase_colors.items() if name !=
+'relaunch + setup' %} <span style="color:{{ color }}">■</span> {{ name }}{% endfor %} (hover for each one's time; red/yellow: deciding, then
 provisioning, where the controller did not record the phases) · ▼ preempted{%
 if t.lines %} · dashed: policy switches, deadline, projected finish{% endif %}.
 </p><h2>Attempts</h2><div class="scroll"><table id="attempt-table"><tr><th>#</th><th>Cause</th>

@@ -107,8 +107,8 @@ _STEP = re.compile(r"([a-z][a-z +]*?) (\d+(?:\.\d+)?) s(?:,|\)|$)")
 _PHASE_OF = {"detect": "detection", "decide": "detection", "old cluster": "teardown",
              "record": "relaunch", "provision": "relaunch", "setup+submit": "setup",
              "to running": "setup"}
-PHASE_COLORS = {"detection": "#e8a0a0", "teardown": "#c9a7e6", "relaunch": "#f3d27a",
-                "setup": "#9fd3c7", "relaunch + setup": "#f3d27a"}
+PHASE_COLORS = {"detection": "#e07b7b", "teardown": "#a77fd6", "relaunch": "#e8b53a",
+                "setup": "#3fb39a", "relaunch + setup": "#e8b53a"}
 
 
 def recovery_phases(reason: str) -> list[tuple[str, float]]:
