@@ -91,7 +91,8 @@ def test_no_page_renders_data_as_markup(app_client: TestClient) -> None:
         rec = db.create_cluster("lab", PlacementRecord(
             "aws", f"r{X}", f"z{X}", f"i{X}", 1, True, f"A{X}", 1, 2.0, f"res{X}"),
             task_name=f"t{X}")
-        db.set_nodes("lab", [NodeInfo(0, f"n{X}", f"ip{X}", f"ex{X}", f"u{X}")])
+        db.set_nodes("lab", [NodeInfo(0, f"n{X}", f"ip{X}", f"ex{X}", f"u{X}", 1)])  # port 1:
+        # refused at once (the cluster page asks its agent for the queue)
         db.set_status("lab", ClusterStatus.UP, f"up{X}")
         db.open_usage(db.require_cluster("lab"))
         rec = db.require_cluster("lab")

@@ -196,7 +196,7 @@ def test_cost_view_per_user_and_per_day(client: tuple[TestClient, str]) -> None:
         s.set_cluster_launcher("c-bob", "bob")
         alice, root = s.user("alice"), s.user("root")
     mine = costs.view(alice, 7, now=now)
-    assert [x["cluster"] for x in mine.lines] == ["c-alice"] and mine.total == pytest.approx(20)
+    assert [x.cluster for x in mine.lines] == ["c-alice"] and mine.total == pytest.approx(20)
     assert mine.by_user == []  # per-user totals are for admins
     assert [d.total for d in mine.days][-2:] == [pytest.approx(20), 0.0]
     every = costs.view(root, 7, now=now)

@@ -5,6 +5,7 @@ and refuses a cluster the user may not see. Plain HTTP, no browser."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -46,10 +47,19 @@ def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Te
         yield c, token
 
 
+def _nodes(*ids: str) -> list[NodeInfo]:
+    """Nodes whose (never installed) agent would run under an empty dir of the test's home:
+    asking them for the queue fails at once and reaches nothing else on this machine."""
+    root = Path(os.environ["LAUNCHER_HOME"]) / "no-agent"
+    root.mkdir(exist_ok=True)
+    return [NodeInfo(rank, node_id, f"10.0.0.{rank + 1}", local_root=str(root))
+            for rank, node_id in enumerate(ids)]
+
+
 def _cluster(name: str, owner: str) -> None:
     with StateDB() as db:
         db.create_cluster(name, PlacementRecord("ssh", "lab", None, "lab-host", 2, False))
-        db.set_nodes(name, [NodeInfo(0, "h1:22", "10.0.0.1"), NodeInfo(1, "h2:22", "10.0.0.2")])
+        db.set_nodes(name, _nodes("h1:22", "h2:22"))
         db.set_status(name, ClusterStatus.UP, "test")
     with ServerStore() as s:
         s.set_cluster_launcher(name, owner)
@@ -67,8 +77,9 @@ def test_node_table_shows_each_nodes_reported_state_and_health(
     c, token = client
     _cluster("lab", "alice")
     c.post("/dashboard/login", data={"token": token})
-    page = c.get("/dashboard/clusters/lab")
+    page = c.get("/dashboard/clusters/lab")  # its agent does not answer: the nodes still show
     assert page.status_code == 200 and 'data-refresh="/dashboard/clusters/lab/nodes"' in page.text
+    assert "The queue could not be read: The agent is not installed" in page.text
     assert _states(page.text) == {"h1:22": ("up", "(cluster status)"),
                                   "h2:22": ("up", "(cluster status)")}
 
@@ -106,7 +117,7 @@ def test_a_preempting_refresh_marks_which_node_went(client: tuple[TestClient, st
     c, token = client
     with StateDB() as db:
         db.create_cluster("spot", PlacementRecord("aws", "us-east-1", "us-east-1a", "p5", 2, True))
-        db.set_nodes("spot", [NodeInfo(0, "i-0", "10.0.0.1"), NodeInfo(1, "i-1", "10.0.0.2")])
+        db.set_nodes("spot", _nodes("i-0", "i-1"))
         db.set_status("spot", ClusterStatus.UP, "test")
     with ServerStore() as s:
         s.set_cluster_launcher("spot", "alice")

@@ -60,10 +60,10 @@ def test_taken_down_clusters_count_for_who_launched_them(
     with ServerStore() as s:
         alice, bob, root = s.user("alice"), s.user("bob"), s.user("root")
     mine = costs.view(alice, 1, now=now)
-    assert sorted((x["cluster"], x["cost"]) for x in mine.lines) == [
+    assert sorted((x.cluster, x.cost) for x in mine.lines) == [
         ("gone", pytest.approx(3)), ("shared", pytest.approx(20))]
     assert mine.total == pytest.approx(23)
-    assert [(x["cluster"], x["cost"]) for x in costs.view(bob, 1, now=now).lines] == [
+    assert [(x.cluster, x.cost) for x in costs.view(bob, 1, now=now).lines] == [
         ("shared", pytest.approx(4))]
     every = costs.view(root, 1, now=now)
     assert every.by_user == [("alice", pytest.approx(23)), ("bob", pytest.approx(4))]

@@ -14,7 +14,6 @@ import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from launcher.api.cost_report import CostLine, cost_report, read_ledger, window_costs
 from launcher.api.server_store import ServerStore, User
@@ -33,7 +32,7 @@ class DayBar:
 
 @dataclass(frozen=True)
 class CostView:
-    lines: list[dict[str, Any]]
+    lines: list[CostLine]  # most expensive first
     total: float
     node_hours: float
     by_cloud: list[tuple[str, float]]
@@ -120,7 +119,7 @@ def view(user: User, days: float, now: float | None = None,
             y -= h
             parts.append((cloud, cost, y, h))
         bars.append(DayBar(label, sum(clouds.values()), parts))
-    return CostView([dict(vars(x)) for x in lines], sum(x.cost for x in lines),
+    return CostView(lines, sum(x.cost for x in lines),
                     sum(x.node_hours for x in lines), _sorted(by_cloud),
                     _sorted(by_user) if user.is_admin else [], bars, colors)
 

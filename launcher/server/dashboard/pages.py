@@ -157,13 +157,18 @@ def cluster(request: Request, name: str, log: int | None = None,
         nodes = cluster_routes.nodes(name, user)  # refuses a cluster the user may not see
         rows = cluster_routes.status(refresh=False, all_users=user.is_admin, user=user)["rows"]
         row = next(r for r in rows if r["name"] == name)
-        queue = cluster_routes.queue(name, user)
     except LauncherError as exc:
         return _error(request, user, exc)
     except StopIteration:
         return _html(request, user, "error", 404, title="Not found",
                      message=f"Cluster {name!r} does not exist.")
-    return _html(request, user, "cluster", title=f"Cluster {name}", c=row, queue=queue, nodes=nodes,
+    queue_error = None
+    try:  # from its agent: the nodes' states still show when it does not answer
+        queue = cluster_routes.queue(name, user)
+    except LauncherError as exc:
+        queue, queue_error = [], str(exc)
+    return _html(request, user, "cluster", title=f"Cluster {name}", c=row, queue=queue,
+                 queue_error=queue_error, nodes=nodes,
                  cluster_name=name, cost=_cluster_costs([name]).get(name, 0.0), log_job=log)
 
 
@@ -279,7 +284,7 @@ def cost(request: Request, days: float = 30.0, page: int = 1,
     shown = v.lines[(page - 1) * COST_LINES_PER_PAGE:page * COST_LINES_PER_PAGE]
     return _html(request, user, "cost", title="Cost", days=days, v=v, lines=shown, page=page,
                  more=len(v.lines) > page * COST_LINES_PER_PAGE,
-                 top=max([x["cost"] for x in v.lines] + [0.0]))
+                 top=max([x.cost for x in v.lines] + [0.0]))
 
 
 # ---- GPUs -----------------------------------------------------------------------------

@@ -110,8 +110,7 @@ confirm='Stop cluster ' ~ c.name ~ '? Its disks are kept.', bid='stop-' ~ c.name
 {% endwith %}</td></tr>{% else %}<tr><td colspan="11" class="muted">No clusters.</td></tr>
 {% endfor %}</table></div>"""
 
-CLUSTER = """{% extends "base" %}{% block main %}<h1>Cluster {{ c.name }}
-<span class="st st-{{ c.status }}">{{ c.status }}</span></h1><div class="facts">
+CLUSTER = """{% extends "base" %}{% block main %}<h1>Cluster {{ c.name }}</h1><div class="facts">
 <div><b>Cloud / region / zone</b>{{ c.cloud }} / {{ c.region }} / {{ c.zone or '-' }}</div>
 <div><b>Resources</b>{{ c.resources }}</div><div><b>Nodes</b>{{ c.num_nodes }}</div>
 <div><b>$/h</b>{{ c.hourly_cost|money }}</div><div><b>Uptime</b>{{ (now - c.launched_at)|dur }}
@@ -125,14 +124,15 @@ confirm='Stop cluster ' ~ c.name ~ '? Its disks are kept.', bid='stop', text='St
 <th>Status</th><th>Submitted</th><th></th></tr>{% for j in queue %}<tr><td>{{ j.id }}</td>
 <td>{{ j.name or '-' }}</td><td><span class="st st-{{ j.status }}">{{ j.status }}</span></td>
 <td>{{ j.submitted_at|ago }}</td><td><a href="?log={{ j.id }}">log</a></td></tr>{% else %}
-<tr><td colspan="5" class="muted">No jobs.</td></tr>{% endfor %}</table></div>
+<tr><td colspan="5" class="muted">{% if queue_error %}The queue could not be read: {{
+queue_error }}{% else %}No jobs.{% endif %}</td></tr>{% endfor %}</table></div>
 {% if log_job is not none %}<h2>Log of job {{ log_job }}</h2><pre class="log" id="log"
 data-log="{{ p }}/clusters/{{ c.name|urlencode }}/log-stream?job_id={{ log_job }}">loading…
 </pre>{% endif %}{% endblock %}"""
 
 # The cluster page's node table, re-fetched every few seconds (`/clusters/NAME/nodes`).
 NODES_T = """<div class="scroll" id="nodes-box" data-refresh="{{ p }}/clusters/{{ cluster_name|urlencode
-}}/nodes" data-live="1">{% if c %}<p id="cluster-now">Cluster now: <span class="st st-{{ c.status
+}}/nodes" data-live="1">{% if c %}<p id="cluster-now">Status: <span class="st st-{{ c.status
 }}">{{ c.status }}</span>{% if c.status_reason %} <span class="muted">{{ c.status_reason }}</span>{%
 endif %}</p>{% endif %}<table id="nodes"><tr><th>Rank</th><th>Node</th><th>State</th>
 <th>Health</th><th>Internal IP</th><th>External IP</th><th>SSH</th></tr>{% for n in nodes %}
