@@ -69,6 +69,11 @@ class ClusterStatusView:
     # why `status` is not the stored one (DEGRADED: what a refresh saw, and when)
     status_reason: str | None = None
     status_seen_at: float | None = None
+    # what it was launched as (not in to_json: the pinned shape)
+    instance_type: str = ""
+    use_spot: bool = False
+    accelerator: str | None = None
+    accelerator_count: float = 0.0
 
     @staticmethod
     def of(rec: ClusterRecord) -> ClusterStatusView:
@@ -85,6 +90,10 @@ class ClusterStatusView:
             resources=rec.resources,
             launched_at=rec.launched_at,
             owner=rec.owner,
+            instance_type=rec.instance_type,
+            use_spot=rec.use_spot,
+            accelerator=rec.accelerator,
+            accelerator_count=rec.accelerator_count,
         )
 
     def to_json(self) -> dict[str, object]:

@@ -27,7 +27,10 @@ if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
     pytest.skip("chromium and chromedriver are not installed "
                 "(apt-get install -y chromium chromium-driver)", allow_module_level=True)
 
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
@@ -68,12 +71,17 @@ def login(driver: Any, server: Server, token: str) -> None:
 
 def _fresh(call: Any) -> Any:
     """`call()`, again if the element went stale: live parts of a page (the job's facts
-    and timeline, the lists) are replaced every 2 s."""
+    and timeline, the lists, a cluster's node table) are replaced every 2 s, sometimes
+    while chromedriver reads one (it then says the node "does not belong to the
+    document")."""
     for _ in range(20):
         try:
             return call()
         except StaleElementReferenceException:
             continue
+        except WebDriverException as exc:
+            if "does not belong to the document" not in str(exc):
+                raise
     return call()
 
 

@@ -365,3 +365,34 @@ def test_job_page_draws_the_phases(client: tuple[TestClient, str]) -> None:
     got = re.findall(r'<rect class="phase" data-phase="([^"]+)" data-seconds="([^"]+)"', page)
     assert got == [("detection", "2.0"), ("teardown", "10.0"), ("relaunch", "20.0"),
                    ("setup", "20.0")]
+
+
+def test_clusters_list_shows_market_and_fabric(client: tuple[TestClient, str],
+                                               tmp_path: Path) -> None:
+    import re
+
+    from launcher.clouds.base import NodeInfo
+    from launcher.state.db import ClusterStatus, PlacementRecord, StateDB
+
+    c, token = client
+    with StateDB() as db:
+        db.create_cluster("gpu", PlacementRecord("aws", "us-east-1", "us-east-1a", "p5.48xlarge",
+                                                 2, True, "H100", 8, 98.3, "2x p5.48xlarge"))
+        db.create_cluster("cpu", PlacementRecord("aws", "us-east-1", None, "m5.large", 1, False,
+                                                 hourly_cost=0.1, resources="1x m5.large"))
+        (tmp_path / "no-agent").mkdir()
+        for name in ("gpu", "cpu"):  # (no agent: an empty node home of this test's)
+            db.set_nodes(name, [NodeInfo(0, f"{name}-0", "10.0.0.1",
+                                         local_root=str(tmp_path / "no-agent"))])
+            db.set_status(name, ClusterStatus.UP, "test")
+    with ServerStore() as s:
+        for name in ("gpu", "cpu"):
+            s.set_cluster_launcher(name, "alice")
+    c.post("/dashboard/login", data={"token": token})
+    page = c.get("/dashboard/clusters").text
+    found = re.findall(r'<a href="/dashboard/clusters/(\w+)">.*?<td class="num">\d+</td>'
+                       r'<td>([^<]+)</td>\s*<td>([^<]+)</td>', page, re.S)
+    cells = {name: (market.strip(), fabric.strip()) for name, market, fabric in found}
+    assert cells == {"gpu": ("spot", "efa 3200 Gb/s"), "cpu": ("on-demand", "-")}
+    one = c.get("/dashboard/clusters/gpu").text
+    assert "<b>Market</b>spot" in one and "efa 3200 Gb/s" in one

@@ -139,6 +139,27 @@ def _cluster_costs(names: list[str]) -> dict[str, float]:
     return out
 
 
+def _fabrics(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Cluster name -> its instance type's interconnect from the offline catalog ("efa 3200
+    Gb/s"; "-" for none or CPU-only), one catalog query per (cloud, accelerator)."""
+    from launcher.catalog.query import offers
+
+    known: dict[tuple[str, str], dict[str, str]] = {}
+    out: dict[str, str] = {}
+    for r in rows:
+        acc = r.get("accelerator")
+        if not acc:
+            out[r["name"]] = "-"
+            continue
+        key = (r["cloud"], acc)
+        if key not in known:
+            known[key] = {o.instance_type: f"{o.fabric} {o.fabric_gbps:g} Gb/s" if o.fabric_gbps
+                          else str(o.fabric) for o in offers(accelerators=[acc],
+                                                             clouds=[r["cloud"]]) if o.fabric}
+        out[r["name"]] = known[key].get(r["instance_type"], "-")
+    return out
+
+
 @router.get("/clusters")
 def clusters(request: Request, fragment: bool = False,
              user: User = Depends(dashboard_user)) -> HTMLResponse:
@@ -147,6 +168,7 @@ def clusters(request: Request, fragment: bool = False,
         owners = store.cluster_owners()
     return _html(request, user, "clusters_t" if fragment else "clusters", title="Clusters",
                  rows=rows, cost=_cluster_costs([r["name"] for r in rows]), owners=owners,
+                 fabric=_fabrics(rows),
                  show_owner=user.is_admin)
 
 
@@ -168,6 +190,7 @@ def cluster(request: Request, name: str, log: int | None = None,
     except LauncherError as exc:
         queue, queue_error = [], str(exc)
     return _html(request, user, "cluster", title=f"Cluster {name}", c=row, queue=queue,
+                 fabric=_fabrics([row]).get(name, "-"),
                  queue_error=queue_error, nodes=nodes,
                  cluster_name=name, cost=_cluster_costs([name]).get(name, 0.0), log_job=log)
 

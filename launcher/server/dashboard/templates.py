@@ -93,12 +93,14 @@ CLUSTERS = """{% extends "base" %}{% block main %}<h1>Clusters</h1>{% include "c
 
 CLUSTERS_T = """<div class="scroll" data-refresh="{{ p }}/clusters?fragment=1" data-live="1">
 <table id="clusters"><tr><th>Name</th><th>Status</th><th>Cloud / region / zone</th>
-<th>Resources</th><th class="num">Nodes</th><th class="num">$/h</th><th>Uptime</th>
+<th>Resources</th><th class="num">Nodes</th><th>Market</th><th>Fabric</th>
+<th class="num">$/h</th><th>Uptime</th>
 <th class="num">Cost so far</th><th>Autostop</th>{% if show_owner %}<th>Owner</th>{% endif %}
 <th></th></tr>{% for c in rows %}<tr><td><a href="{{ p }}/clusters/{{ c.name|urlencode }}">
 {{ c.name }}</a></td><td><span class="st st-{{ c.status }}">{{ c.status }}</span></td>
 <td>{{ c.cloud }} / {{ c.region }}{% if c.zone %} / {{ c.zone }}{% endif %}</td>
-<td>{{ c.resources }}</td><td class="num">{{ c.num_nodes }}</td>
+<td>{{ c.resources }}</td><td class="num">{{ c.num_nodes }}</td><td>{{ 'spot' if c.use_spot
+else 'on-demand' }}</td><td>{{ fabric.get(c.name, '-') }}</td>
 <td class="num">{{ c.hourly_cost|money }}</td><td>{{ (now - c.launched_at)|dur }}</td>
 <td class="num">{{ cost.get(c.name, 0)|money }}</td><td>{% if c.autostop_minutes is not none
 %}{{ c.autostop_minutes }}m{% if c.autostop_down %} (down){% endif %}{% else %}-{% endif %}
@@ -107,12 +109,14 @@ c.status == 'UP' %}{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/stop
 confirm='Stop cluster ' ~ c.name ~ '? Its disks are kept.', bid='stop-' ~ c.name, text='Stop' %}
 {% include "action" %}{% endwith %}{% endif %}{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/down', confirm='Tear down cluster ' ~ c.name
 ~ '? Its nodes are released.', bid='down-' ~ c.name, text='Down' %}{% include "action" %}
-{% endwith %}</td></tr>{% else %}<tr><td colspan="11" class="muted">No clusters.</td></tr>
+{% endwith %}</td></tr>{% else %}<tr><td colspan="13" class="muted">No clusters.</td></tr>
 {% endfor %}</table></div>"""
 
 CLUSTER = """{% extends "base" %}{% block main %}<h1>Cluster {{ c.name }}</h1><div class="facts">
 <div><b>Cloud / region / zone</b>{{ c.cloud }} / {{ c.region }} / {{ c.zone or '-' }}</div>
 <div><b>Resources</b>{{ c.resources }}</div><div><b>Nodes</b>{{ c.num_nodes }}</div>
+<div><b>Market</b>{{ 'spot' if c.use_spot else 'on-demand' }}</div><div><b>Fabric</b>{{ fabric
+}}</div>
 <div><b>$/h</b>{{ c.hourly_cost|money }}</div><div><b>Uptime</b>{{ (now - c.launched_at)|dur }}
 </div><div><b>Cost so far</b>{{ cost|money }}</div></div>
 {% if c.status == 'UP' %}{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/stop',
