@@ -396,3 +396,36 @@ def test_clusters_list_shows_market_and_fabric(client: tuple[TestClient, str],
     assert cells == {"gpu": ("spot", "efa 3200 Gb/s"), "cpu": ("on-demand", "-")}
     one = c.get("/dashboard/clusters/gpu").text
     assert "<b>Market</b>spot" in one and "efa 3200 Gb/s" in one
+
+
+def test_preemption_marks_say_whether_a_notice_came_first() -> None:
+    noticed = {**_attempt(1, 100, 130, 500, "PREEMPTED"),
+               "reason": "interruption notice for i-1 (grace 120 s)"}
+    cut = {**_attempt(2, 510, 520, 900, "PREEMPTED", "preemption"),
+           "reason": "cloud reports i-2 preempted"}
+    t = timeline.build([noticed, cut, _attempt(3, 910, 920, None, None, "preemption")], 100, 1000)
+    assert [m.label for m in t.preemptions] == ["preempted, with notice", "preempted, no notice"]
+    assert "grace 120 s" in t.preemptions[0].title
+
+
+def test_cost_view_totals_per_managed_job(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from launcher.server.dashboard import costs
+    from launcher.state.db import PlacementRecord, StateDB
+
+    monkeypatch.setenv("LAUNCHER_HOME", str(tmp_path))
+    now = time.time()
+    with StateDB() as db:  # job 1: two attempts ($2 + $3); job 2: one ($4)
+        for name, job, price in (("mj-1-1", 1, 2.0), ("mj-1-2", 1, 3.0), ("mj-2-1", 2, 4.0)):
+            rec = db.create_cluster(name, PlacementRecord(
+                "aws", "us-east-1", None, "p5", 1, True, hourly_cost=price),
+                owner=f"managed-job:{job}")
+            db.open_usage(rec, started_at=now - 3600)
+            db.close_usage(name, "down", ended_at=now)
+    with ServerStore() as s:
+        s.create_user("root", "admin")
+        root = s.user("root")
+    v = costs.view(root, 1, now=now)
+    assert v.by_job == [(1, pytest.approx(5.0)), (2, pytest.approx(4.0))]

@@ -21,6 +21,7 @@ from launcher.state.db import UsageEntry
 
 PALETTE = ("#5b8def", "#2e9d52", "#e0a526", "#c0392b", "#8e5bd0", "#1aa3a3", "#8a93a3")
 MAX_DAYS = 14
+TOP_JOBS = 10
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class CostView:
     by_user: list[tuple[str, float]]
     days: list[DayBar]
     colors: dict[str, str]
+    by_job: list[tuple[int, float]]  # managed jobs, most expensive first (at most TOP_JOBS)
 
 
 class Owners:
@@ -92,7 +94,10 @@ def view(user: User, days: float, now: float | None = None,
              if mine(x)]
     by_cloud: dict[str, float] = {}
     by_user: dict[str, float] = {}
+    by_job: dict[int, float] = {}
     for x in lines:
+        if x.job_id is not None:
+            by_job[x.job_id] = by_job.get(x.job_id, 0.0) + x.cost
         by_cloud[x.cloud] = by_cloud.get(x.cloud, 0.0) + x.cost
         who = owner(x) or "(not recorded)"
         by_user[who] = by_user.get(who, 0.0) + x.cost
@@ -121,7 +126,8 @@ def view(user: User, days: float, now: float | None = None,
         bars.append(DayBar(label, sum(clouds.values()), parts))
     return CostView(lines, sum(x.cost for x in lines),
                     sum(x.node_hours for x in lines), _sorted(by_cloud),
-                    _sorted(by_user) if user.is_admin else [], bars, colors)
+                    _sorted(by_user) if user.is_admin else [], bars, colors,
+                    sorted(by_job.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_JOBS])
 
 
 def by_user(days: float, now: float | None = None) -> dict[str, float]:

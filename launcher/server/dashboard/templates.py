@@ -241,7 +241,9 @@ COST = """{% extends "base" %}{% block main %}<h1>Cost, last {{ '%g'|format(days
 <div><b>Node-hours</b>{{ '%.2f'|format(v.node_hours) }}</div>{% for cloud, c in v.by_cloud %}
 <div><b>{{ cloud }}</b>{{ c|money }}</div>{% endfor %}</div>{% if v.by_user %}<h2>By user</h2>
 <div class="facts" id="by-user">{% for who, c in v.by_user %}<div><b>{{ who }}</b>{{ c|money }}
-</div>{% endfor %}</div>{% endif %}<h2>By day</h2><div class="scroll"><svg id="by-day"
+</div>{% endfor %}</div>{% endif %}{% if v.by_job %}<h2>By managed job (the most expensive)</h2>
+<div class="facts" id="by-job">{% for job_id, c in v.by_job %}<div><b><a href="{{ p }}/jobs/{{
+job_id }}">job {{ job_id }}</a></b>{{ c|money }}</div>{% endfor %}</div>{% endif %}<h2>By day</h2><div class="scroll"><svg id="by-day"
 viewBox="0 0 {{ 48 * v.days|length + 10 }} 140" width="{{ 48 * v.days|length + 10 }}"
 height="140" style="background:#fff;border:1px solid #e3e6eb">{% for d in v.days %}{% set
 x = 10 + loop.index0 * 48 %}<g><title>{{ d.label }}: {{ d.total|money }}</title>{% for cloud,

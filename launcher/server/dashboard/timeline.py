@@ -176,7 +176,11 @@ def build(attempts: list[dict[str, Any]], submitted_at: float, now: float, *,
                         x(a["started_at"]) + 2), f"{_where(a)} · {outcome} · ${a['cost']:.4f}",
                         outcome, title))
         if a["outcome"] == "PREEMPTED" and a["ended_at"] is not None:
-            marks.append(Mark(x(a["ended_at"]), y, "preempted",
+            # the controller's reason for a noticed one (watch.py): "interruption notice
+            # for NODE (grace N s)"; otherwise the cloud reported the node gone
+            noticed = "interruption notice" in (a.get("reason") or "")
+            marks.append(Mark(x(a["ended_at"]), y,
+                              "preempted, with notice" if noticed else "preempted, no notice",
                               f"preempted: {a.get('reason') or 'no reason given'}"))
         if i > 0 and attempts[i - 1]["ended_at"] is not None:
             prev_end = attempts[i - 1]["ended_at"]
