@@ -26,11 +26,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def seed(jobs: int, clusters: int) -> str:
-    from launcher.api import node_state
     from launcher.api.server_store import ServerStore
     from launcher.clouds.base import NodeInfo, NodeState
     from launcher.jobs.state_machine import ManagedJobStatus as S
     from launcher.jobs.store import JobStore
+    from launcher.state import node_state
     from launcher.state.db import ClusterStatus, PlacementRecord, StateDB
 
     now = time.time()

@@ -297,7 +297,7 @@ def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn,
         why = _reconcile(db, rec, view, cloud_fn, notes)
         now = db.get_cluster(rec.name)  # (after any status change the view caused)
         if now is not None and view:
-            from launcher.api import node_state
+            from launcher.state import node_state
 
             node_state.record_view(db, now, view, time.time(),
                                    f"{rec.cloud} (status --refresh)")
@@ -579,7 +579,7 @@ def unknown_clusters(names: Sequence[str]) -> list[tuple[str, ClusterNotFoundErr
 class NodeView:
     """A cluster node as recorded when it was provisioned (no secrets, no host paths),
     with its state as its cloud last reported it and its last health finding
-    (launcher/api/node_state.py). `state`: up, preempted, unreachable, stopped,
+    (launcher/state/node_state.py). `state`: up, preempted, unreachable, stopped,
     terminated, pending, or the cluster's status (provisioning, ...) when nothing newer
     was reported (`state_source` "cluster status", `state_seen_at` None). `health`: ok,
     warn, fail, or None when never checked."""
@@ -603,7 +603,7 @@ def cluster_nodes(cluster_name: str) -> list[NodeView]:
     """The cluster's nodes by rank, from the state DB: what was recorded at provisioning
     and what was last reported about each (no cloud call; `status --refresh` asks the
     cloud and records its answer). Raises ClusterNotFoundError."""
-    from launcher.api import node_state
+    from launcher.state import node_state
 
     with StateDB() as db:
         rec = db.require_cluster(cluster_name)
@@ -650,7 +650,7 @@ def local_preempt(cluster_name: str, node: int | None = None, notice_seconds: fl
             db.close_usage(cluster_name, "preempted")
             rec = db.get_cluster(cluster_name)
             if rec is not None:
-                from launcher.api import node_state
+                from launcher.state import node_state
 
                 node_state.record_view(db, rec, LocalCloud().query(cluster_name), time.time(),
                                        "local (local preempt)")

@@ -194,8 +194,8 @@ def event_text(node: NodeHealth) -> str:
 
 def record(db: StateDB, cluster_name: str, nodes: Sequence[NodeHealth], source: str) -> None:
     """Each node's report as a cluster event (`health-<status>`, with its evidence) and as
-    the node's last health finding (launcher/api/node_state.py)."""
-    from launcher.api import node_state
+    the node's last health finding (launcher/state/node_state.py)."""
+    from launcher.state import node_state
 
     for node in nodes:
         db.add_event(cluster_name, f"health-{node.status}", event_text(node))

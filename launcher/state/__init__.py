@@ -5,6 +5,7 @@
     diskspace  Telling a full disk apart from other storage errors, for messages users can act on
     files      The state DB file at rest: a private home, damage detection and rotating backups
     locks      Per-cluster locks and the identity of the process holding a cluster
+    node_state Each node's last reported state and health finding (own migration chain)
     store      The state store's interface: how code outside launcher/state reaches the state DB
 
 Every public name of launcher.state.db is importable from here too

@@ -12,11 +12,11 @@ import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
-from launcher.api import node_state
 from launcher.api.server_store import ServerStore
 from launcher.clouds.base import NodeInfo, NodeState
 from launcher.server.app import create_app
 from launcher.server.dashboard.session import csrf_token
+from launcher.state import node_state
 from launcher.state.db import ClusterStatus, PlacementRecord, StateDB
 
 X = "<script>window.pwned=1</script>"

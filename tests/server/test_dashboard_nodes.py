@@ -15,10 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from launcher import api
-from launcher.api import node_state
 from launcher.api.server_store import ServerStore
 from launcher.clouds.base import NodeInfo, NodeState
 from launcher.server.app import create_app
+from launcher.state import node_state
 from launcher.state.db import ClusterStatus, PlacementRecord, StateDB
 
 
