@@ -9,7 +9,8 @@ pending) or `health` (the health gate's or `launcher health`'s ok / warn / fail 
 its findings). Writers: `status --refresh` (every node of the cloud's view), `local
 preempt` (the local cloud's view after it), the health gate and `launcher health`.
 
-A row belongs to one incarnation of the cluster (its `launched_at`). A `state` row is
+A row belongs to one incarnation of the cluster (its `launched_at`); every write drops
+the rows of clusters no longer there (or launched again since). A `state` row is
 shown only while no later cluster status change overrides it (a cluster stopped, started
 or preempted after the report); otherwise, and for a node never reported on, the node's
 state is the cluster's status ("cluster status" as its source).
@@ -69,6 +70,12 @@ def _write(db: StateDB, rec: ClusterRecord, kind: str,
            rows: Sequence[tuple[str, str, str]], seen_at: float, source: str) -> None:
     db.migrate(COMPONENT, MIGRATIONS)
     with db.transaction() as conn:
+        # reports on clusters since taken down (or launched again) go: the table stays
+        # as small as the clusters there are (writes are rare: refreshes, health checks)
+        conn.execute(
+            "DELETE FROM node_state WHERE NOT EXISTS (SELECT 1 FROM clusters c WHERE"
+            " c.name = node_state.cluster AND abs(c.launched_at - node_state.launched_at)"
+            " < 1e-6)")
         conn.executemany(
             "INSERT OR REPLACE INTO node_state (cluster, launched_at, node_id, kind, value,"
             " detail, seen_at, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -152,3 +152,9 @@ def test_a_relaunched_cluster_does_not_inherit_node_reports(
     _cluster("again", "alice")
     nodes = api.clusters.cluster_nodes("again")
     assert [(n.state, n.state_source) for n in nodes] == [("up", "cluster status")] * 2
+    _cluster("other", "alice")
+    api.status(refresh=True, cloud_fn=lambda _n: cloud, orphan_clouds=[])
+    with StateDB() as db:  # the first launch's reports went with the next write
+        rows = db.query("SELECT cluster, launched_at FROM node_state")
+        launched = {c.name: c.launched_at for c in db.list_clusters()}
+    assert rows and all(launched[c] == at for c, at in rows)
