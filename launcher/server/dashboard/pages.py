@@ -153,9 +153,12 @@ def _fabrics(rows: list[dict[str, Any]]) -> dict[str, str]:
             continue
         key = (r["cloud"], acc)
         if key not in known:
+            try:
+                found = offers(accelerators=[acc], clouds=[r["cloud"]])
+            except LauncherError:  # a catalog that cannot be read: the list still shows
+                found = []
             known[key] = {o.instance_type: f"{o.fabric} {o.fabric_gbps:g} Gb/s" if o.fabric_gbps
-                          else str(o.fabric) for o in offers(accelerators=[acc],
-                                                             clouds=[r["cloud"]]) if o.fabric}
+                          else str(o.fabric) for o in found if o.fabric}
         out[r["name"]] = known[key].get(r["instance_type"], "-")
     return out
 
