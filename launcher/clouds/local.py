@@ -237,6 +237,12 @@ class LocalCloud:
             return {}
         return {m.node_id: m.state for m in machines.nodes}
 
+    def query_many(self, clusters: Sequence[str], region: str | None = None
+                   ) -> dict[str, dict[str, NodeState]]:
+        """`query` of every cluster in one call (SupportsBatchQuery; the only region is
+        this machine, so `region` changes nothing): one read of each `machines.json`."""
+        return {cluster: self.query(cluster) for cluster in clusters}
+
     def terminate(self, cluster: str) -> None:
         """Kill every process of every node and delete the cluster's directory. Idempotent."""
         cdir = self._cluster_dir(cluster)

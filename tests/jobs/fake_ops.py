@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from launcher.clouds.base import NodeState
@@ -75,7 +75,9 @@ class FakeOps:
         self.history: list[tuple[str, Place]] = []  # every provision
         self.teardowns: list[str] = []
         self.max_live = 0  # most clusters alive at once
-        self.query_failures = 0  # next N cloud_view calls raise TransientOpsError
+        self.query_failures = 0  # next N cloud_view(s) calls raise TransientOpsError
+        self.view_calls = 0  # cloud_view calls (one cluster each)
+        self.batch_calls: list[tuple[str | None, str | None, int]] = []  # cloud_views calls
         self.status_failures = 0  # next N job_status calls raise TransientOpsError
         self.provision_delay_s = 0.0
         self.teardown_delay_s = 0.0
@@ -226,8 +228,27 @@ class FakeOps:
                 return JobRun(RunState.SUCCEEDED, 0, ended_at=end)
             return JobRun(RunState.FAILED, b.exit_code, 0, "user code", ended_at=end)
 
+    def cloud_views(self, cloud: str | None, region: str | None,
+                    cluster_names: Sequence[str]) -> dict[str, Mapping[str, NodeState]]:
+        """One "cloud query" for many clusters; a cluster elsewhere than (cloud, region) is
+        not in the answer (as a real regional query would not list it)."""
+        with self.lock:
+            self.batch_calls.append((cloud, region, len(cluster_names)))
+            if self.query_failures > 0:
+                self.query_failures -= 1
+                raise TransientOpsError("cloud API timeout (injected)")
+            out: dict[str, Mapping[str, NodeState]] = {}
+            for name in cluster_names:
+                c = self.clusters.get(name)
+                if c is None:
+                    out[name] = {}
+                elif cloud is None or (c.place.cloud, c.place.region) == (cloud, region):
+                    out[name] = dict(c.nodes)
+            return out
+
     def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
         with self.lock:
+            self.view_calls += 1
             if self.query_failures > 0:
                 self.query_failures -= 1
                 raise TransientOpsError("cloud API timeout (injected)")
