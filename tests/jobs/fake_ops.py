@@ -23,6 +23,7 @@ from launcher.jobs.cluster_ops import (
     NoCapacityError,
     Notice,
     Placed,
+    RateLimitedOpsError,
     RunState,
     SetupFailedError,
     TransientOpsError,
@@ -80,6 +81,10 @@ class FakeOps:
         self.batch_calls: list[tuple[str | None, str | None, int]] = []  # cloud_views calls
         self.status_failures = 0  # next N job_status calls raise TransientOpsError
         self.provision_delay_s = 0.0
+        self.throttled_launches = 0  # next N provisions: the cloud answers "rate limited"
+        self.provision_times: list[float] = []  # when each provision call began
+        self.provisioning = 0  # provision calls in flight now ...
+        self.peak_provisioning = 0  # ... and at most
         self.teardown_delay_s = 0.0
         # A dead head does not answer: job_status on a lost head (whose record went with
         # it) takes this long to fail ("No route to host"); status_delay_s: every call.
@@ -128,9 +133,20 @@ class FakeOps:
     # ---- ClusterOps ---------------------------------------------------------------------
 
     def provision_and_start(self, req: LaunchRequest) -> AttemptLaunch:
-        if self.provision_delay_s:
-            time.sleep(self.provision_delay_s)
         with self.lock:
+            self.provision_times.append(time.monotonic())
+            self.provisioning += 1
+            self.peak_provisioning = max(self.peak_provisioning, self.provisioning)
+        try:
+            if self.provision_delay_s:
+                time.sleep(self.provision_delay_s)
+        finally:
+            with self.lock:
+                self.provisioning -= 1
+        with self.lock:
+            if self.throttled_launches > 0:
+                self.throttled_launches -= 1
+                raise RateLimitedOpsError("RequestLimitExceeded (injected)", self.places[0].cloud)
             if req.cluster_name in self.clusters:
                 raise AssertionError(f"duplicate provision of {req.cluster_name}")
             if req.market == "spot" and not self.spot_capacity:

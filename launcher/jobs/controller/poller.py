@@ -66,6 +66,7 @@ class CloudPoller:
         self._wake = asyncio.Event()  # something is watched (the ticker sleeps without)
         self._tick_done = asyncio.Event()  # replaced by a new one at each tick's end
         self._ticking = False  # a tick is reading now (its views may predate a caller)
+        self._one_at_a_time = asyncio.Lock()
         self.ticks = 0
         self.queries = 0
 
@@ -117,6 +118,7 @@ class CloudPoller:
             self._tick_done = asyncio.Event()
             self._ticking = False
             self._ticker = None
+            self._one_at_a_time = asyncio.Lock()
         if self._ticker is None or self._ticker.done():
             self._ticker = asyncio.ensure_future(self._run())
 
@@ -134,6 +136,10 @@ class CloudPoller:
     async def tick(self) -> None:
         """One tick: one `cloud_views` call per (cloud, region), all groups at once, then
         the notices; wake the watches whose cluster lost a node or got a notice."""
+        async with self._one_at_a_time:
+            await self._tick()
+
+    async def _tick(self) -> None:
         groups: dict[GroupKey, list[Watched]] = {}
         for w in list(self._watched.values()):
             groups.setdefault(w.key, []).append(w)
