@@ -137,14 +137,21 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--light", action="store_true",
                     help="light local nodes without an agent (2,000 jobs on a small machine)")
+    ap.add_argument("--keep-home", metavar="DIR",
+                    help="use (and keep) this LAUNCHER_HOME, to look at the controller's log "
+                    "and the jobs' events afterwards")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
     if args.serve:
         return serve_light(args.sleep)
+    os.environ.setdefault("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
+    if args.keep_home:
+        os.makedirs(args.keep_home, mode=0o700, exist_ok=True)
+        os.environ["LAUNCHER_HOME"] = os.path.abspath(args.keep_home)
+        return run(args)
     with tempfile.TemporaryDirectory(prefix="launcher-scale-bench-") as home:
         os.environ["LAUNCHER_HOME"] = home
-        os.environ.setdefault("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
         return run(args)
 
 

@@ -84,3 +84,35 @@ def test_slots_are_shared_by_every_launch() -> None:
         return gate.peak
 
     assert run(go()) == 2 and gate.in_flight == 0
+
+
+def test_a_relaunch_takes_the_next_free_slot_before_waiting_first_launches() -> None:
+    gate = LaunchGate(fast_config(max_parallel_launches=1))
+    order: list[str] = []
+
+    async def go() -> None:
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            async with gate.slot():
+                await release.wait()
+
+        async def one(name: str, urgent: bool) -> None:
+            async with gate.slot(urgent=urgent):
+                order.append(name)
+
+        h = asyncio.ensure_future(holder())
+        await asyncio.sleep(0)
+        waiters = [asyncio.ensure_future(one(f"new{i}", False)) for i in range(3)]
+        await asyncio.sleep(0)
+        cancelled = asyncio.ensure_future(one("gone", True))
+        await asyncio.sleep(0)
+        cancelled.cancel()  # a cancelled waiter gives up its turn, nothing leaks
+        waiters.append(asyncio.ensure_future(one("relaunch", True)))
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(h, *waiters)
+
+    run(go())
+    assert order == ["relaunch", "new0", "new1", "new2"]
+    assert gate.in_flight == 0 and gate._free == 1

@@ -232,13 +232,13 @@ class AttemptLauncher:
                             req: LaunchRequest) -> AttemptLaunch:
         """Wait while a cloud this launch is likely to go to backs off (the one that last
         throttled the job, else its last attempt's), then launch in one of the
-        `max_parallel_launches` slots (launch_gate.py)."""
+        `max_parallel_launches` slots (launch_gate.py); a relaunch is served first."""
         gate = self.ctx.launches
         last_cloud = next((a.cloud for a in reversed(attempts) if a.cloud), None)
         clouds = (self._throttled_on.get(job.id, last_cloud),)
         while (wait := gate.wait_s(clouds)) > 0:
             await self.ctx.cancels.sleep(job.id, wait)
-        async with gate.slot():
+        async with gate.slot(urgent=att.cause != "initial"):
             return await self._launch_cancellable(job.id, att, req)
 
     async def _launch_cancellable(self, job_id: int, att: AttemptRow, req: LaunchRequest

@@ -1,7 +1,9 @@
 """How many launches provision at once, and which clouds are backing off.
 
 Launches run in parallel up to `ControllerConfig.max_parallel_launches` (the config's
-`jobs.controller.max_parallel_launches`); more wait for a slot, in the order they came.
+`jobs.controller.max_parallel_launches`); more wait for a slot, in the order they came,
+except that relaunches of jobs that were running (a recovery, a restart) go before first
+launches: a preempted job does not queue behind a burst of new submissions.
 A cloud that answered a launch "rate limited" (RateLimitedOpsError) is backed off: launches
 meant for it wait `rate_limit_backoff_s`, doubling while it keeps refusing (up to
 `rate_limit_backoff_max_s`; the cloud's own hint when that is longer), and the doubling
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import time
 from collections.abc import AsyncIterator, Iterable
 
@@ -25,8 +29,10 @@ class LaunchGate:
     def __init__(self, cfg: ControllerConfig, clock: object = time.monotonic) -> None:
         self.cfg = cfg
         self._clock = clock
-        self._sem: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._free = max(1, cfg.max_parallel_launches)
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []  # (rank, seq, fut)
+        self._seq = itertools.count()
         self._until: dict[str, float] = {}
         self._streak: dict[str, int] = {}
         self.in_flight = 0
@@ -60,16 +66,38 @@ class LaunchGate:
     # ---- slots ---------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one of the `max_parallel_launches` slots while provisioning."""
+    async def slot(self, *, urgent: bool = False) -> AsyncIterator[None]:
+        """Hold one of the `max_parallel_launches` slots while provisioning; `urgent`
+        (a relaunch) is served before every waiting launch that is not."""
         loop = asyncio.get_running_loop()
-        if self._sem is None or self._loop is not loop:
+        if self._loop is not loop:  # a new loop (tests run one per step): start afresh
             self._loop = loop
-            self._sem = asyncio.Semaphore(max(1, self.cfg.max_parallel_launches))
-        async with self._sem:
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
+            self._free = max(1, self.cfg.max_parallel_launches)
+            self._waiting.clear()
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+        else:
+            fut: asyncio.Future[None] = loop.create_future()
+            heapq.heappush(self._waiting, (0 if urgent else 1, next(self._seq), fut))
             try:
-                yield
-            finally:
-                self.in_flight -= 1
+                await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    self._release()  # handed a slot just as it was cancelled: pass it on
+                raise
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            self._release()
+
+    def _release(self) -> None:
+        """Hand the freed slot to the first waiter still waiting, else keep it free."""
+        while self._waiting:
+            _, _, fut = heapq.heappop(self._waiting)
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self._free += 1
