@@ -60,3 +60,17 @@ def test_a_cloud_without_the_capability_is_asked_once_per_cluster() -> None:
     views = query_many(cloud, ["x", "y"])  # type: ignore[arg-type]
     assert views == {"x": {"x-0": NodeState.RUNNING}, "y": {"y-0": NodeState.RUNNING}}
     assert cloud.asked == ["x", "y"]
+
+
+def test_the_local_cloud_sees_every_change_between_batched_reads() -> None:
+    cloud = LocalCloud()
+    cloud.provision(_req("a", nodes=1))
+    cloud.provision(_req("b", nodes=1))
+    assert query_many(cloud, ["a", "b"]) == {"a": {"a-0": NodeState.RUNNING},
+                                             "b": {"b-0": NodeState.RUNNING}}
+    cloud.stop("a")  # RUNNING -> STOPPED: a file of the same size, rewritten
+    cloud.preempt("b")
+    assert LocalCloud().query_many(["a", "b"]) == {"a": {"a-0": NodeState.STOPPED},
+                                                   "b": {"b-0": NodeState.PREEMPTED}}
+    cloud.terminate("b")
+    assert cloud.query_many(["b"]) == {"b": {}}

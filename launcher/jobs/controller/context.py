@@ -4,9 +4,10 @@ the per-job cancel signals (`CancelSignals`) and the recovery's step times
 (`RecoverySteps`).
 
 Blocking calls (cloud, agent, teardown) run in bounded thread pools: one for
-launches/teardowns (slow), one for status queries (fast), so a burst of relaunches never
-delays preemption detection; incremental log syncs have their own, so a dead head never
-takes a status slot.
+launches/teardowns (slow; how many provision at once is the launch gate's, `launches`),
+one for head-agent checks (fast), so a burst of relaunches never delays preemption
+detection; incremental log syncs have their own, so a dead head never takes a status
+slot, and so does the batched cloud poll (`poller`), so it never queues behind agent checks.
 """
 
 from __future__ import annotations
