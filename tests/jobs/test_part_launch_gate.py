@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from launcher.jobs.controller.launch_gate import LaunchGate
 from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import JobStore
@@ -116,3 +118,19 @@ def test_a_relaunch_takes_the_next_free_slot_before_waiting_first_launches() -> 
     run(go())
     assert order == ["relaunch", "new0", "new1", "new2"]
     assert gate.in_flight == 0 and gate._free == 1
+
+
+def test_a_failover_refused_only_for_too_many_requests_is_a_rate_limited_launch() -> None:
+    from launcher.clouds.base import FailoverAttempt, ProvisionFailedError
+    from launcher.jobs.cluster_ops import RateLimitedOpsError, _raise_if_throttled
+
+    def attempt(error: str) -> FailoverAttempt:
+        return FailoverAttempt("aws", "us-east-1", "use1-az1", "g5.xlarge", error, "...")
+
+    throttled = ProvisionFailedError("no placement", [attempt("RateLimitedError")] * 2)
+    with pytest.raises(RateLimitedOpsError) as exc:
+        _raise_if_throttled(throttled)
+    assert exc.value.cloud == "aws"
+    # one placement refused for capacity: a real capacity miss, not a rate limit
+    _raise_if_throttled(ProvisionFailedError(
+        "no placement", [attempt("RateLimitedError"), attempt("CapacityError")]))
