@@ -275,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
             to_running.append(relaunches[0].running_at - at)
     spurious = sum(1 for i in ids if i not in preempted and jobs[i].recoveries > 0)
     # From the attempt rows (exact): the first attempts' RUNNING times since the start
-    firsts = [attempts[i][0].running_at for i in ids if attempts[i] and attempts[i][0].running_at]
+    firsts = [t for i in ids if attempts[i] and (t := attempts[i][0].running_at) is not None]
     if all_running_s is not None and firsts:
         all_running_s = max(firsts) - t0_epoch
     launch_rate = len(firsts) / all_running_s if all_running_s else 0.0

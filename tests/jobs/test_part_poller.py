@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from typing import Any
 
 from launcher.clouds.base import NodeState
 from launcher.jobs.controller.poller import CloudPoller
@@ -140,7 +142,7 @@ def test_the_controller_polls_in_batches_not_per_job() -> None:
         store.close()
 
 
-async def _inline(fn, *args):  # type: ignore[no-untyped-def]
+async def _inline(fn: Callable[..., Any], *args: Any) -> Any:
     """A `call` that runs the blocking function inline (the fake answers at once)."""
     await asyncio.sleep(0)
     return fn(*args)
