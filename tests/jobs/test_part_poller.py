@@ -87,10 +87,11 @@ def test_a_failed_batch_query_is_no_loss_and_fresh_raises_for_it() -> None:
 
 
 def _detection_s(n: int) -> float:
-    """Seconds from preempting one of `n` running jobs to the controller acting on it, with
-    an agent-check budget that stretches each job's own check to ~30 s."""
+    """Seconds from preempting one of `n` running jobs to the controller acting on it, while
+    each job's own look (its agent check) comes every 8 s or more (a large controller's
+    shared budget); a per-job poll of the cloud would see the loss only then."""
     ops = FakeOps(PLACES, behaviours=lambda _n: Behaviour(duration_s=600.0))
-    r = Running(ops, max_polls_per_s=5.0, poll_max_s=30.0, cloud_poll_s=0.1,
+    r = Running(ops, poll_min_s=8.0, poll_max_s=60.0, max_polls_per_s=2.0, cloud_poll_s=0.1,
                 watch_workers=4, launch_workers=8, max_parallel_launches=8)
     store = JobStore()
     try:
@@ -102,7 +103,7 @@ def _detection_s(n: int) -> float:
         ops.preempt(store.attempts(victim)[-1].cluster_name)
         t0 = time.monotonic()
         wait_for(lambda: store.job(victim).status == S.RECOVERING
-                 or len(store.attempts(victim)) > 1, 20.0, "preemption noticed")
+                 or len(store.attempts(victim)) > 1, 15.0, "preemption noticed")
         took = time.monotonic() - t0
         for i in ids:
             store.request_cancel(i)
@@ -113,10 +114,10 @@ def _detection_s(n: int) -> float:
 
 
 def test_preemption_is_detected_as_fast_with_many_jobs_as_with_one() -> None:
-    """150 running jobs: a preempted one is still noticed within a few cloud-poll ticks."""
+    """1 or 150 running jobs: a preempted one is noticed within a few 0.1 s cloud-poll
+    ticks (with room for a loaded machine), not at its next own look ~7 s later."""
     one, many = _detection_s(1), _detection_s(150)
-    assert many < 2.0, (one, many)  # a few 0.1 s ticks, not the ~30 s agent interval
-    assert many < one + 1.5, (one, many)
+    assert one < 3.0 and many < 3.0, (one, many)
 
 
 def test_the_controller_polls_in_batches_not_per_job() -> None:
