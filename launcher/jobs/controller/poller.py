@@ -16,11 +16,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from launcher.clouds.base import NodeState
-from launcher.jobs.cluster_ops import Notice, TransientOpsError, lost_nodes
+from launcher.jobs.cluster_ops import ClusterOps, Notice, TransientOpsError, lost_nodes
 from launcher.jobs.controller.settings import ControllerConfig
 
 log = logging.getLogger("launcher.jobs.controller")
@@ -56,7 +57,8 @@ class CloudPoller:
     is the controller's ClusterOps. `queries` counts `cloud_views` calls (one per group
     per tick), `ticks` the ticks done."""
 
-    def __init__(self, ops: object, cfg: ControllerConfig, call: object) -> None:
+    def __init__(self, ops: ClusterOps, cfg: ControllerConfig,
+                 call: Callable[..., Awaitable[Any]]) -> None:
         self.ops = ops
         self.cfg = cfg
         self._call = call
@@ -159,7 +161,7 @@ class CloudPoller:
         names = [w.cluster for w in ws]
         self.queries += 1
         try:
-            views, notices = await self._call(self._read, cloud, region, names)  # type: ignore[operator]
+            views, notices = await self._call(self._read, cloud, region, names)
             error = None
         except Exception as exc:  # the cloud could not be asked: no loss, ask next tick
             log.info("cloud view of %d cluster(s) on %s/%s unavailable: %s", len(names),
@@ -177,11 +179,11 @@ class CloudPoller:
               ) -> tuple[dict[str, Mapping[str, NodeState]], dict[str, list[Notice]]]:
         """(In a status worker.) One batched view, then each cluster's notices."""
         ops = self.ops
-        views = ops.cloud_views(cloud, region, names)  # type: ignore[attr-defined]
+        views = ops.cloud_views(cloud, region, names)
         notices: dict[str, list[Notice]] = {}
         for n in names:
             with contextlib.suppress(Exception):
-                got = ops.notices(n)  # type: ignore[attr-defined]
+                got = ops.notices(n)
                 if got:
                     notices[n] = list(got)
         return views, notices
