@@ -1,22 +1,42 @@
 """One controller, many managed jobs: N concurrent jobs (short sleeps) on the local cloud.
 
-Submits N managed jobs (`sleep S`), preempts a random 10% of them once they run,
-and waits for all to end. Prints: the controller's peak RSS (goal <= 500 MB),
-how many jobs SUCCEEDED (goal: all), how many preempted jobs were recovered
-(goal: all - none missed), submit-to-all-running and total wall times.
+Submits N managed jobs (`sleep S`), starts one controller, preempts a random 10% of the
+jobs once they run (`LocalCloud.preempt`: the node is marked PREEMPTED and its processes
+killed), and waits for all to end. Prints:
 
-Every job is a real local cluster with its own head-node agent, so the machine
-needs memory for N agents; the controller itself is one asyncio process.
+- the controller's peak RSS (goal <= 500 MB at 2,000 jobs);
+- launches per second while capacity is there (goal >= 10/s) and all submitted -> all
+  running (every job is submitted before the controller starts);
+- p50/p99 time from a preemption to the relaunch starting (the new attempt recorded,
+  right before it provisions; goal p99 <= 5 s), and to the relaunch running;
+- missed recoveries (a preempted job never relaunched, and its run had not ended first)
+  and duplicates (more than one relaunch for one preemption, a recovery of a job never
+  preempted, or two live clusters of one job seen at once) - goal 0 and 0;
+- final statuses (goal: all SUCCEEDED) and clusters left behind (goal 0).
+
+Two node kinds:
+- default: every job is a real local cluster with its own head-node agent (the daemon's
+  RealClusterOps), so the machine needs memory and CPU for N agents (~200 on 2 cores);
+- `--light`: light nodes (benchmarks/light_nodes.py): real local-cloud clusters without
+  an agent, so 2,000 fit on a small machine. The controller is the real one (the same
+  loop, poller, launch slots, recovery and SQLite store the daemon runs) in its own
+  process; only the ClusterOps below it is light.
+
 Runs in a throw-away LAUNCHER_HOME.
 
     python3 benchmarks/controller_scale.py [--jobs 500] [--sleep 30] [--preempt 0.1]
+    python3 benchmarks/controller_scale.py --light --jobs 2000 --sleep 300
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import random
+import re
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -38,13 +58,75 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def pct(values: list[float], q: float) -> float | None:
+    """The q-quantile (0..1) of `values`, nearest rank; None when empty."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * len(s) + 0.5) - 1))]
+
+
+def serve_light(sleep_s: float) -> int:
+    """The controller process of `--light`: the real Controller over LightNodeOps, holding
+    the controller lock like the daemon; SIGTERM stops it."""
+    import logging
+
+    from benchmarks.light_nodes import LightNodeOps
+    from launcher.jobs import paths
+    from launcher.jobs.controller import Controller
+    from launcher.jobs.daemon import config_from_env, hold_lock, load_task
+
+    paths.jobs_dir().mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s",
+                        handlers=[logging.FileHandler(paths.controller_log_path())])
+
+    async def runner() -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        ctrl = Controller(LightNodeOps(sleep_s), load_task,  # type: ignore[arg-type]
+                          config=config_from_env())
+        await ctrl.run(stop)
+
+    with hold_lock() as got:
+        if not got:
+            return 1
+        asyncio.run(runner())
+    return 0
+
+
 def _job_running(ops: object, att: object) -> bool:
-    """The head-node agent's own word: is the attempt's job still running?"""
+    """The head's own word (agent, or the light node's record): is the job still running?"""
     try:
         run = ops.job_status(att.cluster_name, att.cluster_job_id)  # type: ignore[attr-defined]
     except Exception:
         return False
     return str(run.status) == "RUNNING"
+
+
+_CLUSTER = re.compile(r"mj-(\d+)-(\d+)\Z")
+
+
+def live_clusters_per_job() -> dict[int, int]:
+    """job id -> how many of its local clusters have every node RUNNING now."""
+    from launcher.clouds.base import NodeState
+    from launcher.clouds.local import LocalCloud, local_root
+
+    root = local_root()
+    names = [p.name for p in root.iterdir()] if root.exists() else []
+    out: dict[int, int] = {}
+    cloud = LocalCloud()
+    for name in names:
+        m = _CLUSTER.match(name)
+        if not m:
+            continue
+        try:
+            view = cloud.query(name)
+        except Exception:
+            continue
+        if view and set(view.values()) == {NodeState.RUNNING}:
+            jid = int(m.group(1))
+            out[jid] = out.get(jid, 0) + 1
+    return out
 
 
 def main() -> int:
@@ -53,113 +135,171 @@ def main() -> int:
     ap.add_argument("--sleep", type=float, default=30.0, help="seconds each job runs")
     ap.add_argument("--preempt", type=float, default=0.1, help="fraction of jobs to preempt")
     ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument("--light", action="store_true",
+                    help="light local nodes without an agent (2,000 jobs on a small machine)")
+    ap.add_argument("--keep-home", metavar="DIR",
+                    help="use (and keep) this LAUNCHER_HOME, to look at the controller's log "
+                    "and the jobs' events afterwards")
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    sys.path.insert(0, str(REPO))
+    if args.serve:
+        return serve_light(args.sleep)
+    os.environ.setdefault("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
+    if args.keep_home:
+        os.makedirs(args.keep_home, mode=0o700, exist_ok=True)
+        os.environ["LAUNCHER_HOME"] = os.path.abspath(args.keep_home)
+        return run(args)
     with tempfile.TemporaryDirectory(prefix="launcher-scale-bench-") as home:
         os.environ["LAUNCHER_HOME"] = home
-        os.environ.setdefault("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
-        sys.path.insert(0, str(REPO))
-        from launcher.api import jobs as api
-        from launcher.clouds.local import LocalCloud
-        from launcher.errors import LauncherError
-        from launcher.jobs.cluster_ops import RealClusterOps
-        from launcher.jobs.store import JobStore
-        from launcher.task.model import Task
+        return run(args)
 
-        task = Task.from_dict(
-            {
-                "name": "sleeper",
-                "resources": {"infra": "local", "use_spot": True},
-                "run": f"echo start; sleep {args.sleep}; echo done",
-            }
-        )
-        t0 = time.monotonic()
-        ids = [
-            api.jobs_launch(task, name=f"s{i}", start_controller=False).id for i in range(args.jobs)
-        ]
+
+def run(args: argparse.Namespace) -> int:
+    from launcher.api import jobs as api
+    from launcher.clouds.local import LocalCloud, local_root
+    from launcher.errors import LauncherError
+    from launcher.jobs.store import JobStore
+    from launcher.task.model import Task
+
+    task = Task.from_dict(
+        {
+            "name": "sleeper",
+            "resources": {"infra": "local", "use_spot": True},
+            "run": f"echo start; sleep {args.sleep}; echo done",
+        }
+    )
+    t_submit = time.monotonic()
+    ids = [
+        api.jobs_launch(task, name=f"s{i}", start_controller=False, check=i == 0).id
+        for i in range(args.jobs)
+    ]
+    submit_s = time.monotonic() - t_submit
+    t0, t0_epoch = time.monotonic(), time.time()
+    proc: subprocess.Popen[bytes] | None = None
+    if args.light:
+        from benchmarks.light_nodes import LightNodeOps
+
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve",
+                                 "--sleep", str(args.sleep)], env=env)
+        pid = proc.pid
+        ops: object = LightNodeOps(args.sleep)
+    else:
+        from launcher.jobs.cluster_ops import RealClusterOps
+
         info = api.jobs_controller_start()
         assert info.pid is not None, "controller did not start"
         pid = info.pid
-        peak = [0.0]
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.is_set():
-                peak[0] = max(peak[0], rss_mb(pid))
-                stop.wait(0.5)
-
-        threading.Thread(target=sample, daemon=True).start()
-        store = JobStore()
-        rnd = random.Random(7)
-        victims = set(rnd.sample(ids, int(round(args.jobs * args.preempt))))
-        preempted: dict[int, str] = {}
-        skipped: set[int] = set()  # victims whose job had ended before it could be preempted
         ops = RealClusterOps()
-        all_running_s = None
-        try:
-            end = time.monotonic() + args.timeout
-            while time.monotonic() < end:
-                jobs = {j.id: j for j in store.jobs()}
-                running = [i for i in ids if jobs[i].status == "RUNNING"]
-                if all_running_s is None and all(
-                    jobs[i].status in ("RUNNING", *TERMINAL) for i in ids
-                ):
-                    all_running_s = time.monotonic() - t0
-                for i in running:
-                    if i in victims and i not in preempted and i not in skipped:
-                        att = store.attempts(i)[-1]
-                        if not att.running_at or time.time() - att.running_at <= 1.0:
-                            continue
-                        # Only a preemption that hits a running job counts: the DB says
-                        # RUNNING until the controller's next poll (up to ~10 s with 500
-                        # jobs), by when the job's sleep may have ended already.
-                        if not _job_running(ops, att):
-                            skipped.add(i)
-                            continue
-                        try:
-                            LocalCloud().preempt(att.cluster_name)
-                        except LauncherError:
-                            skipped.add(i)  # torn down meanwhile: the job had ended
-                            continue
-                        preempted[i] = att.cluster_name
-                if all(jobs[i].status in TERMINAL for i in ids):
-                    break
-                time.sleep(1.0)
-            total = time.monotonic() - t0
+    peak = [0.0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_mb(pid))
+            stop.wait(0.5)
+
+    threading.Thread(target=sample, daemon=True).start()
+    store = JobStore()
+    rnd = random.Random(7)
+    victims = set(rnd.sample(ids, int(round(args.jobs * args.preempt))))
+    preempted: dict[int, float] = {}  # job -> when it was preempted (epoch s)
+    skipped: set[int] = set()  # victims whose job had ended before it could be preempted
+    doubled: set[int] = set()  # jobs seen with two live clusters at once
+    all_running_s = None
+    tick = 0.5 if args.light else 1.0
+    try:
+        end = time.monotonic() + args.timeout
+        while time.monotonic() < end:
             jobs = {j.id: j for j in store.jobs()}
-        finally:
-            stop.set()
-            store.close()
+            if all_running_s is None and all(
+                jobs[i].status in ("RUNNING", *TERMINAL) for i in ids
+            ):
+                all_running_s = time.monotonic() - t0
+            for i in ids:
+                if jobs[i].status != "RUNNING" or i not in victims or i in preempted \
+                        or i in skipped:
+                    continue
+                att = store.attempts(i)[-1]
+                if not att.running_at or time.time() - att.running_at <= 1.0:
+                    continue
+                # Only a preemption that hits a running job counts: the DB says RUNNING
+                # until the controller's next look, by when the job may have ended.
+                if not _job_running(ops, att):
+                    skipped.add(i)
+                    continue
+                at = time.time()
+                try:
+                    LocalCloud().preempt(att.cluster_name)
+                except LauncherError:
+                    skipped.add(i)  # torn down meanwhile: the job had ended
+                    continue
+                preempted[i] = at
+            doubled |= {j for j, n in live_clusters_per_job().items() if n > 1}
+            if all(jobs[i].status in TERMINAL for i in ids):
+                break
+            time.sleep(tick)
+        total = time.monotonic() - t0
+        jobs = {j.id: j for j in store.jobs()}
+        attempts = {i: store.attempts(i) for i in ids}
+    finally:
+        stop.set()
+        store.close()
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(120)
+        else:
             api.jobs_controller_stop()
-        statuses: dict[str, int] = {}
-        for i in ids:
-            s = jobs[i].status.value
-            statuses[s] = statuses.get(s, 0) + 1
-        recovered = sum(1 for i in preempted if jobs[i].recoveries >= 1)
-        # the job ended between the agent's answer and the preemption: nothing to recover
-        store = JobStore()
-        try:
-            ended_first = sum(1 for i in preempted if jobs[i].recoveries == 0
-                              and store.attempts(i)[0].outcome == "SUCCEEDED")
-        finally:
-            store.close()
-        spurious = sum(1 for i in ids if i not in preempted and jobs[i].recoveries > 0)
-        print(
-            f"controller scale: {args.jobs} managed jobs (sleep {args.sleep:g} s) on one "
-            "controller, local cloud"
-        )
-        print(f"  controller peak RSS: {peak[0]:.0f} MB   goal <= 500 MB")
-        print(f"  final statuses: {statuses}   goal: all SUCCEEDED")
-        print(
-            f"  preempted {len(preempted)} running jobs; recovered {recovered}; ended just "
-            f"before the preemption hit: {ended_first}; missed "
-            f"{len(preempted) - recovered - ended_first}; recoveries of never-preempted jobs: "
-            f"{spurious}; victims not preempted (their job had already ended): {len(skipped)}"
-        )
-        print(
-            f"  all submitted -> all running: "
-            f"{'-' if all_running_s is None else f'{all_running_s:.0f} s'}; "
-            f"total {total:.0f} s"
-        )
+    left = sorted(p.name for p in local_root().iterdir() if _CLUSTER.match(p.name)) \
+        if local_root().exists() else []
+    statuses: dict[str, int] = {}
+    for i in ids:
+        s = jobs[i].status.value
+        statuses[s] = statuses.get(s, 0) + 1
+    to_start: list[float] = []
+    to_running: list[float] = []
+    missed = ended_first = duplicates = 0
+    for i, at in preempted.items():
+        relaunches = [a for a in attempts[i] if a.cause == "preemption" and a.created_at >= at]
+        if not relaunches:
+            if attempts[i][0].outcome == "SUCCEEDED":
+                ended_first += 1  # the run ended between the check and the preemption
+            else:
+                missed += 1
+            continue
+        duplicates += len(relaunches) - 1
+        to_start.append(relaunches[0].created_at - at)
+        if relaunches[0].running_at:
+            to_running.append(relaunches[0].running_at - at)
+    spurious = sum(1 for i in ids if i not in preempted and jobs[i].recoveries > 0)
+    # From the attempt rows (exact): the first attempts' RUNNING times since the start
+    firsts = [t for i in ids if attempts[i] and (t := attempts[i][0].running_at) is not None]
+    if all_running_s is not None and firsts:
+        all_running_s = max(firsts) - t0_epoch
+    launch_rate = len(firsts) / all_running_s if all_running_s else 0.0
+    kind = "light nodes (no agent)" if args.light else "a head-node agent per cluster"
+    print(f"controller scale: {args.jobs} managed jobs (sleep {args.sleep:g} s) on one "
+          f"controller, local cloud, {kind}, SQLite")
+    print(f"  submitted {args.jobs} jobs in {submit_s:.0f} s (before the controller started)")
+    print(f"  controller peak RSS: {peak[0]:.0f} MB   goal <= 500 MB")
+    print(f"  all submitted -> all running: "
+          f"{'-' if all_running_s is None else f'{all_running_s:.1f} s'}; "
+          f"launches/s: {launch_rate:.1f}   goal >= 10/s; total {total:.0f} s")
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f} s"
+
+    print(f"  preemption -> relaunch start: p50 {fmt(pct(to_start, 0.5))}, p99 "
+          f"{fmt(pct(to_start, 0.99))}, max {fmt(max(to_start, default=None))}   goal p99 <= 5 s")
+    print(f"  preemption -> relaunch running: p50 {fmt(pct(to_running, 0.5))}, p99 "
+          f"{fmt(pct(to_running, 0.99))}")
+    print(f"  preempted {len(preempted)} running jobs; relaunched {len(to_start)}; ended just "
+          f"before the preemption hit: {ended_first}; missed {missed}; duplicate relaunches "
+          f"{duplicates}; recoveries of never-preempted jobs {spurious}; jobs seen with two "
+          f"live clusters {len(doubled)}   goal: 0 missed, 0 duplicates")
+    print(f"  final statuses: {statuses}   goal: all SUCCEEDED; clusters left: {len(left)}")
     return 0
 
 

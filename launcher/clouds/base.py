@@ -11,6 +11,7 @@ The provisioning loop raises `ProvisionFailedError` carrying every attempt.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -53,6 +54,18 @@ class CloudQuotaError(QuotaError, AuthError):
     """A quota that spans every region of the cloud (GCP's `GPUS_ALL_REGIONS`): another
     region cannot help, so failover blocks the whole cloud (it is an AuthError for the
     blocking rules, and a QuotaError for anyone asking what it is)."""
+
+
+class RateLimitedError(CloudError):
+    """The cloud's API refused the call for too many requests (after the SDK's own
+    retries). Nothing about capacity or the request: wait and ask again. `retry_after_s`
+    is the cloud's hint when it gives one. The managed-jobs controller backs off launches
+    on that cloud (docs/managed-jobs.md)."""
+
+    def __init__(self, message: str, *, cloud: str = "", region: str | None = None,
+                 zone: str | None = None, retry_after_s: float | None = None) -> None:
+        super().__init__(message, cloud=cloud, region=region, zone=zone)
+        self.retry_after_s = retry_after_s
 
 
 class InvalidRequestError(CloudError):
@@ -174,6 +187,31 @@ class Cloud(Protocol):
     def terminate(self, cluster: str) -> None:
         """Delete every node tagged with the cluster. Idempotent."""
         ...
+
+
+@runtime_checkable
+class SupportsBatchQuery(Protocol):
+    """Optional capability: the cloud's view of many clusters in one call, for a caller
+    that watches many (the managed-jobs controller polls once per cloud and region per
+    tick, not once per job)."""
+
+    def query_many(self, clusters: Sequence[str], region: str | None = None
+                   ) -> dict[str, dict[str, NodeState]]:
+        """cluster -> its `query` answer, for every cluster asked ({} for one the cloud
+        does not know). `region`: where the clusters run, when the caller knows (all of
+        them in it); None: wherever each was recorded. One API call (or one per page)
+        where the cloud lists many instances at once. Raises CloudError (the whole
+        batch failed: e.g. RateLimitedError, AuthError)."""
+        ...
+
+
+def query_many(cloud: Cloud, clusters: Sequence[str], region: str | None = None
+               ) -> dict[str, dict[str, NodeState]]:
+    """`cloud.query_many` where the cloud implements it; else one `query` per cluster
+    (the same answers, one call each). Raises what the cloud raises."""
+    if isinstance(cloud, SupportsBatchQuery):
+        return cloud.query_many(clusters, region)
+    return {c: cloud.query(c) for c in clusters}
 
 
 @runtime_checkable

@@ -32,6 +32,7 @@ import os
 import select
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,10 @@ MACHINES_FILE = "machines.json"
 NO_SPOT_FILE = "no-spot-capacity"
 AGENT_DIR = ".launcher-agent"  # the head-node agent's directory in a node's home
 MAX_LOCAL_NODES = 64
+# query_many's last reads: machines.json path -> ((inode, size, mtime_ns), its view)
+_SEEN: dict[str, tuple[tuple[int, int, int], dict[str, NodeState]]] = {}
+_SEEN_LOCK = threading.Lock()
+_SEEN_MAX = 50_000  # forgotten all at once past this (clusters long gone, never asked again)
 
 
 def local_root() -> Path:
@@ -236,6 +241,38 @@ class LocalCloud:
         if machines is None:
             return {}
         return {m.node_id: m.state for m in machines.nodes}
+
+    def query_many(self, clusters: Sequence[str], region: str | None = None
+                   ) -> dict[str, dict[str, NodeState]]:
+        """`query` of every cluster in one call (SupportsBatchQuery; the only region is
+        this machine, so `region` changes nothing). A `machines.json` is read again only
+        when it changed since the last call asked (every write replaces the file, so its
+        inode, size or mtime differ): a controller polling 2,000 clusters a second stats
+        them and parses the few that changed."""
+        out: dict[str, dict[str, NodeState]] = {}
+        root = str(local_root())
+        for cluster in clusters:
+            path = os.path.join(root, cluster, MACHINES_FILE)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                with _SEEN_LOCK:
+                    _SEEN.pop(path, None)
+                out[cluster] = {}
+                continue
+            key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            with _SEEN_LOCK:
+                seen = _SEEN.get(path)
+            if seen is not None and seen[0] == key:
+                out[cluster] = dict(seen[1])
+                continue
+            view = self.query(cluster)  # as new as `key` at least: a later write changes it
+            with _SEEN_LOCK:
+                if len(_SEEN) >= _SEEN_MAX:
+                    _SEEN.clear()
+                _SEEN[path] = (key, view)
+            out[cluster] = dict(view)
+        return out
 
     def terminate(self, cluster: str) -> None:
         """Kill every process of every node and delete the cluster's directory. Idempotent."""

@@ -156,11 +156,16 @@ class JobsSettings:
     """The `jobs:` section: `checkpoint_store` (an s3://, gs:// or Azure Blob URI, or None),
     `checkpoint_save_interval` in seconds (None = the agent's default, 300) and
     `deadline_tick` in seconds (how often the DEADLINE strategy's policy decides; None =
-    the controller's default, 60)."""
+    the controller's default, 60), and from `controller:` `max_parallel_launches`,
+    `agent_check_workers` and `cloud_poll_interval` (docs/managed-jobs.md, "Scale")."""
 
     checkpoint_store: str | None = None
     checkpoint_save_interval: float | None = None
     deadline_tick: float | None = None
+    # `jobs.controller:` the managed-jobs controller's scale settings (None: its defaults)
+    max_parallel_launches: int | None = None
+    agent_check_workers: int | None = None
+    cloud_poll_interval: float | None = None
 
 
 @dataclass(frozen=True)
@@ -470,7 +475,8 @@ def _fabric(value: Any, where: str, source: str) -> str | None:
     return str(value)
 
 
-_JOBS_KEYS = ("checkpoint_store", "checkpoint_save_interval", "deadline_tick")
+_JOBS_KEYS = ("checkpoint_store", "checkpoint_save_interval", "deadline_tick", "controller")
+_CONTROLLER_KEYS = ("max_parallel_launches", "agent_check_workers", "cloud_poll_interval")
 # The stores nodes sync (launcher/runtime/storage_nodes.py): bucket (and Azure account /
 # container) names as each service allows them.
 _STORE_PATTERNS = (
@@ -514,4 +520,32 @@ def _parse_jobs(body: Any, source: str) -> JobsSettings:
                        f"expected a duration like 60, 30s or 2m, got {raw!r}.")
         tick = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
     return JobsSettings(checkpoint_store=store, checkpoint_save_interval=seconds,
-                        deadline_tick=tick)
+                        deadline_tick=tick, **_parse_controller(body.get("controller"), source))
+
+
+def _parse_controller(body: Any, source: str) -> dict[str, Any]:
+    """`jobs.controller:` -> JobsSettings' controller fields (absent ones left out)."""
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise _err(source, "jobs.controller", "expected a mapping (max_parallel_launches, "
+                   "agent_check_workers, cloud_poll_interval).")
+    _no_unknown(body, _CONTROLLER_KEYS, "jobs.controller", source)
+    out: dict[str, Any] = {}
+    for key in ("max_parallel_launches", "agent_check_workers"):
+        raw = body.get(key)
+        if raw is None:
+            continue
+        if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= 1024:
+            raise _err(source, f"jobs.controller.{key}",
+                       f"expected a whole number from 1 to 1024, got {raw!r}.")
+        out[key] = raw
+    raw = body.get("cloud_poll_interval")
+    if raw is not None:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([sm]?)\s*", str(raw))
+        seconds = float(m.group(1)) * {"": 1, "s": 1, "m": 60}[m.group(2)] if m else 0.0
+        if isinstance(raw, bool) or not 0.1 <= seconds <= 600:
+            raise _err(source, "jobs.controller.cloud_poll_interval",
+                       f"expected a duration from 0.1 s to 10 m, like 1, 2s or 1m; got {raw!r}.")
+        out["cloud_poll_interval"] = seconds
+    return out

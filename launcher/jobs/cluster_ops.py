@@ -17,6 +17,8 @@ Errors the controller acts on:
 - `LaunchAbortedError`  `before_run` said stop (the job was cancelled meanwhile)
 - `PermanentLaunchError` retrying cannot help (invalid request, bad task)
 - `TransientOpsError`   a node or the cloud API could not be reached just now
+- `RateLimitedOpsError` the cloud's API throttled the launch (a TransientOpsError): the
+                         controller backs off launches on that cloud
 Anything else from `provision_and_start` is treated like a transient failure.
 """
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -69,6 +71,16 @@ class PermanentLaunchError(LauncherError):
 
 class TransientOpsError(LauncherError):
     """A node or the cloud could not be reached just now. Never proof of a preemption."""
+
+
+class RateLimitedOpsError(TransientOpsError):
+    """The cloud `cloud` throttled the call (launcher.clouds.base.RateLimitedError);
+    `retry_after_s`: its hint, when it gave one."""
+
+    def __init__(self, message: str, cloud: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.cloud = cloud
+        self.retry_after_s = retry_after_s
 
 
 class RunState(enum.StrEnum):
@@ -178,6 +190,14 @@ class ClusterOps(Protocol):
     def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
         """The cloud's own view: node_id -> state (a missing node = TERMINATED).
         Raises TransientOpsError when the cloud API cannot be reached."""
+        ...
+
+    def cloud_views(self, cloud: str | None, region: str | None,
+                    cluster_names: Sequence[str]) -> dict[str, Mapping[str, NodeState]]:
+        """`cloud_view` of many clusters on `cloud` in `region` with one cloud query
+        (launcher.clouds.base.query_many); None: clusters whose cloud the caller does not
+        know (asked one by one). Raises TransientOpsError when the query failed (for the
+        whole batch)."""
         ...
 
     def notices(self, cluster_name: str) -> list[Notice]:
@@ -415,6 +435,7 @@ class RealClusterOps:
                     except ProvisionFailedError as exc:
                         if exc.attempts and exc.attempts[-1].error_type == "InvalidRequestError":
                             raise PermanentLaunchError(str(exc)) from None
+                        _raise_if_throttled(exc)
                         failures.append(f"{tier.label or 'placement'}: {exc}")
                     except NoPlacementError as exc:
                         failures.append(f"{tier.label or 'placement'}: {exc}")
@@ -529,6 +550,20 @@ class RealClusterOps:
             return default_cloud(cloud).query(cluster_name)
         except Exception as exc:
             raise TransientOpsError(f"{cloud} query of {cluster_name} failed: {exc}") from None
+
+    def cloud_views(self, cloud: str | None, region: str | None,
+                    cluster_names: Sequence[str]) -> dict[str, Mapping[str, NodeState]]:
+        from launcher.clouds.base import query_many
+        from launcher.provisioning.cloud_access import default_cloud
+
+        if cloud is None:
+            return {n: self.cloud_view(n) for n in cluster_names}
+        try:
+            return dict(query_many(default_cloud(cloud), cluster_names, region))
+        except Exception as exc:
+            where = f"{cloud}/{region}" if region else cloud
+            raise TransientOpsError(f"{where} query of {len(cluster_names)} cluster(s) "
+                                    f"failed: {exc}") from None
 
     def notices(self, cluster_name: str) -> list[Notice]:
         """Local cloud: the notice files the local cloud drops for the agent (read
@@ -720,6 +755,15 @@ class RealClusterOps:
             node_price=rec.hourly_cost / max(1, rec.num_nodes), cluster_job_id=job_id,
             node_ids=tuple(n.node_id for n in info.nodes), checkpoint_dir=ckpt,
         )
+
+
+def _raise_if_throttled(exc: Exception) -> None:
+    """RateLimitedOpsError when every placement the failover tried was refused for too
+    many requests (the cloud throttles its API, capacity is unknown): the controller then
+    backs off launches on that cloud instead of counting a capacity miss."""
+    attempts = getattr(exc, "attempts", None) or []
+    if attempts and all(a.error_type == "RateLimitedError" for a in attempts):
+        raise RateLimitedOpsError(str(exc), attempts[-1].cloud) from None
 
 
 def _plan_fn(tier: PlacementTier) -> PlanFn:

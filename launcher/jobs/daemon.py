@@ -12,7 +12,10 @@ LAUNCHER_JOBS_POLL_MIN_S, LAUNCHER_JOBS_POLL_MAX_S, LAUNCHER_JOBS_IDLE_EXIT_S,
 LAUNCHER_JOBS_LAUNCH_WORKERS, LAUNCHER_JOBS_WATCH_WORKERS, LAUNCHER_JOBS_CONFIRM_S,
 LAUNCHER_JOBS_COOLDOWN_S, LAUNCHER_JOBS_MAX_POLLS_PER_S, LAUNCHER_JOBS_HEAD_UNREACHABLE_S,
 LAUNCHER_JOBS_NO_CAPACITY_RETRIES, LAUNCHER_JOBS_BACKOFF_MAX_S, LAUNCHER_JOBS_LOG_SYNC_S,
-LAUNCHER_JOBS_DEADLINE_TICK_S (over the config's `jobs.deadline_tick`).
+LAUNCHER_JOBS_DEADLINE_TICK_S (over the config's `jobs.deadline_tick`),
+LAUNCHER_JOBS_MAX_PARALLEL_LAUNCHES, LAUNCHER_JOBS_CLOUD_POLL_S (over the config's
+`jobs.controller` section: max_parallel_launches, agent_check_workers -> watch_workers,
+cloud_poll_interval).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ _ENV = {
     "backoff_max_s": "LAUNCHER_JOBS_BACKOFF_MAX_S",
     "log_sync_s": "LAUNCHER_JOBS_LOG_SYNC_S",
     "deadline_tick_s": "LAUNCHER_JOBS_DEADLINE_TICK_S",
+    "max_parallel_launches": "LAUNCHER_JOBS_MAX_PARALLEL_LAUNCHES",
+    "cloud_poll_s": "LAUNCHER_JOBS_CLOUD_POLL_S",
 }
 
 
@@ -56,9 +61,15 @@ def config_from_env() -> ControllerConfig:
     with contextlib.suppress(Exception):  # a broken config file is reported where it is used
         from launcher.config.settings import load_config
 
-        tick = load_config().jobs.deadline_tick
-        if tick is not None:
-            cfg.deadline_tick_s = tick
+        jobs = load_config().jobs
+        if jobs.deadline_tick is not None:
+            cfg.deadline_tick_s = jobs.deadline_tick
+        if jobs.max_parallel_launches is not None:
+            cfg.max_parallel_launches = jobs.max_parallel_launches
+        if jobs.agent_check_workers is not None:
+            cfg.watch_workers = jobs.agent_check_workers
+        if jobs.cloud_poll_interval is not None:
+            cfg.cloud_poll_s = jobs.cloud_poll_interval
     types = {f.name: f.type for f in fields(ControllerConfig)}
     for attr, var in _ENV.items():
         raw = os.environ.get(var)

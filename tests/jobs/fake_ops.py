@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from launcher.clouds.base import NodeState
@@ -23,6 +23,7 @@ from launcher.jobs.cluster_ops import (
     NoCapacityError,
     Notice,
     Placed,
+    RateLimitedOpsError,
     RunState,
     SetupFailedError,
     TransientOpsError,
@@ -75,9 +76,15 @@ class FakeOps:
         self.history: list[tuple[str, Place]] = []  # every provision
         self.teardowns: list[str] = []
         self.max_live = 0  # most clusters alive at once
-        self.query_failures = 0  # next N cloud_view calls raise TransientOpsError
+        self.query_failures = 0  # next N cloud_view(s) calls raise TransientOpsError
+        self.view_calls = 0  # cloud_view calls (one cluster each)
+        self.batch_calls: list[tuple[str | None, str | None, int]] = []  # cloud_views calls
         self.status_failures = 0  # next N job_status calls raise TransientOpsError
         self.provision_delay_s = 0.0
+        self.throttled_launches = 0  # next N provisions: the cloud answers "rate limited"
+        self.provision_times: list[float] = []  # when each provision call began
+        self.provisioning = 0  # provision calls in flight now ...
+        self.peak_provisioning = 0  # ... and at most
         self.teardown_delay_s = 0.0
         # A dead head does not answer: job_status on a lost head (whose record went with
         # it) takes this long to fail ("No route to host"); status_delay_s: every call.
@@ -126,9 +133,20 @@ class FakeOps:
     # ---- ClusterOps ---------------------------------------------------------------------
 
     def provision_and_start(self, req: LaunchRequest) -> AttemptLaunch:
-        if self.provision_delay_s:
-            time.sleep(self.provision_delay_s)
         with self.lock:
+            self.provision_times.append(time.monotonic())
+            self.provisioning += 1
+            self.peak_provisioning = max(self.peak_provisioning, self.provisioning)
+        try:
+            if self.provision_delay_s:
+                time.sleep(self.provision_delay_s)
+        finally:
+            with self.lock:
+                self.provisioning -= 1
+        with self.lock:
+            if self.throttled_launches > 0:
+                self.throttled_launches -= 1
+                raise RateLimitedOpsError("RequestLimitExceeded (injected)", self.places[0].cloud)
             if req.cluster_name in self.clusters:
                 raise AssertionError(f"duplicate provision of {req.cluster_name}")
             if req.market == "spot" and not self.spot_capacity:
@@ -226,8 +244,27 @@ class FakeOps:
                 return JobRun(RunState.SUCCEEDED, 0, ended_at=end)
             return JobRun(RunState.FAILED, b.exit_code, 0, "user code", ended_at=end)
 
+    def cloud_views(self, cloud: str | None, region: str | None,
+                    cluster_names: Sequence[str]) -> dict[str, Mapping[str, NodeState]]:
+        """One "cloud query" for many clusters; a cluster elsewhere than (cloud, region) is
+        not in the answer (as a real regional query would not list it)."""
+        with self.lock:
+            self.batch_calls.append((cloud, region, len(cluster_names)))
+            if self.query_failures > 0:
+                self.query_failures -= 1
+                raise TransientOpsError("cloud API timeout (injected)")
+            out: dict[str, Mapping[str, NodeState]] = {}
+            for name in cluster_names:
+                c = self.clusters.get(name)
+                if c is None:
+                    out[name] = {}
+                elif cloud is None or (c.place.cloud, c.place.region) == (cloud, region):
+                    out[name] = dict(c.nodes)
+            return out
+
     def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
         with self.lock:
+            self.view_calls += 1
             if self.query_failures > 0:
                 self.query_failures -= 1
                 raise TransientOpsError("cloud API timeout (injected)")

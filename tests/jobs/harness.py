@@ -18,7 +18,7 @@ from launcher.jobs.store import JobRow, JobStore
 
 def fast_config(**kw: Any) -> ControllerConfig:
     base: dict[str, Any] = dict(
-        poll_min_s=0.02, poll_max_s=0.05, scan_s=0.02, idle_exit_s=None,
+        poll_min_s=0.02, poll_max_s=0.05, scan_s=0.02, cloud_poll_s=0.02, idle_exit_s=None,
         failure_confirm_s=0.05, backoff_min_s=0.02, backoff_max_s=0.05, max_drain_s=2.0,
         launch_workers=4, watch_workers=4, log_fetch_backoff_s=0.01, log_sync_s=0.05,
     )

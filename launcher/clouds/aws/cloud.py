@@ -301,6 +301,33 @@ class AWSCloud:
                 out[str(inst["InstanceId"])] = node_state(inst)
         return out
 
+    def query_many(self, clusters: Sequence[str], region: str | None = None
+                   ) -> dict[str, dict[str, NodeState]]:
+        """`query` of many clusters (SupportsBatchQuery): their recorded gangs' ids, asked
+        with one DescribeInstances per region (per page, and per 200 ids: EC2's limit on
+        a filter's values) instead of one per cluster. A cluster with no recorded gang
+        is asked alone (`query`). `region` changes nothing: each gang's own record says
+        where it runs. Blocking; raises CloudError (RateLimitedError when throttled)."""
+        out: dict[str, dict[str, NodeState]] = {}
+        by_region: dict[str, list[tuple[str, list[str]]]] = {}
+        for cluster in clusters:
+            recorded = records.recorded_instances(cluster)
+            if recorded:
+                by_region.setdefault(recorded[0], []).append((cluster, recorded[1]))
+            else:
+                out[cluster] = self.query(cluster)
+        for where, gangs in by_region.items():
+            ids = [iid for _, gang in gangs for iid in gang]
+            ec2 = self._ec2(where)
+            found: dict[str, dict[str, Any]] = {}
+            for i in range(0, len(ids), _IDS_PER_FILTER):
+                found.update((str(d["InstanceId"]), d) for d in _describe_ids(
+                    ec2, where, ids[i:i + _IDS_PER_FILTER]))
+            for cluster, gang in gangs:
+                out[cluster] = {iid: node_state(found[iid]) if iid in found
+                                else NodeState.TERMINATED for iid in gang}
+        return out
+
     def terminate(self, cluster: str) -> None:
         """Delete everything of `cluster` in every region it may have used; idempotent;
         waits until the instances are terminated. Raises CloudError (the record is kept
@@ -488,12 +515,22 @@ def _rank_sorted(insts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(insts, key=key)
 
 
+_IDS_PER_FILTER = 200  # EC2 takes at most 200 values per filter
+
+
 def _describe_ids(ec2: Any, region: str, ids: list[str]) -> list[dict[str, Any]]:
     """Descriptions of those of `ids` EC2 still lists (a filter, unlike InstanceIds, does
-    not fail on an id that is gone)."""
+    not fail on an id that is gone), every page."""
+    out: list[dict[str, Any]] = []
+    token: str | None = None
     with aws_errors(region=region, action="describe instances"):
-        resp = ec2.describe_instances(Filters=[{"Name": "instance-id", "Values": ids}])
-    return [i for r in resp.get("Reservations", []) for i in r.get("Instances", [])]
+        while True:
+            resp = ec2.describe_instances(Filters=[{"Name": "instance-id", "Values": ids}],
+                                          **({"NextToken": token} if token else {}))
+            out.extend(i for r in resp.get("Reservations", []) for i in r.get("Instances", []))
+            token = resp.get("NextToken")
+            if not token:
+                return out
 
 
 def _zone_id(ec2: Any, region: str, inst: dict[str, Any]) -> str | None:

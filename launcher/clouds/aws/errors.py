@@ -9,8 +9,9 @@ Mapping by the API's error code (EC2 API reference, "Error codes"):
   region the account has not opted in to;
 - request   -> InvalidRequestError (stop): a bad AMI, parameter or combination; retrying
   elsewhere would fail the same way.
-Throttling (`RequestLimitExceeded`, `Throttling`) never reaches here: botocore retries
-it with backoff (session.py). Unknown codes become a plain CloudError (failover treats
+- throttling -> RateLimitedError (wait, then ask again): `RequestLimitExceeded`,
+  `Throttling`, ... reach here only once botocore's own retries with backoff (session.py)
+  are spent. Unknown codes become a plain CloudError (failover treats
 it like capacity: block the zone). Importing this module does not import botocore.
 """
 
@@ -25,6 +26,7 @@ from launcher.clouds.base import (
     CloudError,
     InvalidRequestError,
     QuotaError,
+    RateLimitedError,
 )
 
 CLOUD = "aws"
@@ -84,6 +86,13 @@ INVALID_CODES = frozenset({
     "NoSuchEntity",  # IAM: the configured instance profile does not exist
 })
 INVALID_PREFIXES = ("InvalidAMIID.", "InvalidAMIName.", "InvalidSnapshot.")
+THROTTLE_CODES = frozenset({
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "TooManyRequestsException",
+    "RequestThrottled",
+})
 
 
 def classify(code: str) -> type[CloudError]:
@@ -96,6 +105,8 @@ def classify(code: str) -> type[CloudError]:
         return AuthError
     if code in INVALID_CODES or code.startswith(INVALID_PREFIXES):
         return InvalidRequestError
+    if code in THROTTLE_CODES:
+        return RateLimitedError
     return CloudError
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from launcher.clouds.base import (
@@ -65,6 +66,7 @@ from launcher.clouds.gcp.teardown import (
     delete_ports_rule,
     label_filter,
     teardown_zone,
+    zone_tagged_instances,
 )
 from launcher.config.settings import GCPSettings, load_config
 
@@ -284,6 +286,41 @@ class GCPCloud:
         return ClusterInfo(cluster_name=cluster, cloud=CLOUD, region=region, zone=zone,
                            instance_type=machine_type, use_spot=spot, nodes=tuple(nodes),
                            ssh_key_path=key_path)
+
+    def query_many(self, clusters: Sequence[str], region: str | None = None
+                   ) -> dict[str, dict[str, NodeState]]:
+        """`query` of many clusters (SupportsBatchQuery): one `instances.list` per zone
+        of their recorded gangs (every labelled instance there), and the zone's
+        preemption operations once when a spot node is gone. A cluster with no record is
+        asked alone (`query`); `region` changes nothing (each record names its zone).
+        Raises CloudError."""
+        project = self.project()
+        out: dict[str, dict[str, NodeState]] = {}
+        by_zone: dict[str, list[tuple[str, list[str], bool]]] = {}
+        for cluster in clusters:
+            recorded = records.recorded_instances(cluster)
+            if recorded is None:
+                out[cluster] = self.query(cluster)
+                continue
+            zone, names, spot = recorded
+            by_zone.setdefault(zone, []).append((cluster, list(names), spot))
+        for zone, gangs in by_zone.items():
+            listed = {str(i.name): i for i in zone_tagged_instances(self.clients, project, zone)}
+            gone = any(spot and any(n not in listed or str(listed[n].status) == "TERMINATED"
+                                    for n in names) for _, names, spot in gangs)
+            preempted = preempted_names(self.clients, project, zone, self._sleep) if gone \
+                else set()
+            for cluster, names, spot in gangs:
+                view: dict[str, NodeState] = {}
+                for n in names:
+                    inst = listed.get(n)
+                    lost = spot and n in preempted
+                    if inst is None:
+                        view[n] = NodeState.PREEMPTED if lost else NodeState.TERMINATED
+                    else:
+                        view[n] = node_state(str(inst.status), lost)
+                out[cluster] = view
+        return out
 
     def query(self, cluster: str) -> dict[str, NodeState]:
         """node name -> GCE's view (see the module docstring). Raises CloudError."""

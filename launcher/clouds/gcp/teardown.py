@@ -37,6 +37,18 @@ def zone_instances(clients: Any, project: str, zone: str, cluster: str) -> list[
     return call(lambda: list(pager), action="list instances", zone=zone)
 
 
+def zone_tagged_instances(clients: Any, project: str, zone: str) -> list[Any]:
+    """Every instance in `zone` that carries launcher's cluster label (one paged
+    `instances.list`: the batched view of many clusters, `GCPCloud.query_many`)."""
+    from google.cloud import compute_v1
+
+    request = compute_v1.ListInstancesRequest(project=project, zone=zone,
+                                              filter=f"labels.{CLUSTER_LABEL}:*")
+    pager = call(lambda: clients.instances().list(request=request), action="list instances",
+                 zone=zone)
+    return call(lambda: list(pager), action="list instances", zone=zone)
+
+
 def all_instances(clients: Any, project: str, filter_: str) -> dict[str, list[Any]]:
     """zone -> instances matching `filter_`, over every zone of the project."""
     def run() -> dict[str, list[Any]]:

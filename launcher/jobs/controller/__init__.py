@@ -10,6 +10,10 @@ It is a small loop (`loop.Controller`) composed of parts, each given what it use
 - `running.RunningRecorder`   recording that an attempt runs (the job's RUNNING);
 - `watch.Watcher`             watching a running attempt (notices, the cloud's view, the
                               run's end, the log sync, a DEADLINE tick);
+- `poller.CloudPoller`        the cloud's view of every watched attempt, one query per
+                              cloud and region per tick; it wakes a watch on a loss;
+- `launch_gate.LaunchGate`    launch slots (`max_parallel_launches`; relaunches first)
+                              and per-cloud back-off when a cloud rate-limits;
 - `loss.LossDetector`         what the cloud says about an attempt's nodes (a loss);
 - `preemption.Recovery`       deciding PREEMPTED (blocks, work lost, drains) or replacing
                               lost nodes in place;
@@ -45,8 +49,9 @@ Crash-safety rules (a `kill -9` may hit between any two lines):
    the intent recovers with a full relaunch (`Recovery.abandon_replace`).
 
 Blocking calls (cloud, agent, teardown) run in bounded thread pools (see context.py):
-one for launches/teardowns (slow), one for status queries (fast), so a burst of
-relaunches never delays preemption detection.
+one for launches/teardowns (slow), one for head-agent checks (fast), one for the batched
+cloud poll, so a burst of relaunches never delays preemption detection. Nothing in the
+controller costs a cloud call per job per tick: see docs/managed-jobs.md, "Scale".
 """
 
 from launcher.jobs.controller.loop import Controller

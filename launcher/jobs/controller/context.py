@@ -4,9 +4,10 @@ the per-job cancel signals (`CancelSignals`) and the recovery's step times
 (`RecoverySteps`).
 
 Blocking calls (cloud, agent, teardown) run in bounded thread pools: one for
-launches/teardowns (slow), one for status queries (fast), so a burst of relaunches never
-delays preemption detection; incremental log syncs have their own, so a dead head never
-takes a status slot.
+launches/teardowns (slow; how many provision at once is the launch gate's, `launches`),
+one for head-agent checks (fast), so a burst of relaunches never delays preemption
+detection; incremental log syncs have their own, so a dead head never takes a status
+slot, and so does the batched cloud poll (`poller`), so it never queues behind agent checks.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from launcher.jobs.cluster_ops import ClusterOps
+from launcher.jobs.controller.launch_gate import LaunchGate
+from launcher.jobs.controller.poller import CloudPoller
 from launcher.jobs.controller.settings import ControllerConfig
 from launcher.jobs.crash import CrashPoints, SimulatedCrash
 from launcher.jobs.store import JobRow, JobStore
@@ -137,9 +140,14 @@ class Context:
         self.background: set[asyncio.Task[Any]] = set()
         self.jobs_driven = 0
         self.polls = 0
-        self._launch_pool = ThreadPoolExecutor(cfg.launch_workers, "mj-launch")
+        self._launch_pool = ThreadPoolExecutor(
+            max(cfg.launch_workers, cfg.max_parallel_launches), "mj-launch")
         self._watch_pool = ThreadPoolExecutor(cfg.watch_workers, "mj-watch")
         self._log_pool = ThreadPoolExecutor(cfg.watch_workers, "mj-logs")
+        # the batched cloud poll has its own workers: it never queues behind agent checks
+        self._poll_pool = ThreadPoolExecutor(2, "mj-poll")
+        self.poller = CloudPoller(ops, cfg, self.poll_call)
+        self.launches = LaunchGate(cfg)
 
     # ---- worker pools --------------------------------------------------------------
 
@@ -152,6 +160,11 @@ class Context:
         self.polls += 1
         return await asyncio.get_running_loop().run_in_executor(self._watch_pool, fn, *args)
 
+    async def poll_call(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` in a cloud-poll worker (poller.py's batched queries)."""
+        self.polls += 1
+        return await asyncio.get_running_loop().run_in_executor(self._poll_pool, fn, *args)
+
     def log_call(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """`fn(*args)` in a log-sync worker; the future is the caller's to await or not."""
         return asyncio.get_running_loop().run_in_executor(self._log_pool, fn, *args)
@@ -161,13 +174,16 @@ class Context:
         store."""
         self._launch_pool.shutdown(wait=not crashed, cancel_futures=True)
         self._log_pool.shutdown(wait=False, cancel_futures=True)
+        self._poll_pool.shutdown(wait=False, cancel_futures=True)
         self._watch_pool.shutdown(wait=not crashed, cancel_futures=True)
         self.store.close()
 
     def poll_cap(self) -> float:
-        """The watch interval's cap: the status-query budget shared by every job."""
+        """The cap of a watch's interval between head-agent checks: the budget of checks
+        (`max_polls_per_s`) shared by every job. Only a run's end waits for it: losses and
+        notices come from the batched cloud poll (poller.py) at any number of jobs."""
         n = max(1, self.jobs_driven)
-        return max(self.cfg.poll_max_s, 2.0 * n / self.cfg.max_polls_per_s)
+        return max(self.cfg.poll_max_s, n / self.cfg.max_polls_per_s)
 
     def unreachable_cap(self) -> float:
         """The watch interval's cap while the head does not answer."""

@@ -17,6 +17,7 @@ from launcher.jobs.cluster_ops import (
     LaunchRequest,
     NoCapacityError,
     PermanentLaunchError,
+    RateLimitedOpsError,
     SetupFailedError,
     UnhealthyNodeError,
 )
@@ -47,6 +48,7 @@ def tail_count(attempts: list[AttemptRow], outcome: str) -> int:
 
 
 GATE_FAILED = "failed the health gate"
+RATE_LIMITED = "rate limited by"  # in the reason of a launch the cloud throttled
 
 
 def gate_failures_in_a_row(attempts: list[AttemptRow]) -> int:
@@ -56,6 +58,18 @@ def gate_failures_in_a_row(attempts: list[AttemptRow]) -> int:
         if GATE_FAILED not in (a.outcome_reason or ""):
             break
         n += 1
+    return n
+
+
+def launch_errors_in_a_row(attempts: list[AttemptRow]) -> int:
+    """How many of the last attempts in a row ended with a launch error, not counting the
+    launches a cloud throttled (those are retried however many there are)."""
+    n = 0
+    for a in reversed(attempts):
+        if a.outcome != Outcome.LAUNCH_ERROR:
+            break
+        if RATE_LIMITED not in (a.outcome_reason or ""):
+            n += 1
     return n
 
 
@@ -97,6 +111,7 @@ class AttemptLauncher:
         self.deadline = deadline
         self.deadline_events = deadline_events
         self.steps = steps
+        self._throttled_on: dict[int, str] = {}  # job -> the cloud that last throttled it
 
     async def launch(self, job: JobRow, attempts: list[AttemptRow]) -> None:
         """One step of launching job `job` (STARTING or RECOVERING), whose attempts are
@@ -144,9 +159,17 @@ class AttemptLauncher:
         self.steps.mark(job.id, "attempt")
         req = self.requests.build(job, att, attempts, market=att.market)
         try:
-            launch = await self._launch_cancellable(job.id, att, req)
+            launch = await self._launch_gated(job, att, attempts, req)
         except LaunchAbortedError:
             raise Cancelled from None
+        except RateLimitedOpsError as exc:  # not the launch's fault: retried, not counted
+            wait = ctx.launches.throttled(exc.cloud, exc.retry_after_s)
+            self._throttled_on[job.id] = exc.cloud
+            log.warning("job %d: %s throttled the launch; launches there back off %.0f s",
+                        job.id, exc.cloud, wait)
+            self.decisions.decide(job, att, Outcome.LAUNCH_ERROR,
+                                  reason=f"{RATE_LIMITED} {exc.cloud}: {error_text(exc)}")
+            return
         except NoCapacityError as exc:
             if job.deadline is not None and att.market == SPOT:  # spot is down: by ticks
                 self.deadline_events.refused(job, att, str(exc))
@@ -188,13 +211,15 @@ class AttemptLauncher:
                     job, att, f"node(s) {', '.join(lost)} preempted during launch",
                     time.time(), draining=False)
                 return
-            errors = tail_count(attempts, Outcome.LAUNCH_ERROR) + 1
+            errors = launch_errors_in_a_row(attempts) + 1
             outcome = Outcome.LAUNCH_FAILED if errors >= cfg.max_launch_errors else (
                 Outcome.LAUNCH_ERROR)
             log.warning("job %d: launch error %d: %r", job.id, errors, exc)
             self.decisions.decide(job, att, outcome,
                                   reason=f"launch error: {error_text(exc)}")
             return
+        ctx.launches.succeeded(launch.cloud)
+        self._throttled_on.pop(job.id, None)
         ctx.hit("provisioned")
         self.steps.mark(job.id, "submitted")
         if ctx.cancels.requested(job.id):
@@ -202,6 +227,19 @@ class AttemptLauncher:
                                       cluster_job_id=launch.cluster_job_id)
             raise Cancelled
         self.running.record(job, att, launch)
+
+    async def _launch_gated(self, job: JobRow, att: AttemptRow, attempts: list[AttemptRow],
+                            req: LaunchRequest) -> AttemptLaunch:
+        """Wait while a cloud this launch is likely to go to backs off (the one that last
+        throttled the job, else its last attempt's), then launch in one of the
+        `max_parallel_launches` slots (launch_gate.py); a relaunch is served first."""
+        gate = self.ctx.launches
+        last_cloud = next((a.cloud for a in reversed(attempts) if a.cloud), None)
+        clouds = (self._throttled_on.get(job.id, last_cloud),)
+        while (wait := gate.wait_s(clouds)) > 0:
+            await self.ctx.cancels.sleep(job.id, wait)
+        async with gate.slot(urgent=att.cause != "initial"):
+            return await self._launch_cancellable(job.id, att, req)
 
     async def _launch_cancellable(self, job_id: int, att: AttemptRow, req: LaunchRequest
                                   ) -> AttemptLaunch:

@@ -139,6 +139,7 @@ class Controller:
             if not crashed:
                 await asyncio.gather(*self._drivers.values(), *ctx.background,
                                      return_exceptions=True)
+            await ctx.poller.stop()
             ctx.shutdown(crashed=crashed)
 
     def _start_driver(self, job_id: int) -> None:

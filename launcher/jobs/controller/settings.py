@@ -12,11 +12,21 @@ from launcher.jobs.recovery import DEFAULT_COOLDOWN_S
 class ControllerConfig:
     poll_min_s: float = 0.5  # watch interval right after a change
     poll_max_s: float = 2.0  # ... growing to this while nothing happens
-    max_polls_per_s: float = 100.0  # total status-query budget across all jobs
+    max_polls_per_s: float = 100.0  # head-agent status checks per second, across all jobs
+    # The cloud's view of every running attempt is read this often, in one query per
+    # cloud and region (poller.py): a preemption is seen within about this long, at any
+    # number of jobs.
+    cloud_poll_s: float = 1.0
     scan_s: float = 0.3  # how often the DB is scanned for new jobs and cancels
     idle_exit_s: float | None = 30.0  # exit after this long with no live job
-    launch_workers: int = 8
-    watch_workers: int = 8
+    launch_workers: int = 8  # launches, teardowns and log fetches in flight at once
+    # Of those, provisioning launches at once (config `jobs.controller.max_parallel_launches`)
+    max_parallel_launches: int = 8
+    watch_workers: int = 8  # head-agent checks and cloud queries in flight at once
+    # Launches on a cloud that answered "rate limited" wait this long (doubling while it
+    # goes on, to `rate_limit_backoff_max_s`; the cloud's own hint when longer).
+    rate_limit_backoff_s: float = 2.0
+    rate_limit_backoff_max_s: float = 120.0
     cooldown_s: float = DEFAULT_COOLDOWN_S
     failure_confirm_s: float = 1.0  # look at the cloud again before blaming user code
     max_drain_s: float = 120.0  # cap on waiting for a noticed node to finish its checkpoint

@@ -3,6 +3,11 @@ interruption notices, the cloud's view of its nodes (a loss), the agent's record
 run (its end: success, failure, a restart or a recovery by exit code), and, for DEADLINE
 jobs, the policy's tick.
 
+The cloud's view and the notices come from the poller (poller.py: one query per cloud and
+region per tick for every watched attempt), which wakes the watch as soon as a tick sees a
+loss; the head's agent is asked by the watch itself, at an interval that grows while
+nothing happens (the budget `max_polls_per_s` is shared by every job).
+
 An unreachable head is never a preemption by itself: only the cloud's view (for SSH
 pools: sshd unreachable on every probe of a confirmation window) confirms a loss. While
 it does not, the poll backs off (to `unreachable_poll_max_s`); past
@@ -19,11 +24,12 @@ from typing import Any
 
 from launcher.clouds.base import NodeState
 from launcher.jobs.cluster_ops import JobRun, RunState, TransientOpsError, lost_nodes
-from launcher.jobs.controller.context import Context, RecoverySteps
+from launcher.jobs.controller.context import Cancelled, Context, RecoverySteps
 from launcher.jobs.controller.deadline import DeadlineDriver
 from launcher.jobs.controller.logs import AttemptLogs
 from launcher.jobs.controller.loss import LossDetector
 from launcher.jobs.controller.outcomes import Decisions, Outcome
+from launcher.jobs.controller.poller import Watched
 from launcher.jobs.controller.preemption import Recovery
 from launcher.jobs.recovery import ExitDecision, decide_exit
 from launcher.jobs.store import AttemptRow, JobRow
@@ -55,9 +61,17 @@ class Watcher:
     async def watch(self, job: JobRow, att: AttemptRow) -> None:
         """Return once the attempt has an outcome (or a recovery happened in place)."""
         assert att.cluster_job_id is not None
-        cfg, ops = self.ctx.cfg, self.ctx.ops
         if job.deadline is not None and att.switch_cluster and att.outcome is None:
             await self.deadline.abandon_switch(job, att)  # a switch cut short by a crash
+        watched = self.ctx.poller.watch(att.cluster_name, att.cloud, att.region, att.node_ids)
+        try:
+            await self._watch(job, att, watched)
+        finally:
+            self.ctx.poller.unwatch(watched)
+
+    async def _watch(self, job: JobRow, att: AttemptRow, watched: Watched) -> None:
+        assert att.cluster_job_id is not None
+        cfg, ops = self.ctx.cfg, self.ctx.ops
         interval = cfg.poll_min_s
         watch_start = time.time()
         sync = self.logs.sync_for(att)
@@ -66,7 +80,7 @@ class Watcher:
         last_ok: float | None = None  # when the agent last answered this controller
         unreachable = 0
         while True:
-            await self.ctx.cancels.sleep(job.id, interval)
+            await self._pause(job.id, watched, interval)
             if (not unreachable and (pulling is None or pulling.done())
                     and time.monotonic() >= next_pull):
                 # Keep the output as it runs (never awaited: it holds up nothing).
@@ -75,11 +89,7 @@ class Watcher:
                 _forget(pulling)
             if not unreachable:  # while backing off, keep the grown interval (see below)
                 interval = min(interval * 1.5, self.ctx.poll_cap())
-            try:
-                notices = await self.ctx.watch_call(ops.notices, att.cluster_name)
-            except Exception as exc:
-                log.warning("job %d: notices unreadable: %r", job.id, exc)
-                notices = []
+            notices = watched.notices  # read by the poller's last tick
             if notices:
                 self.steps.mark(job.id, "detected")
                 first = min(notices, key=lambda n: n.received_at)
@@ -95,7 +105,7 @@ class Watcher:
             status = asyncio.ensure_future(self.ctx.watch_call(
                 ops.job_status, att.cluster_name, att.cluster_job_id))
             try:
-                view, lost = await self._view_until(job, att, status, interval)
+                view, lost = await self._view_until(job, att, watched, status, interval)
             except BaseException:
                 _forget(status)
                 raise
@@ -148,20 +158,41 @@ class Watcher:
             if job.deadline is not None and await self.deadline.tick(job, att):
                 return
 
-    async def _view_until(self, job: JobRow, att: AttemptRow, status: asyncio.Future[JobRun],
-                          interval: float) -> tuple[Mapping[str, NodeState] | None,
-                                                    tuple[str, ...]]:
-        """Read the cloud's view of the attempt's nodes now, and again every `interval`
-        while `status` (the agent's answer) is outstanding; return (the last view, the
-        nodes it reports lost) as soon as some are lost, or once `status` is done.
-        A view that cannot be read is no loss (None)."""
+    async def _pause(self, job_id: int, watched: Watched, seconds: float) -> None:
+        """Wait `seconds`, or less when the poller saw a loss or a notice for the attempt
+        (`watched.changed`); raise Cancelled as soon as the job's cancel is requested."""
+        cancel = self.ctx.cancels.event(job_id)
+        if not cancel.is_set() and not watched.changed.is_set():
+            waits = {asyncio.ensure_future(cancel.wait()),
+                     asyncio.ensure_future(watched.changed.wait())}
+            try:
+                await asyncio.wait(waits, timeout=max(0.0, seconds),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+        if cancel.is_set():
+            raise Cancelled
+
+    async def _view_until(self, job: JobRow, att: AttemptRow, watched: Watched,
+                          status: asyncio.Future[JobRun], interval: float
+                          ) -> tuple[Mapping[str, NodeState] | None, tuple[str, ...]]:
+        """The cloud's view of the attempt's nodes from the poller (the tick that woke the
+        watch, else the next tick), and the next ones while `status` (the agent's answer)
+        is outstanding; return (the last view, the nodes it reports lost) as soon as some
+        are lost, or once `status` is done. A view that cannot be read is no loss (None)."""
         view: Mapping[str, NodeState] | None = None
         while True:
-            try:
-                view = await self.ctx.watch_call(self.ctx.ops.cloud_view, att.cluster_name)
-            except TransientOpsError as exc:
-                log.info("job %d: cloud view unavailable (%s); not a preemption", job.id, exc)
-                view = None
+            if watched.changed.is_set() and watched.view is not None:
+                view = watched.view  # the tick that saw the loss: no need to wait for another
+            else:
+                try:
+                    view = await self.ctx.poller.fresh(watched)
+                except TransientOpsError as exc:
+                    log.info("job %d: cloud view unavailable (%s); not a preemption", job.id,
+                             exc)
+                    view = None
+            watched.changed.clear()
             lost = lost_nodes(view, att.node_ids) if view is not None else ()
             if lost or status.done():
                 return view, lost
