@@ -278,6 +278,8 @@ def test_transient_query_failures_do_not_start_a_recovery(tmp_path: Path,
     machines = launcher_home / "local" / cluster / "machines.json"
     agent = launcher_home / "local" / cluster / "node-0" / ".launcher-agent"
     good = machines.read_text()
+    # The rank must have started (read its run file) before its agent's program goes away.
+    _wait(lambda: _checkpoint(launcher_home, job.id) >= 1, what="progress")
     # The cloud API "times out" (unparsable answer) and the head's agent is unreachable
     # (its program is gone) for ~1.5 s: neither is a preemption.
     moved = agent.with_name(".agent-away")
