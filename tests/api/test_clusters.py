@@ -28,17 +28,17 @@ from launcher.task.model import Task
 REPO = Path(__file__).resolve().parents[2]
 
 
-_HOMES: list[Path] = []  # every LAUNCHER_HOME this module used (for the stray-process check)
-
-
 @pytest.fixture(autouse=True)
 def _cleanup(launcher_home: Path) -> Iterator[None]:
-    _HOMES.append(launcher_home)
+    """Downs whatever a test left, then checks that no agent daemon, rank or setup
+    process of the test's LAUNCHER_HOME is still alive (per test, so it holds however
+    xdist spreads the module over workers)."""
     yield
     root = launcher_home / "local"
     if root.exists():
         for cdir in root.iterdir():
             LocalCloud().terminate(cdir.name)
+    _assert_no_strays([launcher_home])
 
 
 def _task(run: str | None, *, nodes: int = 1, setup: str | None = None, **extra: object) -> Task:
@@ -446,14 +446,11 @@ def _processes_under(roots: list[Path]) -> dict[int, str]:
     return found
 
 
-def test_no_stray_processes_after_the_module() -> None:
-    """After every test above has downed its clusters (and the cleanup fixture has
-    terminated whatever a failing test left), no agent daemon, rank or setup process
-    of any of this module's LAUNCHER_HOMEs is alive."""
+def _assert_no_strays(homes: list[Path]) -> None:
+    """No process of `homes` is alive; processes being torn down right now get a moment
+    to exit (waited on through pidfds, an event, not a sleep)."""
     real = Path.home() / ".launcher" / "local"
     assert os.environ["LAUNCHER_HOME"] != str(real.parent)
-    homes = [h for h in _HOMES if h != _HOMES[-1]]  # this test's own home is empty
-    assert len(homes) > 10  # the module's tests ran in this process
     strays = _processes_under(homes)
     if strays:  # processes being torn down right now get a moment to exit (pidfd = an event)
         import select
