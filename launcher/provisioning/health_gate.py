@@ -206,7 +206,7 @@ def gate(db: StateDB, cluster: ClusterInfo, runners: Sequence[CommandRunner], ta
     for node in nodes:
         if node.status != OK:
             on_event(f"Health {node.status}: {node.headline()}")
-    if failed and spec.on_failure == "stop":
+    if failed and spec.gate_stops:
         raise HealthGateError(cluster.cluster_name, failed[0], nodes)
     return nodes
 

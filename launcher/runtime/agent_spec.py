@@ -33,14 +33,15 @@ class AgentError(Exception):
 class JobSpec:
     __slots__ = ("name", "run", "envs", "secret_names", "num_nodes", "gpus_per_node",
                  "workdir", "task_id", "checkpoint_dir", "cluster_info_json", "checkpoint_store",
-                 "checkpoint_save_seconds")
+                 "checkpoint_save_seconds", "health")
 
     def __init__(self, run: str, name: str | None = None, envs: dict[str, str] | None = None,
                  secret_names: list[str] | None = None, num_nodes: int = 1,
                  gpus_per_node: float = 0, workdir: str | None = None, task_id: str | None = None,
                  checkpoint_dir: str | None = None, cluster_info_json: str | None = None,
                  checkpoint_store: str | None = None,
-                 checkpoint_save_seconds: float | None = None) -> None:
+                 checkpoint_save_seconds: float | None = None,
+                 health: dict | None = None) -> None:
         self.run = run
         self.name = name
         self.envs = envs or {}
@@ -53,6 +54,7 @@ class JobSpec:
         self.cluster_info_json = cluster_info_json
         self.checkpoint_store = checkpoint_store  # s3:// prefix: see agent_storage.py
         self.checkpoint_save_seconds = checkpoint_save_seconds
+        self.health = health  # the watch's settings (agent_watch.parse_health), None: no watch
 
 
 class WorkerAccess:
@@ -115,7 +117,21 @@ def parse_job_spec(d: object) -> JobSpec:
         cluster_info_json=_opt_str(d, "cluster_info_json"),
         checkpoint_store=_opt_str(d, "checkpoint_store"),
         checkpoint_save_seconds=_opt_positive(d, "checkpoint_save_seconds"),
+        health=_health(d.get("health")),
     )
+
+
+def _health(v: object) -> dict | None:
+    if v is None:
+        return None
+    try:
+        from . import agent_watch
+    except ImportError:  # on the node: a sibling of agent.py
+        import agent_watch
+    try:
+        return agent_watch.parse_health(v)
+    except ValueError as exc:
+        raise AgentError(str(exc), "invalid", EXIT_INVALID) from None
 
 
 def _opt_positive(d: dict, key: str) -> float | None:

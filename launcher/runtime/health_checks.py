@@ -2,6 +2,7 @@
 
     python3 health_checks.py '<expectation JSON>'
     python3 health_checks.py --sample
+    python3 health_checks.py --watch      (also `python3 - --watch` with the file on stdin)
 
 The first prints one JSON report on stdout and exits 0 (also when a check fails: the report says
 so; a non-zero exit means the checker itself broke). The expectation (all keys optional):
@@ -26,6 +27,12 @@ parse_xids, parse_nvlink, parse_dcgm_diag, parse_sample_csv) are importable for 
 `--sample` prints what `launcher top` shows, one JSON document:
 {"gpus": [{"index", "name", "util", "mem_used", "mem_total", "power", "temp",
 "throttle": [reasons]}], "error": null | "why no sample"}.
+
+`--watch` prints what the head agent's watch samples on every node while a job runs
+(launcher/runtime/agent_watch.py): the `--sample` document with each GPU's "ecc"
+(uncorrected volatile ECC errors, null when not reported) and the kernel log's XIDs:
+"xids": the last 20 XID events, "xid_count": how many there are since boot, "kmsg": where
+the log was read from (null: no log could be read).
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ THROTTLE_BITS = {
     0x4: "power cap", 0x8: "hw slowdown", 0x20: "sw thermal", 0x40: "hw thermal",
     0x80: "power brake",
 }
+ECC_FIELD = "ecc.errors.uncorrected.volatile.total"
 KMSG_ENV = "LAUNCHER_HEALTH_KMSG_PATH"
 IB_ENV = "LAUNCHER_HEALTH_IB_PATH"
 DEFAULT_IB_PATH = "/sys/class/infiniband"
@@ -268,6 +276,7 @@ def read_kernel_log() -> tuple[str | None, str]:
     """(text, where it came from); text None when no source could be read."""
     path = os.environ.get(KMSG_ENV)
     if path:
+        path = os.path.expanduser(path)  # "~/kern.log": the node's own home
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 return f.read(), path
@@ -432,9 +441,32 @@ def sample() -> dict:
     return {"gpus": parse_sample_csv(out), "error": None}
 
 
+def watch_sample() -> dict:
+    """The `--watch` document: one sample of every GPU with its ECC counter, and the XIDs
+    in the kernel log. Never raises: what could not be read is said in "error"/"kmsg"."""
+    fields = (*SAMPLE_FIELDS, ECC_FIELD)
+    rc, out = _run(["nvidia-smi", f"--query-gpu={','.join(fields)}",
+                    "--format=csv,noheader,nounits"])
+    gpus, error = [], None
+    if rc == 0:
+        rows = [ln.rsplit(",", 1) for ln in out.splitlines() if ln.count(",") == len(fields) - 1]
+        gpus = parse_sample_csv("\n".join(r[0] for r in rows))
+        for gpu, row in zip(gpus, rows):
+            gpu["ecc"] = _num(row[1])
+    else:
+        error = out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
+    text, source = read_kernel_log()
+    events = parse_xids(text) if text is not None else []
+    return {"gpus": gpus, "error": error, "xids": events[-20:], "xid_count": len(events),
+            "kmsg": source if text is not None else None}
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--sample"]:
         print(json.dumps(sample()))
+        return 0
+    if argv[:1] == ["--watch"]:
+        print(json.dumps(watch_sample()))
         return 0
     try:
         expect = json.loads(argv[0]) if argv else {}
