@@ -186,6 +186,8 @@ class Daemon:
                 time.sleep(1.0)
             if not self.stop_requested:
                 self.wait(self.next_timeout())
+        if self.job is not None and self.job.watch is not None:
+            self.job.watch.close()  # its probes; a new daemon adopting the job starts a watch
         self._event("daemon_stopped", f"pid {os.getpid()}")
         return 0
 

@@ -171,7 +171,7 @@ class HealthWatch:
                       for w in workers]
         self.ranks = [_Rank(os.path.join(job_dir, f"rank-{w.rank}.log"), t) for w in workers]
         self.active: set[tuple[str, int | None]] = set()  # open episodes (kind, rank)
-        self.rows = self._count_rows()
+        self.rows, self.window_no = self._count_rows()
 
     @property
     def stops(self) -> bool:
@@ -363,16 +363,15 @@ class HealthWatch:
 
     # ----------------------------------------------------------------- history
 
-    def _count_rows(self) -> int:
-        try:
-            with open(os.path.join(self.job_dir, HISTORY_FILE), "rb") as fh:
-                return sum(1 for _ in fh)
-        except OSError:
-            return 0
+    def _count_rows(self) -> tuple[int, int]:
+        """(rows in the history file, the next window number): a restarted daemon goes on."""
+        rows = read_history(self.job_dir)
+        return len(rows), max((int(r.get("w") or 0) for r in rows), default=-1) + 1
 
     def _write_rows(self) -> None:
         rows = []
         wall = time.time()
+        self.window_no += 1
         for node, rank in zip(self.nodes, self.ranks, strict=False):
             samples = node.window
             node.window = []
@@ -380,7 +379,7 @@ class HealthWatch:
             utils = [g["util"] for g in gpus if isinstance(g.get("util"), int | float)]
             power = [g["power"] for g in gpus if isinstance(g.get("power"), int | float)]
             rows.append({
-                "t": round(wall, 1), "rank": node.worker.rank, "samples": len(samples),
+                "t": round(wall, 1), "w": self.window_no - 1, "rank": node.worker.rank, "samples": len(samples),
                 "gpus": max((len(s["gpus"]) for s in samples), default=0),
                 "util": round(sum(utils) / len(utils), 1) if utils else None,
                 "util_min": min(utils) if utils else None,
@@ -400,11 +399,11 @@ class HealthWatch:
                 self._thin(path)
 
     def _thin(self, path: str) -> None:
-        """Drop every other window (rows of one window share "t"); double the window."""
+        """Drop every other window (rows of one window share "w"); double the window."""
         rows = read_history(self.job_dir, limit=10 * MAX_HISTORY_ROWS)
-        times = sorted({r.get("t") for r in rows})
-        keep = set(times[::2])
-        kept = [r for r in rows if r.get("t") in keep]
+        windows = sorted({r.get("w") for r in rows}, key=lambda w: int(w or 0))
+        keep = set(windows[::2])
+        kept = [r for r in rows if r.get("w") in keep]
         tmp = path + ".tmp"
         with open(tmp, "w") as fh:
             fh.write("".join(json.dumps(r) + "\n" for r in kept))
