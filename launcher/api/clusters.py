@@ -285,9 +285,41 @@ def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn,
             view = cloud_fn(rec.cloud).query(rec.name)
         except KeyError:
             return False, None
-        return True, _reconcile(db, rec, view, cloud_fn, notes)
+        why = _reconcile(db, rec, view, cloud_fn, notes)
+        if why is None and view and set(view.values()) == {NodeState.RUNNING}:
+            why = _watch_degraded(db, rec)
+        return True, why
     finally:
         lock.release()
+
+
+HEALTH_PREFIX = "health: "  # a DEGRADED reason that comes from the agent's health watch
+
+
+def _watch_degraded(db: StateDB, rec: ClusterRecord) -> str | None:
+    """'health: node 1: Xid 79' when the agent's health watch failed a node of the UP
+    cluster `rec` (docs/health.md; kept by the agent until `launcher health` finds every
+    node passing); None when healthy or the agent cannot be asked."""
+    if rec.status is not ClusterStatus.UP:
+        return None
+    from launcher.runtime.execution import agent_client
+    from launcher.runtime.jobspec import HealthFinding
+
+    client = None
+    try:
+        client = agent_client(db.cluster_info(rec.name))
+        degraded = client.health().get("degraded")
+        finding = HealthFinding.from_json(degraded) if isinstance(degraded, dict) else None
+    except (LauncherError, ValueError):
+        return None  # an older agent, or unreachable: the cloud's view stands
+    finally:
+        if client is not None:
+            client.head.close()
+    if finding is None:
+        return None
+    why = HEALTH_PREFIX + finding.headline()
+    db.add_event(rec.name, "degraded", f"{why} ({finding.summary})")
+    return why
 
 
 def _reconcile(db: StateDB, rec: ClusterRecord, view: dict[str, NodeState],
