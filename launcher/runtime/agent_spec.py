@@ -122,16 +122,30 @@ def parse_job_spec(d: object) -> JobSpec:
 
 
 def _health(v: object) -> dict | None:
-    if v is None:
-        return None
     try:
-        from . import agent_watch
-    except ImportError:  # on the node: a sibling of agent.py
-        import agent_watch
-    try:
-        return agent_watch.parse_health(v)
+        return parse_health(v)
     except ValueError as exc:
         raise AgentError(str(exc), "invalid", EXIT_INVALID) from None
+
+
+def parse_health(d: object) -> dict | None:
+    """The job spec's `health` object: the health watch's settings (agent_watch.py);
+    None: no watch. Raises ValueError naming the field."""
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise ValueError("job spec: 'health' must be an object or null")
+    out = {"watch_seconds": 5.0, "hang_minutes": 30.0, "straggler_pct": 20.0,
+           "history_seconds": 60.0, "stop": False}
+    for key in ("watch_seconds", "hang_minutes", "straggler_pct", "history_seconds"):
+        v = d.get(key, out[key])
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise ValueError(f"job spec: health.{key} must be a number >= 0")
+        out[key] = float(v)
+    if not isinstance(d.get("stop", False), bool):
+        raise ValueError("job spec: health.stop must be true or false")
+    out["stop"] = bool(d.get("stop", False))
+    return out
 
 
 def _opt_positive(d: dict, key: str) -> float | None:

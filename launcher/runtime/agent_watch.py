@@ -48,7 +48,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from launcher.runtime import agent_ranks as ranks
     from launcher.runtime import agent_spec as spec_mod
+else:
+    try:
+        from . import agent_ranks as ranks
+    except ImportError:  # on the node: a sibling of agent.py
+        import agent_ranks as ranks
 
 PROBE_TIMEOUT_S = 30.0
 BUSY_UTIL_PCT = 1.0
@@ -58,25 +64,6 @@ HISTORY_FILE = "health.jsonl"
 FINDING_FILE = "health.json"
 LOG_SCAN_BYTES = 65536
 _PROGRESS_RE = re.compile(rb"LAUNCHER_PROGRESS=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
-
-
-def parse_health(d: object) -> dict | None:
-    """The job spec's `health` object (None: no watch), checked; raises ValueError."""
-    if d is None:
-        return None
-    if not isinstance(d, dict):
-        raise ValueError("job spec: 'health' must be an object or null")
-    out = {"watch_seconds": 5.0, "hang_minutes": 30.0, "straggler_pct": 20.0,
-           "history_seconds": 60.0, "stop": False}
-    for key in ("watch_seconds", "hang_minutes", "straggler_pct", "history_seconds"):
-        v = d.get(key, out[key])
-        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-            raise ValueError(f"job spec: health.{key} must be a number >= 0")
-        out[key] = float(v)
-    if not isinstance(d.get("stop", False), bool):
-        raise ValueError("job spec: health.stop must be true or false")
-    out["stop"] = bool(d.get("stop", False))
-    return out
 
 
 def event_text(f: dict) -> str:
@@ -111,11 +98,10 @@ def read_finding(job_dir: str) -> dict | None:
 
 def read_history(job_dir: str, limit: int = MAX_HISTORY_ROWS) -> list[dict]:
     rows: list[dict] = []
-    with contextlib.suppress(OSError):
-        with open(os.path.join(job_dir, HISTORY_FILE)) as fh:
-            for line in fh:
-                with contextlib.suppress(ValueError):
-                    rows.append(json.loads(line))
+    with contextlib.suppress(OSError), open(os.path.join(job_dir, HISTORY_FILE)) as fh:
+        for line in fh:
+            with contextlib.suppress(ValueError):
+                rows.append(json.loads(line))
     return rows[-limit:]
 
 
@@ -230,24 +216,25 @@ class HealthWatch:
         except OSError:
             return
         try:
+            stdin = None
             if w.kind == "local":
                 home = os.path.expanduser(w.home or "~")
                 argv = [sys.executable, "-S", self.script, "--watch"]
-                env, cwd, stdin = dict(self.base_env, HOME=home), home, subprocess.DEVNULL
+                env, cwd = dict(self.base_env, HOME=home), home
             else:
-                from_here = _ranks_module()
-                argv = from_here.ssh_argv(w, self.known_hosts, "python3 - --watch",
-                                          connect_timeout=10)
+                argv = ranks.ssh_argv(w, self.known_hosts, "python3 - --watch",
+                                      connect_timeout=10)
                 env, cwd = self.base_env, os.path.dirname(self.script)
-                stdin = open(self.script, "rb")  # noqa: SIM115
+                stdin = open(self.script, "rb")  # noqa: SIM115 - the script, piped to the node
             try:
-                node.proc = subprocess.Popen(argv, stdin=stdin, stdout=out,
-                                             stderr=subprocess.DEVNULL, env=env, cwd=cwd,
-                                             start_new_session=True, close_fds=True)
+                node.proc = subprocess.Popen(
+                    argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True,
+                    close_fds=True)
                 node.started = now
             finally:
-                if stdin is not subprocess.DEVNULL:
-                    stdin.close()  # type: ignore[union-attr]
+                if stdin is not None:
+                    stdin.close()
         except OSError:
             node.proc = None
         finally:
@@ -311,7 +298,7 @@ class HealthWatch:
         found: list[dict] = []
         wall = time.time()
         stragglers = self._stragglers(now)
-        for i, r in enumerate(self.ranks):
+        for i in range(len(self.ranks)):
             key = ("straggler", i)
             if i in stragglers and key not in self.active:
                 self.active.add(key)
@@ -320,7 +307,7 @@ class HealthWatch:
             elif i not in stragglers:
                 self.active.discard(key)
         if self.hang_s > 0:
-            quiet_since = max([r.wrote_at for r in self.ranks] + [self.busy_at])
+            quiet_since = max([self.busy_at, *(r.wrote_at for r in self.ranks)])
             if now - quiet_since >= self.hang_s:
                 if ("hang", None) not in self.active:
                     self.active.add(("hang", None))
@@ -354,8 +341,8 @@ class HealthWatch:
             return out
         silent = self.hang_s / 2 if self.hang_s > 0 else 300.0
         for i, r in enumerate(self.ranks):
-            others = [o for j, o in enumerate(self.ranks) if j != i]
-            if now - r.wrote_at >= silent and all(now - o.wrote_at < silent for o in others):
+            rest = [o for j, o in enumerate(self.ranks) if j != i]
+            if now - r.wrote_at >= silent and all(now - o.wrote_at < silent for o in rest):
                 out[i] = (f"straggler: no output for {now - r.wrote_at:.0f} s while the other "
                           "ranks write", [f"rank {j}: last output {now - o.wrote_at:.0f} s ago"
                                           for j, o in enumerate(self.ranks)])
@@ -445,10 +432,3 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(Exception):
         proc.wait(timeout=1.0)
 
-
-def _ranks_module():  # type: ignore[no-untyped-def]
-    try:
-        from . import agent_ranks
-    except ImportError:  # on the node: a sibling of agent.py
-        import agent_ranks
-    return agent_ranks

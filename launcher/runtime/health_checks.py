@@ -451,7 +451,7 @@ def watch_sample() -> dict:
     if rc == 0:
         rows = [ln.rsplit(",", 1) for ln in out.splitlines() if ln.count(",") == len(fields) - 1]
         gpus = parse_sample_csv("\n".join(r[0] for r in rows))
-        for gpu, row in zip(gpus, rows):
+        for gpu, row in zip(gpus, rows, strict=False):
             gpu["ecc"] = _num(row[1])
     else:
         error = out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"

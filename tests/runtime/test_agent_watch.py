@@ -176,7 +176,7 @@ def test_the_history_file_stays_bounded_by_thinning_windows(tmp_path: Path,
     clock = [0.0]
     w = agent_watch.HealthWatch(str(tmp_path), dict(FAST, stop=False), workers, "kh",
                                 "health_checks.py", {}, now=lambda: clock[0])
-    for i in range(30):
+    for _ in range(30):
         w._write_rows()
         assert w.rows <= 20 + 2
     rows = [json.loads(ln) for ln in (tmp_path / "health.jsonl").read_text().splitlines()]
