@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -71,7 +72,8 @@ def one_run(watch_s: float) -> tuple[float, float, float]:
     try:
         _wait(lambda: store.job(job.id).status == "RUNNING")
         att = store.attempts(job.id)[-1]
-        time.sleep(max(1.0, 2 * watch_s))  # the watch's first samples (its baseline)
+        # the watch's first samples (its baseline), then a random point of its period
+        time.sleep(max(1.0, 2 * watch_s) + random.uniform(0, watch_s))
         node_log = LocalCloud().node_dir(att.cluster_name, 1) / "kern.log"
         gang_runs = att.gang_runs
         t0 = time.time()

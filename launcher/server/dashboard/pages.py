@@ -162,8 +162,14 @@ def cluster(request: Request, name: str, log: int | None = None,
     except StopIteration:
         return _html(request, user, "error", 404, title="Not found",
                      message=f"Cluster {name!r} does not exist.")
+    health = None
+    if row["status"] in ("UP", "DEGRADED"):
+        try:  # the health watch's record of the last job: best effort (docs/health.md)
+            health = cluster_routes.health(name, user=user)
+        except LauncherError:
+            health = None
     return _html(request, user, "cluster", title=f"Cluster {name}", c=row, queue=queue, nodes=nodes,
-                 cost=_cluster_costs(user).get(name, 0.0), log_job=log)
+                 cost=_cluster_costs(user).get(name, 0.0), log_job=log, health=health)
 
 
 @router.get("/clusters/{name}/log-stream")
