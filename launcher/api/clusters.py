@@ -305,9 +305,12 @@ def _watch_degraded(db: StateDB, rec: ClusterRecord) -> str | None:
     from launcher.runtime.execution import agent_client
     from launcher.runtime.jobspec import HealthFinding
 
+    cluster = db.cluster_info(rec.name)
+    if not cluster.nodes:
+        return None
     client = None
     try:
-        client = agent_client(db.cluster_info(rec.name))
+        client = agent_client(cluster)
         degraded = client.health().get("degraded")
         finding = HealthFinding.from_json(degraded) if isinstance(degraded, dict) else None
     except (LauncherError, ValueError):

@@ -145,10 +145,12 @@ def _pool_plan(task: object, blocked: object) -> object:
 
 @pytest.mark.parametrize("on_failure", ["stop", None], ids=["stop", "warn-by-default"])
 def test_a_plain_cluster_shows_degraded_and_stop_sigterms_warn_does_not(
-        pool: object, on_failure: str | None) -> None:
+        pool: object, on_failure: str | None, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from launcher.api import clusters
     from launcher.api.launch import launch
 
+    monkeypatch.setenv("LAUNCHER_HEALTH_HISTORY_S", "0.5")  # metric rows every 0.5 s
     nodes = pool
     res = launch(_plain_task(on_failure), "pc", plan_fn=_pool_plan,  # type: ignore[arg-type]
                  detach_run=True)
@@ -178,3 +180,16 @@ def test_a_plain_cluster_shows_degraded_and_stop_sigterms_warn_does_not(
     view = watch_history("pc")
     assert view.job_id == job_id and view.degraded is not None
     assert any(XID_79 in e["detail"] for e in view.events)
+    from launcher.cli import main
+
+    with pytest.raises(SystemExit) as code:
+        main(["status"])
+    assert code.value.code == 0
+    assert "DEGRADED (node 1: Xid 79)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as code:
+        main(["health", "pc", "--history"])
+    out = capsys.readouterr().out
+    assert code.value.code == 0
+    assert f"Job {job_id} on pc: DEGRADED (Xid 79 (GPU has fallen off the bus), node 1)" in out
+    assert f"health-fail: node 1: Xid 79 (GPU has fallen off the bus) | {XID_79}" in out
+    assert "UTIL MIN" in out
