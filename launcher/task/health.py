@@ -6,11 +6,13 @@ runs (docs/health.md).
         gate: quick          # quick | dcgm-1 | dcgm-2 | off (default quick)
         burn_in: none        # none | nccl (nccl: not built yet, refused by name)
         on_failure: stop     # stop | warn (unset: the gate stops, the watch warns)
-        watch_seconds: 5     # the watch's sampling period; 0 turns the watch off
+        watch_seconds: 5     # the watch's sampling period; 0 turns the watch off (unset:
+                             # 5, or off on the local cloud, whose GPUs are simulated)
         hang_minutes: 30     # no output and ~0% GPU utilization on every rank this long
         straggler_pct: 20    # a rank this far behind the others' progress is a straggler
 
-`health: off` (or false) is short for `{gate: off, watch_seconds: 0}`. Task-wide like `autostop`: given in
+`health: off` (or false) is short for `{gate: off, watch_seconds: 0}`. Task-wide like
+`autostop`: given in
 the base or an alternative, it must agree everywhere. The parser raises
 TaskValidationError naming the field path and line.
 """
@@ -28,6 +30,7 @@ from launcher.task.fields import (
     expect_mapping,
 )
 
+DEFAULT_WATCH_S = 5.0
 GATES = ("quick", "dcgm-1", "dcgm-2", "off")
 BURN_INS = ("none", "nccl")
 ON_FAILURE = ("stop", "warn")
@@ -42,7 +45,7 @@ class HealthSpec:
     gate: str = "quick"
     burn_in: str = "none"
     on_failure: str | None = None  # None: the gate stops, the watch only warns
-    watch_seconds: float = 5.0
+    watch_seconds: float | None = None  # None: 5 s, off on the local cloud
     hang_minutes: float = 30.0
     straggler_pct: float = 20.0
 
@@ -50,6 +53,12 @@ class HealthSpec:
     def gate_stops(self) -> bool:
         """Whether a node failing the gate fails the launch (unset on_failure: yes)."""
         return self.on_failure != "warn"
+
+    def watch_period(self, cloud: str) -> float:
+        """The watch's sampling period on `cloud` in seconds; 0 = no watch."""
+        if self.watch_seconds is not None:
+            return self.watch_seconds
+        return 0.0 if cloud == "local" else DEFAULT_WATCH_S
 
     @property
     def watch_stops(self) -> bool:
@@ -60,9 +69,10 @@ class HealthSpec:
         out: dict[str, object] = {"gate": self.gate, "burn_in": self.burn_in}
         if self.on_failure is not None:
             out["on_failure"] = self.on_failure
-        if (self.watch_seconds, self.hang_minutes, self.straggler_pct) != (5.0, 30.0, 20.0):
-            out.update(watch_seconds=self.watch_seconds, hang_minutes=self.hang_minutes,
-                       straggler_pct=self.straggler_pct)
+        if self.watch_seconds is not None:
+            out["watch_seconds"] = self.watch_seconds
+        if (self.hang_minutes, self.straggler_pct) != (30.0, 20.0):
+            out.update(hang_minutes=self.hang_minutes, straggler_pct=self.straggler_pct)
         return out
 
 
@@ -89,8 +99,10 @@ def parse_health(value: object, path: Path, origin: Origin) -> HealthSpec | None
     on_failure = None
     if mapping.get("on_failure") is not None:
         on_failure = _choice(mapping["on_failure"], ON_FAILURE, path + ("on_failure",), origin)
-    watch = _number(mapping.get("watch_seconds", 5.0), path + ("watch_seconds",), origin, 0.0)
-    if 0 < watch < 0.1:
+    watch = mapping.get("watch_seconds")
+    if watch is not None:
+        watch = _number(watch, path + ("watch_seconds",), origin, 0.0)
+    if watch is not None and 0 < watch < 0.1:
         raise origin.error(path + ("watch_seconds",),
                            f"must be 0 (off) or at least 0.1 seconds, got {watch:g}.")
     hang = _number(mapping.get("hang_minutes", 30.0), path + ("hang_minutes",), origin, 0.0)

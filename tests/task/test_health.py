@@ -54,7 +54,9 @@ def test_cli_style_override() -> None:
 def test_watch_fields_defaults_values_and_round_trip() -> None:
     default = _task({"gate": "quick"}).health
     assert default is not None and default.on_failure is None
-    assert (default.watch_seconds, default.hang_minutes, default.straggler_pct) == (5, 30, 20)
+    assert (default.watch_seconds, default.hang_minutes, default.straggler_pct) == (None, 30, 20)
+    assert default.watch_period("aws") == 5 and default.watch_period("local") == 0
+    assert _task({"watch_seconds": 2}).health.watch_period("local") == 2  # type: ignore[union-attr]
     assert default.gate_stops and not default.watch_stops  # unset: the gate stops, the watch warns
     task = _task({"on_failure": "stop", "watch_seconds": 0.5, "hang_minutes": 0.1,
                   "straggler_pct": 25})
