@@ -46,12 +46,12 @@ def _submit(agent: Agent, run: str, num_nodes: int = 3, **health: object) -> int
 
 
 def _sampled(agent: Agent, job: int) -> None:
-    """Until every node's first probe answered (the watch's baseline), and a tick later."""
-    def answered() -> bool:
-        outs = [agent.home / "logs" / str(job) / f".watch-rank-{r}.json" for r in range(3)]
-        return all(o.exists() and o.stat().st_size > 0 for o in outs)
-    _wait_for(answered, what="the first samples")
-    time.sleep(0.5)
+    """Until the watch has taken in a sample of every node (its baseline): a metrics row
+    with samples for each rank (rows are written every 0.5 s here)."""
+    def judged() -> bool:
+        rows = agent_watch.read_history(str(agent.home / "logs" / str(job)))
+        return {r["rank"] for r in rows if r["samples"]} == {0, 1, 2}
+    _wait_for(judged, what="the first samples")
 
 
 def _health_events(agent: Agent, job: int) -> list[tuple[str, str]]:
@@ -136,9 +136,10 @@ def test_a_straggler_rank_30_percent_behind_is_flagged_once(agent: Agent) -> Non
 def test_a_hang_is_detected_but_a_busy_gpu_is_no_hang(agent: Agent) -> None:
     for node in agent.nodes:
         write_config(node / ".fake-gpus.json", count=2, util={"0": 97})
-    job = _submit(agent, QUIET, hang_minutes=0.02)  # 1.2 s
+    job = _submit(agent, QUIET, hang_minutes=0.05)  # 3 s
     _wait_log(agent, job, "up", 3)
-    time.sleep(2.5)
+    _sampled(agent, job)
+    time.sleep(4.0)
     assert not any("hang" in d for _, d in _health_events(agent, job))  # the GPUs are busy
     for node in agent.nodes:
         write_config(node / ".fake-gpus.json", count=2)  # ~0% from now on
