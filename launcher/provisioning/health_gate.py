@@ -123,9 +123,23 @@ def expectation(cluster: ClusterInfo, rec: ClusterRecord | None, task: Task | No
     if gpus and rec is not None:
         expect["nvlink"] = _catalog_nvlink(cluster.cloud, rec.instance_type)
     fabric = task.resources.base.network.fabric if task and task.resources.base.network else None
-    if fabric == "infiniband" and len(cluster.nodes) > 1:
+    if fabric in ("rdma", "best") and rec is not None:  # whichever the instance type has
+        fabric = catalog_fabric(cluster.cloud, rec.instance_type)[0]
+    if len(cluster.nodes) > 1 and fabric == "infiniband":
         expect["ib"] = 1
+    if len(cluster.nodes) > 1 and fabric == "efa":
+        expect["efa"] = 1
     return expect
+
+
+def catalog_fabric(cloud: str, instance_type: str) -> tuple[str | None, float | None]:
+    """(fabric, Gb/s per node) of the instance type per the catalog; (None, None) unknown."""
+    try:
+        from launcher.catalog.query import snapshot_fabrics
+
+        return snapshot_fabrics(cloud).get(instance_type, (None, None))
+    except Exception:  # a damaged catalog must not block a launch: the fabric goes unchecked
+        return None, None
 
 
 def _catalog_nvlink(cloud: str, instance_type: str) -> bool:

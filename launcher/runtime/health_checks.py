@@ -8,21 +8,23 @@ The first prints one JSON report on stdout and exits 0 (also when a check fails:
 so; a non-zero exit means the checker itself broke). The expectation (all keys optional):
 
     {"gate": "quick" | "dcgm-1" | "dcgm-2", "gpus": 8, "model": "H100",
-     "simulated": false, "nvlink": false, "ib": 0}
+     "simulated": false, "nvlink": false, "ib": 0, "efa": 0}
 
 `gpus` is what was paid for per node (None: not checked), `model` the catalog's
 accelerator name, `simulated` says the node's GPUs are not real (the local cloud:
 a missing nvidia-smi is then no failure), `nvlink` that the machine has NVLink, `ib` how
-many InfiniBand devices the fabric needs up. The report:
+many InfiniBand devices the fabric needs up, `efa` how many EFA devices. The report:
 
     {"status": "ok" | "warn" | "fail", "seconds": 0.4,
      "checks": [{"name", "status", "summary", "evidence": [raw lines], "seconds"}]}
 
-Commands are found through PATH (`nvidia-smi`, `dcgmi`, `dmesg`, `journalctl`); the kernel
-log is the file named by LAUNCHER_HEALTH_KMSG_PATH when set, else `dmesg`, else
-`journalctl -k -b`, else /dev/kmsg; InfiniBand devices are read from
-LAUNCHER_HEALTH_IB_PATH (default /sys/class/infiniband). Pure parsers (parse_gpu_csv,
-parse_xids, parse_nvlink, parse_dcgm_diag, parse_sample_csv) are importable for tests.
+Commands are found through PATH (`nvidia-smi`, `dcgmi`, `dmesg`, `journalctl`, `ibstat`,
+`fi_info`); the kernel log is the file named by LAUNCHER_HEALTH_KMSG_PATH when set, else
+`dmesg`, else `journalctl -k -b`, else /dev/kmsg; InfiniBand devices are read from
+LAUNCHER_HEALTH_IB_PATH when set (a sysfs-like tree), else from `ibstat` when installed,
+else from /sys/class/infiniband; EFA devices from `fi_info -p efa -t FI_EP_RDM`. Pure
+parsers (parse_gpu_csv, parse_xids, parse_nvlink, parse_dcgm_diag, parse_sample_csv,
+parse_ibstat, parse_fi_info) are importable for tests.
 
 `--sample` prints what `launcher top` shows, one JSON document:
 {"gpus": [{"index", "name", "util", "mem_used", "mem_total", "power", "temp",
@@ -340,8 +342,53 @@ def check_nvlink() -> dict:
     return _check("nvlink", OK, f"{total} link(s) up on {len(links)} GPU(s)", [], t0)
 
 
+def parse_ibstat(text: str) -> list[dict]:
+    """`ibstat` (OFED) -> one dict per CA port: {"ca", "port", "state", "physical", "rate",
+    "link_layer"} (missing fields "")."""
+    ports: list[dict] = []
+    ca = ""
+    cur: dict | None = None
+    for line in text.splitlines():
+        m = re.match(r"^CA '(?P<ca>[^']+)'", line)
+        if m:
+            ca, cur = m.group("ca"), None
+            continue
+        m = re.match(r"^\s+Port (?P<port>\d+):\s*$", line)
+        if m and ca:
+            cur = {"ca": ca, "port": int(m.group("port")), "state": "", "physical": "",
+                   "rate": "", "link_layer": ""}
+            ports.append(cur)
+            continue
+        m = re.match(r"^\s+(?P<key>State|Physical state|Rate|Link layer):\s*(?P<value>.*?)\s*$",
+                     line)
+        if m and cur is not None:
+            key = {"State": "state", "Physical state": "physical", "Rate": "rate",
+                   "Link layer": "link_layer"}[m.group("key")]
+            cur[key] = m.group("value")
+    return ports
+
+
+def parse_fi_info(text: str) -> list[str]:
+    """`fi_info -p efa` -> the EFA devices (domains without their -rdm/-dgrm suffix)."""
+    devices: list[str] = []
+    provider = ""
+    for line in text.splitlines():
+        m = re.match(r"^\s*(?P<key>provider|domain):\s*(?P<value>\S+)", line)
+        if not m:
+            continue
+        if m.group("key") == "provider":
+            provider = m.group("value")
+        elif provider == "efa":
+            dev = re.sub(r"-(rdm|dgrm)$", "", m.group("value"))
+            if dev not in devices:
+                devices.append(dev)
+    return devices
+
+
 def check_ib(needed: int) -> dict:
     t0 = time.monotonic()
+    if not os.environ.get(IB_ENV) and shutil.which("ibstat"):
+        return _check_ibstat(needed, t0)
     root = os.environ.get(IB_ENV) or DEFAULT_IB_PATH
     try:
         devices = sorted(os.listdir(root))
@@ -370,6 +417,36 @@ def check_ib(needed: int) -> dict:
     return _check("infiniband", OK, f"{count} InfiniBand device(s) up", evidence, t0)
 
 
+def _check_ibstat(needed: int, t0: float) -> dict:
+    rc, out = _run(["ibstat"])
+    if rc != 0:
+        return _check("infiniband", FAIL, f"ibstat failed (exit {rc})",
+                      out.strip().splitlines()[-5:], t0)
+    ports = parse_ibstat(out)
+    evidence = [f"{p['ca']} port {p['port']}: {p['state']}/{p['physical']}, rate {p['rate']}, "
+                f"{p['link_layer']}" for p in ports]
+    up = {p["ca"] for p in ports if p["state"].lower() == "active"
+          and p["physical"].lower() == "linkup"}
+    if len(up) < needed:
+        return _check("infiniband", FAIL, f"{len(up)} of the {needed} InfiniBand device(s) the "
+                      "fabric needs are up (ibstat)", evidence, t0)
+    return _check("infiniband", OK, f"{len(up)} InfiniBand device(s) up (ibstat)", evidence, t0)
+
+
+def check_efa(needed: int) -> dict:
+    t0 = time.monotonic()
+    rc, out = _run(["fi_info", "-p", "efa", "-t", "FI_EP_RDM"])
+    lines = out.strip().splitlines()
+    if rc == 127:
+        return _check("efa", FAIL, "fi_info not found: no libfabric (the EFA installer) on a "
+                      "node whose fabric is EFA", lines, t0)
+    devices = parse_fi_info(out) if rc == 0 else []
+    if len(devices) < needed:
+        return _check("efa", FAIL, f"{len(devices)} of the {needed} EFA device(s) the fabric "
+                      f"needs are visible (fi_info exit {rc})", lines[-10:], t0)
+    return _check("efa", OK, f"{len(devices)} EFA device(s): {', '.join(devices)}", [], t0)
+
+
 def check_dcgm(gate: str) -> dict:
     t0 = time.monotonic()
     level = gate.split("-")[1]
@@ -396,6 +473,8 @@ def run_checks(expect: dict) -> dict:
         checks.append(check_nvlink())
     if expect.get("ib"):
         checks.append(check_ib(int(expect["ib"])))
+    if expect.get("efa"):
+        checks.append(check_efa(int(expect["efa"])))
     gate = expect.get("gate", "quick")
     if gate in DCGM_TIMEOUT_S and real:
         checks.append(check_dcgm(gate))

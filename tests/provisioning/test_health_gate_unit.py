@@ -74,3 +74,21 @@ def test_watch_config_stop_rules_and_the_local_clouds_default() -> None:
     assert watch_config(task(watch_seconds=0), "aws", managed=False) is None
     off = Task.from_dict({"run": "true", "resources": {"health": "off"}})
     assert watch_config(off, "aws", managed=True) is None
+
+
+def test_expectation_asks_for_the_fabric_the_task_or_the_catalog_names() -> None:
+    import dataclasses
+
+    from launcher.task.model import Task
+
+    def task(network: object) -> Task:
+        return Task.from_dict({"run": "true", "num_nodes": 2,
+                               "resources": {"accelerators": "H100:8", "network": network}})
+
+    rec = dataclasses.replace(_rec("H100", 8), instance_type="p5.48xlarge")
+    assert expectation(_cluster(), rec, task("efa"))["efa"] == 1
+    assert expectation(_cluster(), rec, task("infiniband"))["ib"] == 1
+    rdma = expectation(_cluster(), rec, task("rdma"))  # p5.48xlarge: EFA per the catalog
+    assert rdma.get("efa") == 1 and "ib" not in rdma
+    assert "efa" not in expectation(_cluster(), rec, task("any"))
+    assert "efa" not in expectation(_cluster(), rec, None)

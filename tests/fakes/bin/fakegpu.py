@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Fake `nvidia-smi` and `dcgmi` for tests, printing NVIDIA's documented formats.
+"""Fake `nvidia-smi`, `dcgmi`, `ibstat` and `fi_info` for tests, printing the formats
+NVIDIA, the OFED tools and libfabric document.
 
-Invoked through the symlinks `nvidia-smi` and `dcgmi` next to it. The machine it
+Invoked through the symlinks `nvidia-smi`, `dcgmi`, `ibstat` and `fi_info` next to it. The machine it
 pretends to be is read from the JSON file named by $LAUNCHER_FAKE_GPU_CONFIG, else
 ~/.fake-gpus.json, else a healthy 8 x H100 SXM node. Keys (all optional):
 
@@ -10,7 +11,9 @@ pretends to be is read from the JSON file named by $LAUNCHER_FAKE_GPU_CONFIG, el
     pcie_width {"<gpu index>": current width} (max 16), nvlink_links (18),
     nvlink_down [[gpu, link]], dcgm ("pass" | "warn" | "fail"), exit_code (0),
     util {"<gpu index>": percent} (0), mem_used_mib {"<gpu index>": MiB} (0),
-    power_w (70.5), temp_c (34), throttle {"<gpu index>": "0x...4"} (none)
+    power_w (70.5), temp_c (34), throttle {"<gpu index>": "0x...4"} (none),
+    ib_cas (1: mlx5_0), ib_down ["mlx5_1"] (CAs whose port is down), ib_rate (400),
+    efa_count (0: fi_info finds no EFA provider)
 """
 
 import json
@@ -89,13 +92,54 @@ def dcgmi(cfg, args):
     return 0 if result != "Fail" else 226
 
 
+def ibstat(cfg, args):
+    down = set(cfg.get("ib_down", []))
+    for i in range(int(cfg.get("ib_cas", 1))):
+        ca = f"mlx5_{i}"
+        up = ca not in down
+        print(f"CA '{ca}'")
+        print("\tCA type: MT4129")
+        print("\tNumber of ports: 1")
+        print("\tFirmware version: 28.39.1002")
+        print("\tHardware version: 0")
+        print(f"\tNode GUID: 0x946dae0300{i:06x}")
+        print(f"\tSystem image GUID: 0x946dae0300{i:06x}")
+        print("\tPort 1:")
+        print(f"\t\tState: {'Active' if up else 'Down'}")
+        print(f"\t\tPhysical state: {'LinkUp' if up else 'Polling'}")
+        print(f"\t\tRate: {cfg.get('ib_rate', 400) if up else 10}")
+        print(f"\t\tBase lid: {i + 3 if up else 65535}")
+        print("\t\tLMC: 0")
+        print("\t\tSM lid: 1")
+        print("\t\tCapability mask: 0xa651e848")
+        print(f"\t\tPort GUID: 0x946dae0300{i:06x}")
+        print("\t\tLink layer: InfiniBand")
+    return 0
+
+
+def fi_info(cfg, args):
+    count = int(cfg.get("efa_count", 0))
+    if not count:
+        print("fi_getinfo: -61 (No data available)", file=sys.stderr)
+        return 1
+    for i in range(count):
+        print("provider: efa")
+        print("    fabric: efa-direct")
+        print(f"    domain: rdmap{16 + i}s27-rdm")
+        print("    version: 122.0")
+        print("    type: FI_EP_RDM")
+        print("    protocol: FI_PROTO_EFA")
+    return 0
+
+
 def main():
     cfg = config()
-    if cfg.get("exit_code"):
+    if cfg.get("exit_code") and os.path.basename(sys.argv[0]) in ("nvidia-smi", "dcgmi"):
         print("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
         return int(cfg["exit_code"])
     tool = os.path.basename(sys.argv[0])
-    return dcgmi(cfg, sys.argv[1:]) if tool == "dcgmi" else nvidia_smi(cfg, sys.argv[1:])
+    tools = {"dcgmi": dcgmi, "ibstat": ibstat, "fi_info": fi_info}
+    return tools.get(tool, nvidia_smi)(cfg, sys.argv[1:])
 
 
 if __name__ == "__main__":
