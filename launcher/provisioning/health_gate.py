@@ -214,6 +214,9 @@ def gate(db: StateDB, cluster: ClusterInfo, runners: Sequence[CommandRunner], ta
     on_event(f"Checking node health ({spec.gate}) on {len(runners)} node(s)")
     rec = db.get_cluster(cluster.cluster_name)
     nodes = check_nodes(cluster, runners, expectation(cluster, rec, task, spec.gate))
+    if (spec.burn_in == "nccl" and len(runners) > 1
+            and not any(n.status == FAIL for n in nodes)):
+        nodes = _burn_in(db, cluster, runners[0], rec, nodes, on_event)
     for node in nodes:
         db.add_event(cluster.cluster_name, f"health-{node.status}", event_text(node))
     failed = [n for n in nodes if n.status == FAIL]
@@ -223,6 +226,28 @@ def gate(db: StateDB, cluster: ClusterInfo, runners: Sequence[CommandRunner], ta
     if failed and spec.gate_stops:
         raise HealthGateError(cluster.cluster_name, failed[0], nodes)
     return nodes
+
+
+def _burn_in(db: StateDB, cluster: ClusterInfo, head: CommandRunner, rec: ClusterRecord | None,
+             nodes: list[NodeHealth], on_event: Callable[[str], None]) -> list[NodeHealth]:
+    """Run the NCCL burn-in (burn_in.py); its finding joins the slow nodes' reports (a
+    failure names them; a skip or warning is recorded as a cluster event)."""
+    import dataclasses
+
+    from launcher.provisioning.burn_in import run_burn_in
+
+    gpus = int(rec.accelerator_count) if rec is not None and is_nvidia(rec.accelerator) else 1
+    fabric_gbps = catalog_fabric(cluster.cloud, rec.instance_type)[1] if rec else None
+    result = run_burn_in(cluster, head, gpus, fabric_gbps, on_event)
+    db.add_event(cluster.cluster_name, f"health-burn-in-{result.status}",
+                 result.summary + "".join(f" | {e}" for e in result.evidence[:8]))
+    if result.status != FAIL:
+        if result.status == WARN:
+            on_event(f"Health warn: {result.summary}")
+        return nodes
+    check = CheckResult("nccl", FAIL, result.summary, result.evidence, 0.0)
+    return [dataclasses.replace(n, status=FAIL, checks=(*n.checks, check))
+            if n.rank in result.slow_ranks or not result.slow_ranks else n for n in nodes]
 
 
 # ------------------------------------------------------------------ samples (`launcher top`)

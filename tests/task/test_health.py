@@ -30,7 +30,7 @@ def test_values_and_round_trip() -> None:
     ({"gate": "quik"}, "field 'resources.health.gate'): unknown value 'quik' — did you mean 'quick'?"),
     ({"gates": "quick"}, "resources.health"),
     ({"on_failure": "ignore"}, "resources.health.on_failure"),
-    ({"burn_in": "nccl"}, "NCCL burn-in is not built yet"),
+    ({"burn_in": "nccl-tests"}, "resources.health.burn_in"),
     (3, "resources.health"),
 ])
 def test_errors_name_the_field(value: object, needle: str) -> None:

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Fake `nvidia-smi`, `dcgmi`, `ibstat` and `fi_info` for tests, printing the formats
-NVIDIA, the OFED tools and libfabric document.
+"""Fake `nvidia-smi`, `dcgmi`, `ibstat`, `fi_info`, `mpirun` and `all_reduce_perf` for
+tests, printing the formats NVIDIA, the OFED tools, libfabric and nccl-tests document.
 
-Invoked through the symlinks `nvidia-smi`, `dcgmi`, `ibstat` and `fi_info` next to it. The machine it
+Invoked through the symlinks of those names next to it. The fake `mpirun` runs its
+program once (as rank 0, the one nccl-tests prints from) with FAKE_MPI_HOSTS set to the
+hosts of its `-H`; the fake `all_reduce_perf` reports the bus bandwidth of the slowest of
+those hosts. The machine it
 pretends to be is read from the JSON file named by $LAUNCHER_FAKE_GPU_CONFIG, else
 ~/.fake-gpus.json, else a healthy 8 x H100 SXM node. Keys (all optional):
 
@@ -13,7 +16,8 @@ pretends to be is read from the JSON file named by $LAUNCHER_FAKE_GPU_CONFIG, el
     util {"<gpu index>": percent} (0), mem_used_mib {"<gpu index>": MiB} (0),
     power_w (70.5), temp_c (34), throttle {"<gpu index>": "0x...4"} (none),
     ib_cas (1: mlx5_0), ib_down ["mlx5_1"] (CAs whose port is down), ib_rate (400),
-    efa_count (0: fi_info finds no EFA provider)
+    efa_count (0: fi_info finds no EFA provider),
+    nccl_gbps {"<host ip>": Gb/s} (each host's network; others: nccl_default_gbps, 3200)
 """
 
 import json
@@ -132,13 +136,59 @@ def fi_info(cfg, args):
     return 0
 
 
+def mpirun(cfg, args):
+    hosts = []
+    for i, a in enumerate(args):
+        if a in ("-H", "--host") and i + 1 < len(args):
+            hosts = [h.split(":")[0] for h in args[i + 1].split(",")]
+    prog = next((i for i, a in enumerate(args) if a.endswith("all_reduce_perf")), None)
+    if prog is None:
+        print("fake mpirun: no program", file=sys.stderr)
+        return 2
+    os.environ["FAKE_MPI_HOSTS"] = ",".join(hosts)
+    os.execvp(args[prog], args[prog:])
+    return 0
+
+
+def all_reduce_perf(cfg, args):
+    hosts = [h for h in os.environ.get("FAKE_MPI_HOSTS", "").split(",") if h]
+    speeds = cfg.get("nccl_gbps", {})
+    gbps = min((float(speeds.get(h, cfg.get("nccl_default_gbps", 3200))) for h in hosts),
+               default=float(cfg.get("nccl_default_gbps", 3200)))
+    busbw = gbps / 8 * 0.93
+    size = 1073741824
+    n = max(1, len(hosts)) * int(args[args.index("-g") + 1] if "-g" in args else 1)
+    algbw = busbw * n / (2 * (n - 1)) if n > 1 else busbw
+    us = size / (algbw * 1e3)
+    print("# nThread 1 nGpus 8 minBytes 1073741824 maxBytes 1073741824 step: 2(factor) "
+          "warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0")
+    print("#")
+    print("# Using devices")
+    print(f"#  Rank  0 Group  0 Pid  4242 on {hosts[0] if hosts else 'localhost'} device  0 "
+          "[0x18] NVIDIA H100 80GB HBM3")
+    print("#")
+    print("#                                                              out-of-place"
+          "                       in-place          ")
+    print("#       size         count      type   redop    root     time   algbw   busbw "
+          "#wrong     time   algbw   busbw #wrong")
+    print("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)   "
+          "         (us)  (GB/s)  (GB/s)       ")
+    print(f"  {size:>11d}   {size // 4:>11d}     float     sum      -1  {us:7.1f}  "
+          f"{algbw:6.2f}  {busbw:6.2f}      0  {us:7.1f}  {algbw:6.2f}  {busbw:6.2f}      0")
+    print("# Out of bounds values : 0 OK")
+    print(f"# Avg bus bandwidth    : {busbw:.3f} ")
+    print("#")
+    return 0
+
+
 def main():
     cfg = config()
     if cfg.get("exit_code") and os.path.basename(sys.argv[0]) in ("nvidia-smi", "dcgmi"):
         print("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
         return int(cfg["exit_code"])
     tool = os.path.basename(sys.argv[0])
-    tools = {"dcgmi": dcgmi, "ibstat": ibstat, "fi_info": fi_info}
+    tools = {"dcgmi": dcgmi, "ibstat": ibstat, "fi_info": fi_info, "mpirun": mpirun,
+             "all_reduce_perf": all_reduce_perf}
     return tools.get(tool, nvidia_smi)(cfg, sys.argv[1:])
 
 
