@@ -686,12 +686,8 @@ class Daemon:
     # ----------------------------------------------------------------- health watch
 
     def _start_watch(self, job: RunningJob, spec: core.JobSpec, nodes: core.NodesConfig) -> None:
-        cfg = spec.health
-        if not cfg or cfg["watch_seconds"] <= 0 or job.stopping is not None:
-            return
-        job.watch = watch.HealthWatch(
-            self.paths.job_dir(job.id), cfg, nodes.workers[:spec.num_nodes],
-            self.paths.known_hosts, self.paths.p("health_checks.py"), self.base_env)
+        if job.stopping is None:
+            job.watch = watch.for_job(self.paths, job.id, spec, nodes, self.base_env)
 
     def _watch_health(self, job: RunningJob) -> None:
         """Record the watch's findings as events; the first failing one marks the cluster

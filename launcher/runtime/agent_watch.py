@@ -48,6 +48,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from launcher.runtime import agent as core
     from launcher.runtime import agent_ranks as ranks
     from launcher.runtime import agent_spec as spec_mod
 else:
@@ -64,6 +65,16 @@ HISTORY_FILE = "health.jsonl"
 FINDING_FILE = "health.json"
 LOG_SCAN_BYTES = 65536
 _PROGRESS_RE = re.compile(rb"LAUNCHER_PROGRESS=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
+
+
+def for_job(paths: core.Paths, job_id: int, spec: spec_mod.JobSpec,
+            nodes: spec_mod.NodesConfig, base_env: dict[str, str]) -> HealthWatch | None:
+    """The watch of job `job_id` (its ranks' workers), None when its spec asks for none."""
+    cfg = spec.health
+    if not cfg or cfg["watch_seconds"] <= 0:
+        return None
+    return HealthWatch(paths.job_dir(job_id), cfg, nodes.workers[:spec.num_nodes],
+                       paths.known_hosts, paths.p("health_checks.py"), base_env)
 
 
 def event_text(f: dict) -> str:
