@@ -193,3 +193,29 @@ def test_a_plain_cluster_shows_degraded_and_stop_sigterms_warn_does_not(
     assert f"Job {job_id} on pc: DEGRADED (Xid 79 (GPU has fallen off the bus), node 1)" in out
     assert f"health-fail: node 1: Xid 79 (GPU has fallen off the bus) | {XID_79}" in out
     assert "UTIL MIN" in out
+
+
+def test_a_straggler_and_a_hang_on_ssh_workers_are_events(pool: object) -> None:
+    from launcher.api import clusters
+    from launcher.api.launch import launch
+    from launcher.api.node_health import watch_history
+    from launcher.task.model import Task
+
+    run = ('if [ "$LAUNCHER_NODE_RANK" = 2 ]; then P=0.35; else P=0.5; fi; '
+           'echo "LAUNCHER_PROGRESS=$P"; sleep 600')  # then silent, GPUs idle: a hang
+    task = Task.from_dict({"name": "h", "num_nodes": 3, "run": run, "resources": {
+        "infra": "ssh/lab", "health": {"watch_seconds": 0.3, "hang_minutes": 0.05}}})
+    res = launch(task, "hc", plan_fn=_pool_plan, detach_run=True)  # type: ignore[arg-type]
+
+    def events() -> list[dict]:
+        return watch_history("hc", res.job_id).events
+
+    _wait(lambda: any("hang:" in e["detail"] for e in events()), what="the hang")
+    details = [(e["kind"], e["detail"]) for e in events()]
+    assert ("health-warn", "node 2: straggler: progress 0.35 is 30% behind the other ranks' 0.5"
+            " | rank 0: LAUNCHER_PROGRESS=0.5 | rank 1: LAUNCHER_PROGRESS=0.5 | rank 2: "
+            "LAUNCHER_PROGRESS=0.35") in details
+    (hang,) = [d for k, d in details if "hang:" in d]
+    assert hang.startswith("hang: no output from any rank and no busy GPU for ")
+    assert "node 2: util 0.0%" in hang  # sampled on the ssh worker through the fakes
+    assert clusters.queue("hc")[-1].status.value == "RUNNING"  # on_failure unset: no SIGTERM
