@@ -298,10 +298,13 @@ HEALTH_PREFIX = "health: "  # a DEGRADED reason that comes from the agent's heal
 
 def _watch_degraded(db: StateDB, rec: ClusterRecord) -> str | None:
     """'health: node 1: Xid 79' when the agent's health watch failed a node of the UP
-    cluster `rec` (docs/health.md; kept by the agent until `launcher health` finds every
-    node passing); None when healthy or the agent cannot be asked."""
-    if rec.status is not ClusterStatus.UP:
-        return None
+    NVIDIA-GPU cluster `rec` (docs/health.md; kept by the agent until `launcher health`
+    finds every node passing); None when healthy, without NVIDIA GPUs, or when the agent
+    cannot be asked."""
+    from launcher.provisioning.health_gate import is_nvidia
+
+    if rec.status is not ClusterStatus.UP or not is_nvidia(rec.accelerator):
+        return None  # the watch's findings are about GPUs: CPU clusters cost no extra call
     from launcher.runtime.execution import agent_client
     from launcher.runtime.jobspec import HealthFinding
 
