@@ -295,6 +295,8 @@ def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn,
         except KeyError:
             return False, None
         why = _reconcile(db, rec, view, cloud_fn, notes)
+        if why is None and view and set(view.values()) == {NodeState.RUNNING}:
+            why = _watch_degraded(db, rec)
         now = db.get_cluster(rec.name)  # (after any status change the view caused)
         if now is not None and view:
             from launcher.state import node_state
@@ -304,6 +306,41 @@ def _refresh_one(db: StateDB, rec: ClusterRecord, cloud_fn: CloudFn,
         return True, why
     finally:
         lock.release()
+
+
+HEALTH_PREFIX = "health: "  # a DEGRADED reason that comes from the agent's health watch
+
+
+def _watch_degraded(db: StateDB, rec: ClusterRecord) -> str | None:
+    """'health: node 1: Xid 79' when the agent's health watch failed a node of the UP
+    NVIDIA-GPU cluster `rec` (docs/health.md; kept by the agent until `launcher health`
+    finds every node passing); None when healthy, without NVIDIA GPUs, or when the agent
+    cannot be asked."""
+    from launcher.provisioning.health_gate import is_nvidia
+
+    if rec.status is not ClusterStatus.UP or not is_nvidia(rec.accelerator):
+        return None  # the watch's findings are about GPUs: CPU clusters cost no extra call
+    from launcher.runtime.execution import agent_client
+    from launcher.runtime.jobspec import HealthFinding
+
+    cluster = db.cluster_info(rec.name)
+    if not cluster.nodes:
+        return None
+    client = None
+    try:
+        client = agent_client(cluster)
+        degraded = client.health().get("degraded")
+        finding = HealthFinding.from_json(degraded) if isinstance(degraded, dict) else None
+    except (LauncherError, ValueError):
+        return None  # an older agent, or unreachable: the cloud's view stands
+    finally:
+        if client is not None:
+            client.head.close()
+    if finding is None:
+        return None
+    why = HEALTH_PREFIX + finding.headline()
+    db.add_event(rec.name, "degraded", f"{why} ({finding.summary})")
+    return why
 
 
 def _reconcile(db: StateDB, rec: ClusterRecord, view: dict[str, NodeState],

@@ -316,6 +316,19 @@ def snapshot_nvlink(cloud: str) -> dict[str, bool]:
     return {str(it): bool(nv) for it, nv in rows}
 
 
+def snapshot_fabrics(cloud: str) -> dict[str, tuple[str, float | None]]:
+    """instance type -> (inter-node fabric, its Gb/s per node), where the snapshot's
+    sources say (the health gate's EFA/InfiniBand expectation and the burn-in's bar)."""
+    with _lock:
+        conn, _ = _connection()
+        rows = conn.execute(
+            "SELECT DISTINCT instance_type, fabric, fabric_gbps FROM offers WHERE cloud = ? "
+            "AND fabric IS NOT NULL", (cloud,),
+        ).fetchall()
+    return {str(it): (str(fab), float(gbps) if gbps is not None else None)
+            for it, fab, gbps in rows}
+
+
 def status(now: datetime.datetime | None = None) -> CatalogStatus:
     """Per-cloud row counts, sources, fetch dates and ages (relative to `now`, default the
     current time), plus the local cloud's live row. Reads only meta.json (no cache build).

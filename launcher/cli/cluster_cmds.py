@@ -450,8 +450,11 @@ def status_cmd(
     for r in rows:
         where = "/".join(x for x in (r.cloud, r.region, r.zone) if x)
         auto = "-" if r.autostop_minutes is None else f"{r.autostop_minutes:g}m" + (" (down)" if r.autostop_down else "")
+        status = r.status
+        if status == "DEGRADED" and (r.status_reason or "").startswith("health: "):
+            status = f"DEGRADED ({r.status_reason[len('health: '):]})"  # type: ignore[index]
         table.add_row(
-            r.name, _fmt_time(r.launched_at), r.resources, where, r.status,
+            r.name, _fmt_time(r.launched_at), r.resources, where, status,
             format_money(r.hourly_cost), auto, style=colors.get(r.status),
         )
     print_table(table)

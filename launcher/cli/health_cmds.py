@@ -19,10 +19,16 @@ def health_cmd(
     cluster: Annotated[str, typer.Argument(help="Cluster name.", autocompletion=complete_cluster_name)],
     deep: Annotated[bool, typer.Option("--deep", help="Also run DCGM diagnostics level 2 (`dcgmi diag -r 2`, minutes) where dcgmi is installed.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    history: Annotated[bool, typer.Option("--history", help="Instead of checking now: what the health watch kept for a job (its findings and per-node metrics over time).")] = False,
+    job: Annotated[int | None, typer.Option("--job", help="With --history: the cluster job (default: the running or last one).")] = None,
 ) -> int:
     """Check every node's GPUs now (count, model, ECC, XIDs, PCIe, NVLink, InfiniBand).
-    Exit code 1 when a node fails."""
+    Exit code 1 when a node fails. With --history, show what the watch recorded while a
+    job ran instead."""
     from launcher.api.node_health import DEEP_GATE, check
+
+    if history:
+        return _history(cluster, job, json_out)
 
     nodes = check(cluster, gate=DEEP_GATE if deep else "quick")
     failed = any(n.status == "fail" for n in nodes)
@@ -43,6 +49,46 @@ def health_cmd(
                           c.summary)
     print_table(table)
     return 1 if failed else 0
+
+
+def _history(cluster: str, job: int | None, json_out: bool) -> int:
+    import time
+
+    from launcher.api.node_health import watch_history
+
+    view = watch_history(cluster, job)
+    if json_out:
+        print_json(view.to_json())
+        return 0
+    from launcher.cli.table import Table, print_table
+
+    def when(ts: object) -> str:
+        return time.strftime("%H:%M:%S", time.localtime(float(ts))) if isinstance(
+            ts, int | float) else "-"
+
+    if view.job_id is None:
+        print(f"No job has run on {cluster} yet.")
+        return 0
+    print(f"Job {view.job_id} on {cluster}: " + (
+        f"DEGRADED ({view.degraded.get('summary')}, node {view.degraded.get('rank')})"
+        if view.degraded else "no failing finding standing"))
+    for e in view.events:
+        print(f"  {when(e.get('ts'))} {e.get('kind')}: {e.get('detail')}")
+    table = Table()
+    for col in ("TIME", "NODE", "UTIL", "UTIL MIN", "MEM GiB", "POWER", "TEMP", "THROTTLE",
+                "PROGRESS", "LOG"):
+        table.add_column(col)
+    for r in view.rows:
+        mem = r.get("mem_used")
+        table.add_row(when(r.get("t")), str(r.get("rank")), _unit(r.get("util"), "%"),
+                      _unit(r.get("util_min"), "%"),
+                      "-" if mem is None else f"{float(mem) / 1024:.1f}",
+                      _unit(r.get("power"), " W"), _unit(r.get("temp"), " C"),
+                      ", ".join(r.get("throttle") or []) or "-",
+                      "-" if r.get("progress") is None else f"{r['progress']:g}",
+                      f"{r.get('log_bytes') or 0} B")
+    print_table(table)
+    return 0
 
 
 @app.command("top")

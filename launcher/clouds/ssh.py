@@ -59,6 +59,9 @@ from launcher.runtime.runner import NodeUnreachableError, shell_path
 if TYPE_CHECKING:
     from launcher.runtime.ssh_runner import SSHOptions, SSHRunner
 
+# A host excluded by the health watch stays quarantined until the user releases it.
+_HEALTH_QUARANTINE_UNTIL = 253402300799.0  # 9999-12-31
+
 CLOUD = "ssh"
 _MAX_PARALLEL = 16
 
@@ -272,11 +275,30 @@ class SSHCloud:
             state.allocations.pop(cluster, None)
             now = time.time()
             for host in dirty:
+                if state.quarantine.get(host, {}).get("health"):
+                    continue  # excluded by the health watch: stays out (exclude_hosts)
                 # Free at once, but remembered: the next cluster to take the host first stops
                 # what this one may have left running there (see _clean_reused).
                 state.quarantine[host] = {"cluster": cluster, "since": now, "until": now,
                                           "reason": "cleanup at down could not reach the host"}
         keys.remove_cluster_key(cluster)
+
+    def exclude_hosts(self, cluster: str, node_ids: tuple[str, ...], reason: str) -> list[str]:
+        """Quarantine the cluster's hosts `node_ids` (addresses) because they failed the
+        health watch: unlike a lost host's quarantine, a reachable sshd does not end it;
+        only `launcher ssh release` does (the user fixed the GPU). The hosts stay in the
+        cluster's allocation until `replace_nodes` or `terminate`. Returns the hosts."""
+        store = PoolStateFile()
+        now = time.time()
+        with store.locked() as state:
+            alloc = state.allocations.get(cluster)
+            held = set(alloc.hosts) if alloc is not None else set()
+            hosts = [h for h in node_ids if h in held]
+            for host in hosts:
+                state.quarantine[host] = {"cluster": cluster, "since": now,
+                                          "until": _HEALTH_QUARANTINE_UNTIL, "health": True,
+                                          "reason": reason}
+        return hosts
 
     def replace_nodes(self, cluster: str, lost: tuple[str, ...]) -> ClusterInfo:
         """Replace the cluster's `lost` nodes (node ids = host addresses) with free hosts of
@@ -298,6 +320,8 @@ class SSHCloud:
                 raise InvalidRequestError(f"Cluster {cluster!r} holds no hosts.", cloud=CLOUD)
             gone = {n.node_id for n in alloc.nodes if n.node_id in set(lost)}
             for host in gone:
+                if state.quarantine.get(host, {}).get("health"):
+                    continue  # excluded by the health watch: stays out (exclude_hosts)
                 state.quarantine[host] = {
                     "cluster": cluster, "since": now, "until": now + settings.quarantine_s,
                     "reason": "sshd unreachable on every probe (confirmed lost)",

@@ -95,8 +95,8 @@ def release_answering(store: PoolStore, pools: Sequence[SSHNodePool],
     for pool in pools:
         for host in pool.hosts:
             entry = state.quarantine.get(host.address)
-            if entry is None or not quarantine_active(entry, now):
-                continue
+            if entry is None or not quarantine_active(entry, now) or entry.get("health"):
+                continue  # a host that failed the health watch answers, and stays out
             since = _num(entry.get("since")) or 0.0
             if now - since >= settings.reprobe_after_s:
                 due.append(host)

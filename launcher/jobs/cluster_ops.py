@@ -105,6 +105,18 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class HealthAlarm:
+    """The agent's health watch found node `node_id` (rank `rank`) failing while the job
+    ran and stopped the job (docs/health.md): the controller excludes and replaces it."""
+
+    node_id: str
+    rank: int
+    finding: str  # "Xid 79 (GPU has fallen off the bus)"
+    detected_at: float  # epoch seconds
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class JobRun:
     """The cluster agent's record of the job run by one attempt."""
 
@@ -114,6 +126,7 @@ class JobRun:
     reason: str | None = None
     notice: Notice | None = None  # an interruption notice the agent relayed to this job
     ended_at: float | None = None  # when the agent recorded the run's end (epoch seconds)
+    health: HealthAlarm | None = None  # a node the health watch failed (and stopped the job)
 
 
 @dataclass(frozen=True)
@@ -262,6 +275,13 @@ class ClusterOps(Protocol):
         """Whether `replace_nodes` can replace lost nodes of this cluster in place (it may
         still fail, e.g. no spare host). False: it always answers None, and the controller
         relaunches the whole cluster without announcing a replacement. Cheap; never raises."""
+        ...
+
+    def exclude_nodes(self, cluster_name: str, node_ids: tuple[str, ...], reason: str) -> str:
+        """Nodes that failed the health watch: make sure no later attempt gets them back
+        (an SSH pool quarantines the hosts until `launcher ssh release`; the local cloud
+        reclaims the nodes; elsewhere the instances go with the cluster and are never
+        reused). Returns what was done, for the job's events. Never raises."""
         ...
 
     def replace_nodes(
@@ -534,10 +554,16 @@ class RealClusterOps:
             node_id = nodes[rank] if rank < len(nodes) else f"{cluster_name}-{rank}"
             notice = Notice(node_id, float(rec.notice.received_at),
                             float(rec.notice.grace_seconds))
+        alarm = None
+        h = rec.health
+        if h is not None and h.stop and h.rank is not None and h.severity == "fail":
+            nodes = self._nodes.get(cluster_name, ())
+            node_id = nodes[h.rank] if h.rank < len(nodes) else f"{cluster_name}-{h.rank}"
+            alarm = HealthAlarm(node_id, h.rank, h.summary, h.detected_at, h.evidence)
         return JobRun(
             status=RunState(rec.status.value), exit_code=rec.exit_code,
             failed_rank=rec.failed_rank, reason=rec.reason, notice=notice,
-            ended_at=rec.ended_at,
+            ended_at=rec.ended_at, health=alarm,
         )
 
     def cloud_view(self, cluster_name: str) -> Mapping[str, NodeState]:
@@ -672,6 +698,27 @@ class RealClusterOps:
         cloud = self._cloud_name(cluster_name)
         with contextlib.suppress(KeyError):
             default_cloud(cloud or "local").terminate(cluster_name)
+
+    def exclude_nodes(self, cluster_name: str, node_ids: tuple[str, ...], reason: str) -> str:
+        try:
+            cloud = self._cloud_name(cluster_name)
+            if cloud == "ssh":
+                from launcher.clouds.ssh import SSHCloud
+
+                hosts = SSHCloud().exclude_hosts(cluster_name, node_ids, reason)
+                return (f"host(s) {', '.join(hosts)} quarantined in the pool until `launcher "
+                        "ssh release`" if hosts else "no pool host to quarantine")
+            if cloud == "local":
+                from launcher.clouds.local import LocalCloud
+
+                ranks = [i for i, n in enumerate(self._nodes.get(cluster_name, ()))
+                         if n in node_ids]
+                for rank in ranks:
+                    LocalCloud().preempt(cluster_name, rank)
+                return f"local node(s) {', '.join(map(str, ranks))} reclaimed"
+        except Exception as exc:  # best effort: the relaunch still gets fresh nodes
+            return f"could not exclude them: {exc}"
+        return "their instance(s) go with the cluster and are never reused"
 
     def can_replace_nodes(self, cluster_name: str) -> bool:
         """The local cloud and SSH pools replace nodes in place (see `replace_nodes`)."""

@@ -124,9 +124,23 @@ def expectation(cluster: ClusterInfo, rec: ClusterRecord | None, task: Task | No
     if gpus and rec is not None:
         expect["nvlink"] = _catalog_nvlink(cluster.cloud, rec.instance_type)
     fabric = task.resources.base.network.fabric if task and task.resources.base.network else None
-    if fabric == "infiniband" and len(cluster.nodes) > 1:
+    if fabric in ("rdma", "best") and rec is not None:  # whichever the instance type has
+        fabric = catalog_fabric(cluster.cloud, rec.instance_type)[0]
+    if len(cluster.nodes) > 1 and fabric == "infiniband":
         expect["ib"] = 1
+    if len(cluster.nodes) > 1 and fabric == "efa":
+        expect["efa"] = 1
     return expect
+
+
+def catalog_fabric(cloud: str, instance_type: str) -> tuple[str | None, float | None]:
+    """(fabric, Gb/s per node) of the instance type per the catalog; (None, None) unknown."""
+    try:
+        from launcher.catalog.query import snapshot_fabrics
+
+        return snapshot_fabrics(cloud).get(instance_type, (None, None))
+    except Exception:  # a damaged catalog must not block a launch: the fabric goes unchecked
+        return None, None
 
 
 def _catalog_nvlink(cloud: str, instance_type: str) -> bool:
@@ -214,14 +228,39 @@ def gate(db: StateDB, cluster: ClusterInfo, runners: Sequence[CommandRunner], ta
     on_event(f"Checking node health ({spec.gate}) on {len(runners)} node(s)")
     rec = db.get_cluster(cluster.cluster_name)
     nodes = check_nodes(cluster, runners, expectation(cluster, rec, task, spec.gate))
+    if (spec.burn_in == "nccl" and len(runners) > 1
+            and not any(n.status == FAIL for n in nodes)):
+        nodes = _burn_in(db, cluster, runners[0], rec, nodes, on_event)
     record(db, cluster.cluster_name, nodes, "health gate")
     failed = [n for n in nodes if n.status == FAIL]
     for node in nodes:
         if node.status != OK:
             on_event(f"Health {node.status}: {node.headline()}")
-    if failed and spec.on_failure == "stop":
+    if failed and spec.gate_stops:
         raise HealthGateError(cluster.cluster_name, failed[0], nodes)
     return nodes
+
+
+def _burn_in(db: StateDB, cluster: ClusterInfo, head: CommandRunner, rec: ClusterRecord | None,
+             nodes: list[NodeHealth], on_event: Callable[[str], None]) -> list[NodeHealth]:
+    """Run the NCCL burn-in (burn_in.py); its finding joins the slow nodes' reports (a
+    failure names them; a skip or warning is recorded as a cluster event)."""
+    import dataclasses
+
+    from launcher.provisioning.burn_in import run_burn_in
+
+    gpus = int(rec.accelerator_count) if rec is not None and is_nvidia(rec.accelerator) else 1
+    fabric_gbps = catalog_fabric(cluster.cloud, rec.instance_type)[1] if rec else None
+    result = run_burn_in(cluster, head, gpus, fabric_gbps, on_event)
+    db.add_event(cluster.cluster_name, f"health-burn-in-{result.status}",
+                 result.summary + "".join(f" | {e}" for e in result.evidence[:8]))
+    if result.status != FAIL:
+        if result.status == WARN:
+            on_event(f"Health warn: {result.summary}")
+        return nodes
+    check = CheckResult("nccl", FAIL, result.summary, result.evidence, 0.0)
+    return [dataclasses.replace(n, status=FAIL, checks=(*n.checks, check))
+            if n.rank in result.slow_ranks or not result.slow_ranks else n for n in nodes]
 
 
 # ------------------------------------------------------------------ samples (`launcher top`)

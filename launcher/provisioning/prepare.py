@@ -168,4 +168,33 @@ def job_spec_for(
         cluster_info_json=cluster_info_json(cluster),
         checkpoint_store=checkpoint_store,
         checkpoint_save_seconds=checkpoint_save_seconds,
+        health=watch_config(task, cluster.cloud,
+                            managed="LAUNCHER_MANAGED_JOB_ID" in (extra_envs or {})),
     )
+
+
+HISTORY_ENV = "LAUNCHER_HEALTH_HISTORY_S"  # the metrics' grain (default 60 s)
+
+
+def watch_config(task: Task, cloud: str, *, managed: bool) -> dict[str, object] | None:
+    """The agent's health watch settings for `task` on `cloud` (agent_spec.parse_health),
+    None when the watch is off (`health.watch_seconds: 0`, `health: off`, or unset on the
+    local cloud, whose GPUs are simulated). A managed job stops on a
+    failing finding (the controller replaces the node) unless `on_failure: warn`; a plain
+    cluster's job only with `on_failure: stop`."""
+    import os
+
+    from launcher.provisioning.health_gate import effective_health
+
+    spec = effective_health(task)
+    period = spec.watch_period(cloud)
+    if period <= 0:
+        return None
+    stop = spec.on_failure != "warn" if managed else spec.watch_stops
+    try:
+        history = float(os.environ.get(HISTORY_ENV) or 60.0)
+    except ValueError:
+        history = 60.0
+    return {"watch_seconds": period, "hang_minutes": spec.hang_minutes,
+            "straggler_pct": spec.straggler_pct, "history_seconds": max(0.1, history),
+            "stop": stop}

@@ -13,6 +13,7 @@ Its home directory is the directory it lives in (override: LAUNCHER_AGENT_HOME):
     logs/JOB/.truncated    the job's logs ran out of disk space (see agent_daemon: disk space)
     disk.reserve           space the daemon frees to record job ends on a full disk
     notice-rank-N.json     interruption notices dropped by the local cloud
+    logs/JOB/health.json   the health watch's failing finding; health.jsonl: per-node metrics
 
 `python3 agent.py daemon` is the one long-lived process (a flock on daemon.lock
 keeps it unique). It starts queued jobs one at a time (FIFO, a job holds the
@@ -223,7 +224,31 @@ def record_json(row: sqlite3.Row, paths: Paths | None = None) -> dict:
     }
     if paths is not None:
         out["log_truncated"] = read_truncated(paths, row["id"])
+        out["health"] = read_health(paths, row["id"])
     return out
+
+
+def read_health(paths: Paths, job_id: int) -> dict | None:
+    """The health watch's failing finding for the job (agent_watch.record_finding), or None."""
+    try:
+        with open(os.path.join(paths.job_dir(job_id), "health.json")) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def read_history(paths: Paths, job_id: int) -> list[dict]:
+    """The job's per-node metric rows (logs/JOB/health.jsonl, agent_watch.py), oldest first."""
+    rows = []
+    try:
+        with open(os.path.join(paths.job_dir(job_id), "health.jsonl")) as f:
+            for line in f:
+                with contextlib.suppress(ValueError):
+                    rows.append(json.loads(line))
+    except OSError:
+        return []
+    return rows
 
 
 def get_job(conn: sqlite3.Connection, job_id: int) -> sqlite3.Row:
@@ -485,7 +510,8 @@ def stop_daemon(paths: Paths, timeout: float = 10.0) -> bool:
 
 
 AGENT_FILES = ("agent.py", "agent_daemon.py", "agent_cli.py", "agent_notices.py",
-               "agent_storage.py", "agent_ranks.py", "agent_disk.py", "agent_spec.py")
+               "agent_storage.py", "agent_ranks.py", "agent_disk.py", "agent_spec.py",
+               "agent_watch.py", "health_checks.py")
 
 
 def agent_version(home: str) -> str:

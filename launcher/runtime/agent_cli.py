@@ -423,6 +423,33 @@ def cmd_events(paths: core.Paths, args: Args) -> dict:
                         "detail": r["detail"]} for r in rows]}
 
 
+def cmd_health(paths: core.Paths, args: Args) -> dict:
+    """The health watch's view: the cluster's degraded finding (until cleared with
+    --clear, which `launcher health` sends when every node passes), and for one job (the
+    running or last one, or --job) its failing finding, its health events and, with
+    --history, its per-node metric rows (logs/JOB/health.jsonl)."""
+    conn = core.connect(paths)
+    if args.clear:
+        conn.execute("DELETE FROM settings WHERE key = 'health_degraded'")
+    job_id = args.job
+    if job_id is None:
+        row = conn.execute("SELECT id FROM jobs WHERE started_at IS NOT NULL "
+                           "ORDER BY (status = 'RUNNING') DESC, id DESC LIMIT 1").fetchone()
+        job_id = row[0] if row else None
+    out: dict = {"degraded": core.get_setting(conn, "health_degraded"), "job_id": job_id,
+                 "finding": None, "events": [], "history": None}
+    if job_id is None:
+        return out
+    out["finding"] = core.read_health(paths, job_id)
+    out["events"] = [{"ts": r["ts"], "kind": r["kind"], "detail": r["detail"]}
+                     for r in conn.execute(
+                         "SELECT * FROM events WHERE job_id = ? AND kind LIKE 'health%' "
+                         "ORDER BY id", (job_id,))]
+    if args.history:
+        out["history"] = core.read_history(paths, job_id)
+    return out
+
+
 def cmd_shutdown(paths: core.Paths, args: Args) -> dict:
     cancel = cancel_jobs(paths, None) if args.cancel_jobs else None
     return {"stopped": core.stop_daemon(paths), "cancel": cancel}
@@ -455,6 +482,7 @@ COMMANDS: dict[str, tuple[Handler, str | None, dict[str, type]]] = {
                                       "--off": bool}),
     "status": (cmd_status, None, {}),
     "events": (cmd_events, None, {"--since": int}),
+    "health": (cmd_health, None, {"--job": int, "--history": bool, "--clear": bool}),
     "shutdown": (cmd_shutdown, None, {"--cancel-jobs": bool}),
     "daemon": (cmd_daemon, None, {}),
 }

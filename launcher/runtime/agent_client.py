@@ -494,6 +494,15 @@ class AgentClient:
             for e in (evs if isinstance(evs, list) else []) if isinstance(e, dict)
         ]
 
+    def health(self, job_id: int | None = None, *, history: bool = False,
+               clear: bool = False) -> dict[str, object]:
+        """The health watch's view (agent `health`): {"degraded": finding|null, "job_id",
+        "finding", "events", "history"} for `job_id` (default: the running or last job);
+        `clear` forgets the cluster's degraded finding first."""
+        args = "health" + (f" --job {int(job_id)}" if job_id is not None else "")
+        args += (" --history" if history else "") + (" --clear" if clear else "")
+        return dict(self._call(args))
+
     def shutdown(self, cancel_jobs: bool = False) -> None:
         """Stop the daemon (with `cancel_jobs`, cancel every job first). A later install()
         or submit() starts it again; the queue is kept."""

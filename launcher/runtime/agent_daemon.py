@@ -38,17 +38,20 @@ if TYPE_CHECKING:
     from launcher.runtime import agent_disk as disk
     from launcher.runtime import agent_notices as notices
     from launcher.runtime import agent_storage as storage
+    from launcher.runtime import agent_watch as watch
 else:
     try:
         from . import agent as core
         from . import agent_disk as disk
         from . import agent_notices as notices
         from . import agent_storage as storage
+        from . import agent_watch as watch
     except ImportError:  # on the node: a sibling of agent.py
         import agent as core
         import agent_disk as disk
         import agent_notices as notices
         import agent_storage as storage
+        import agent_watch as watch
 
 ADOPTED_POLL_S = 0.25
 SAFETY_WAKE_S = 30.0  # everything is event-driven; this only bounds a missed wake-up
@@ -93,7 +96,7 @@ class RankProc:
 
 class RunningJob:
     __slots__ = ("id", "ranks", "failure", "stopping", "kill_at", "killed", "notice",
-                 "truncated")
+                 "truncated", "watch", "health")
 
     def __init__(self, job_id: int) -> None:
         self.id = job_id
@@ -104,6 +107,8 @@ class RunningJob:
         self.killed = False
         self.notice: dict | None = None
         self.truncated = False  # its logs ran out of disk space
+        self.watch: watch.HealthWatch | None = None  # the health watch (agent_watch.py)
+        self.health: dict | None = None  # the first failing finding of the watch
 
 
 def _pid_alive(pid: int) -> bool:
@@ -181,6 +186,8 @@ class Daemon:
                 time.sleep(1.0)
             if not self.stop_requested:
                 self.wait(self.next_timeout())
+        if self.job is not None and self.job.watch is not None:
+            self.job.watch.close()  # its probes; a new daemon adopting the job starts a watch
         self._event("daemon_stopped", f"pid {os.getpid()}")
         return 0
 
@@ -349,6 +356,8 @@ class Daemon:
             t = min(t, self.draining_until - now)
         if self.job is not None and not self.job.truncated:
             t = min(t, self.next_disk_check - now)
+        if self.job is not None and self.job.watch is not None:
+            t = min(t, self.job.watch.due() - now)
         if self.waiter.fd < 0:
             t = min(t, 1.0)  # notice files are only seen by polling then
         for due in self.next_poll.values():
@@ -377,6 +386,8 @@ class Daemon:
         self._check_disk(self.job)
         if self.job is not None:
             self._supervise(self.job)
+        if self.job is not None and self.job.watch is not None:
+            self._watch_health(self.job)
         self._poll_notices()
         while self.job is None and self._start_next():
             pass
@@ -447,6 +458,7 @@ class Daemon:
                 continue
             job.ranks.append(RankProc(rank, worker, proc.pid, proc, ctl))
         self.job = job  # from here on supervised, whatever the disk says
+        self._start_watch(job, spec, nodes)
         self._db(self.conn.executemany,
                  "INSERT OR REPLACE INTO ranks (job_id, rank, kind, pid) VALUES (?, ?, ?, ?)",
                  [(job_id, r.rank, r.worker.kind, r.pid) for r in job.ranks if not r.ended],
@@ -588,6 +600,9 @@ class Daemon:
 
     def _finish(self, job: RunningJob) -> None:
         exit_code: int | None
+        if job.watch is not None:
+            job.watch.close()
+            job.watch = None
         if job.notice is not None:
             status = "FAILED"
             n = job.notice
@@ -596,6 +611,10 @@ class Daemon:
             failed_rank = n["rank"]
             exit_code = job.failure[1] if job.failure else max(
                 (r.exit_code or 0 for r in job.ranks), default=0)
+        elif job.stopping == "health" and job.health is not None:
+            status, failed_rank = "FAILED", job.health.get("rank")
+            reason = "health: " + watch.headline(job.health)
+            exit_code = max((r.exit_code or 0 for r in job.ranks), default=0) or None
         elif job.stopping == "cancel" and job.failure is None:
             status, reason, failed_rank, exit_code = "CANCELLED", "cancelled", None, None
         elif job.failure is not None:
@@ -643,6 +662,10 @@ class Daemon:
                 continue
             self._event("job_adopted", f"{len(job.ranks)} rank(s)", job.id)
             self.job = job
+            job.health = watch.read_finding(self.paths.job_dir(job.id))
+            with contextlib.suppress(core.AgentError, ValueError):
+                self._start_watch(job, core.parse_job_spec(json.loads(row["spec_json"])),
+                                  core.load_nodes(self.paths))
             if job.failure is not None:
                 self._begin_stop(job, "failure")
 
@@ -659,6 +682,29 @@ class Daemon:
                  "UPDATE jobs SET status = 'FAILED', ended_at = ?, reason = ? WHERE id = ?",
                  (time.time(), "lost while the agent was restarting", job_id))
         core.mark_done(self.paths, job_id, self.conn)
+
+    # ----------------------------------------------------------------- health watch
+
+    def _start_watch(self, job: RunningJob, spec: core.JobSpec, nodes: core.NodesConfig) -> None:
+        if job.stopping is None:
+            job.watch = watch.for_job(self.paths, job.id, spec, nodes, self.base_env)
+
+    def _watch_health(self, job: RunningJob) -> None:
+        """Record the watch's findings as events; the first failing one marks the cluster
+        degraded and, when the job asks for it (`stop`), SIGTERMs the job."""
+        assert job.watch is not None
+        for f in job.watch.tick():
+            self._event("health-" + f["severity"], watch.event_text(f), job.id)
+            if f["severity"] != "fail" or job.health is not None:
+                continue
+            job.health = f = dict(f, stop=job.watch.stops)
+            watch.record_finding(self.paths.job_dir(job.id), f)
+            self._db(core.put_setting, self.conn, "health_degraded",
+                     dict(f, job_id=job.id), required=False)
+            if job.watch.stops and job.stopping is None:
+                self._event("health_stop", "SIGTERM sent to the job: " + watch.headline(f),
+                            job.id)
+                self._begin_stop(job, "health")
 
     # ----------------------------------------------------------------- notices
 

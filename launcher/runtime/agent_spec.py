@@ -33,14 +33,15 @@ class AgentError(Exception):
 class JobSpec:
     __slots__ = ("name", "run", "envs", "secret_names", "num_nodes", "gpus_per_node",
                  "workdir", "task_id", "checkpoint_dir", "cluster_info_json", "checkpoint_store",
-                 "checkpoint_save_seconds")
+                 "checkpoint_save_seconds", "health")
 
     def __init__(self, run: str, name: str | None = None, envs: dict[str, str] | None = None,
                  secret_names: list[str] | None = None, num_nodes: int = 1,
                  gpus_per_node: float = 0, workdir: str | None = None, task_id: str | None = None,
                  checkpoint_dir: str | None = None, cluster_info_json: str | None = None,
                  checkpoint_store: str | None = None,
-                 checkpoint_save_seconds: float | None = None) -> None:
+                 checkpoint_save_seconds: float | None = None,
+                 health: dict | None = None) -> None:
         self.run = run
         self.name = name
         self.envs = envs or {}
@@ -53,6 +54,7 @@ class JobSpec:
         self.cluster_info_json = cluster_info_json
         self.checkpoint_store = checkpoint_store  # s3:// prefix: see agent_storage.py
         self.checkpoint_save_seconds = checkpoint_save_seconds
+        self.health = health  # the watch's settings (agent_watch.parse_health), None: no watch
 
 
 class WorkerAccess:
@@ -115,7 +117,35 @@ def parse_job_spec(d: object) -> JobSpec:
         cluster_info_json=_opt_str(d, "cluster_info_json"),
         checkpoint_store=_opt_str(d, "checkpoint_store"),
         checkpoint_save_seconds=_opt_positive(d, "checkpoint_save_seconds"),
+        health=_health(d.get("health")),
     )
+
+
+def _health(v: object) -> dict | None:
+    try:
+        return parse_health(v)
+    except ValueError as exc:
+        raise AgentError(str(exc), "invalid", EXIT_INVALID) from None
+
+
+def parse_health(d: object) -> dict | None:
+    """The job spec's `health` object: the health watch's settings (agent_watch.py);
+    None: no watch. Raises ValueError naming the field."""
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise ValueError("job spec: 'health' must be an object or null")
+    out = {"watch_seconds": 5.0, "hang_minutes": 30.0, "straggler_pct": 20.0,
+           "history_seconds": 60.0, "stop": False}
+    for key in ("watch_seconds", "hang_minutes", "straggler_pct", "history_seconds"):
+        v = d.get(key, out[key])
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise ValueError(f"job spec: health.{key} must be a number >= 0")
+        out[key] = float(v)
+    if not isinstance(d.get("stop", False), bool):
+        raise ValueError("job spec: health.stop must be true or false")
+    out["stop"] = bool(d.get("stop", False))
+    return out
 
 
 def _opt_positive(d: dict, key: str) -> float | None:

@@ -2,30 +2,39 @@
 
     python3 health_checks.py '<expectation JSON>'
     python3 health_checks.py --sample
+    python3 health_checks.py --watch      (also `python3 - --watch` with the file on stdin)
 
 The first prints one JSON report on stdout and exits 0 (also when a check fails: the report says
 so; a non-zero exit means the checker itself broke). The expectation (all keys optional):
 
     {"gate": "quick" | "dcgm-1" | "dcgm-2", "gpus": 8, "model": "H100",
-     "simulated": false, "nvlink": false, "ib": 0}
+     "simulated": false, "nvlink": false, "ib": 0, "efa": 0}
 
 `gpus` is what was paid for per node (None: not checked), `model` the catalog's
 accelerator name, `simulated` says the node's GPUs are not real (the local cloud:
 a missing nvidia-smi is then no failure), `nvlink` that the machine has NVLink, `ib` how
-many InfiniBand devices the fabric needs up. The report:
+many InfiniBand devices the fabric needs up, `efa` how many EFA devices. The report:
 
     {"status": "ok" | "warn" | "fail", "seconds": 0.4,
      "checks": [{"name", "status", "summary", "evidence": [raw lines], "seconds"}]}
 
-Commands are found through PATH (`nvidia-smi`, `dcgmi`, `dmesg`, `journalctl`); the kernel
-log is the file named by LAUNCHER_HEALTH_KMSG_PATH when set, else `dmesg`, else
-`journalctl -k -b`, else /dev/kmsg; InfiniBand devices are read from
-LAUNCHER_HEALTH_IB_PATH (default /sys/class/infiniband). Pure parsers (parse_gpu_csv,
-parse_xids, parse_nvlink, parse_dcgm_diag, parse_sample_csv) are importable for tests.
+Commands are found through PATH (`nvidia-smi`, `dcgmi`, `dmesg`, `journalctl`, `ibstat`,
+`fi_info`); the kernel log is the file named by LAUNCHER_HEALTH_KMSG_PATH when set, else
+`dmesg`, else `journalctl -k -b`, else /dev/kmsg; InfiniBand devices are read from
+LAUNCHER_HEALTH_IB_PATH when set (a sysfs-like tree), else from `ibstat` when installed,
+else from /sys/class/infiniband; EFA devices from `fi_info -p efa -t FI_EP_RDM`. Pure
+parsers (parse_gpu_csv, parse_xids, parse_nvlink, parse_dcgm_diag, parse_sample_csv,
+parse_ibstat, parse_fi_info) are importable for tests.
 
 `--sample` prints what `launcher top` shows, one JSON document:
 {"gpus": [{"index", "name", "util", "mem_used", "mem_total", "power", "temp",
 "throttle": [reasons]}], "error": null | "why no sample"}.
+
+`--watch` prints what the head agent's watch samples on every node while a job runs
+(launcher/runtime/agent_watch.py): the `--sample` document with each GPU's "ecc"
+(uncorrected volatile ECC errors, null when not reported) and the kernel log's XIDs:
+"xids": the last 20 XID events, "xid_count": how many there are since boot, "kmsg": where
+the log was read from (null: no log could be read).
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ THROTTLE_BITS = {
     0x4: "power cap", 0x8: "hw slowdown", 0x20: "sw thermal", 0x40: "hw thermal",
     0x80: "power brake",
 }
+ECC_FIELD = "ecc.errors.uncorrected.volatile.total"
 KMSG_ENV = "LAUNCHER_HEALTH_KMSG_PATH"
 IB_ENV = "LAUNCHER_HEALTH_IB_PATH"
 DEFAULT_IB_PATH = "/sys/class/infiniband"
@@ -268,6 +278,7 @@ def read_kernel_log() -> tuple[str | None, str]:
     """(text, where it came from); text None when no source could be read."""
     path = os.environ.get(KMSG_ENV)
     if path:
+        path = os.path.expanduser(path)  # "~/kern.log": the node's own home
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 return f.read(), path
@@ -331,8 +342,53 @@ def check_nvlink() -> dict:
     return _check("nvlink", OK, f"{total} link(s) up on {len(links)} GPU(s)", [], t0)
 
 
+def parse_ibstat(text: str) -> list[dict]:
+    """`ibstat` (OFED) -> one dict per CA port: {"ca", "port", "state", "physical", "rate",
+    "link_layer"} (missing fields "")."""
+    ports: list[dict] = []
+    ca = ""
+    cur: dict | None = None
+    for line in text.splitlines():
+        m = re.match(r"^CA '(?P<ca>[^']+)'", line)
+        if m:
+            ca, cur = m.group("ca"), None
+            continue
+        m = re.match(r"^\s+Port (?P<port>\d+):\s*$", line)
+        if m and ca:
+            cur = {"ca": ca, "port": int(m.group("port")), "state": "", "physical": "",
+                   "rate": "", "link_layer": ""}
+            ports.append(cur)
+            continue
+        m = re.match(r"^\s+(?P<key>State|Physical state|Rate|Link layer):\s*(?P<value>.*?)\s*$",
+                     line)
+        if m and cur is not None:
+            key = {"State": "state", "Physical state": "physical", "Rate": "rate",
+                   "Link layer": "link_layer"}[m.group("key")]
+            cur[key] = m.group("value")
+    return ports
+
+
+def parse_fi_info(text: str) -> list[str]:
+    """`fi_info -p efa` -> the EFA devices (domains without their -rdm/-dgrm suffix)."""
+    devices: list[str] = []
+    provider = ""
+    for line in text.splitlines():
+        m = re.match(r"^\s*(?P<key>provider|domain):\s*(?P<value>\S+)", line)
+        if not m:
+            continue
+        if m.group("key") == "provider":
+            provider = m.group("value")
+        elif provider == "efa":
+            dev = re.sub(r"-(rdm|dgrm)$", "", m.group("value"))
+            if dev not in devices:
+                devices.append(dev)
+    return devices
+
+
 def check_ib(needed: int) -> dict:
     t0 = time.monotonic()
+    if not os.environ.get(IB_ENV) and shutil.which("ibstat"):
+        return _check_ibstat(needed, t0)
     root = os.environ.get(IB_ENV) or DEFAULT_IB_PATH
     try:
         devices = sorted(os.listdir(root))
@@ -361,6 +417,36 @@ def check_ib(needed: int) -> dict:
     return _check("infiniband", OK, f"{count} InfiniBand device(s) up", evidence, t0)
 
 
+def _check_ibstat(needed: int, t0: float) -> dict:
+    rc, out = _run(["ibstat"])
+    if rc != 0:
+        return _check("infiniband", FAIL, f"ibstat failed (exit {rc})",
+                      out.strip().splitlines()[-5:], t0)
+    ports = parse_ibstat(out)
+    evidence = [f"{p['ca']} port {p['port']}: {p['state']}/{p['physical']}, rate {p['rate']}, "
+                f"{p['link_layer']}" for p in ports]
+    up = {p["ca"] for p in ports if p["state"].lower() == "active"
+          and p["physical"].lower() == "linkup"}
+    if len(up) < needed:
+        return _check("infiniband", FAIL, f"{len(up)} of the {needed} InfiniBand device(s) the "
+                      "fabric needs are up (ibstat)", evidence, t0)
+    return _check("infiniband", OK, f"{len(up)} InfiniBand device(s) up (ibstat)", evidence, t0)
+
+
+def check_efa(needed: int) -> dict:
+    t0 = time.monotonic()
+    rc, out = _run(["fi_info", "-p", "efa", "-t", "FI_EP_RDM"])
+    lines = out.strip().splitlines()
+    if rc == 127:
+        return _check("efa", FAIL, "fi_info not found: no libfabric (the EFA installer) on a "
+                      "node whose fabric is EFA", lines, t0)
+    devices = parse_fi_info(out) if rc == 0 else []
+    if len(devices) < needed:
+        return _check("efa", FAIL, f"{len(devices)} of the {needed} EFA device(s) the fabric "
+                      f"needs are visible (fi_info exit {rc})", lines[-10:], t0)
+    return _check("efa", OK, f"{len(devices)} EFA device(s): {', '.join(devices)}", [], t0)
+
+
 def check_dcgm(gate: str) -> dict:
     t0 = time.monotonic()
     level = gate.split("-")[1]
@@ -387,6 +473,8 @@ def run_checks(expect: dict) -> dict:
         checks.append(check_nvlink())
     if expect.get("ib"):
         checks.append(check_ib(int(expect["ib"])))
+    if expect.get("efa"):
+        checks.append(check_efa(int(expect["efa"])))
     gate = expect.get("gate", "quick")
     if gate in DCGM_TIMEOUT_S and real:
         checks.append(check_dcgm(gate))
@@ -432,9 +520,32 @@ def sample() -> dict:
     return {"gpus": parse_sample_csv(out), "error": None}
 
 
+def watch_sample() -> dict:
+    """The `--watch` document: one sample of every GPU with its ECC counter, and the XIDs
+    in the kernel log. Never raises: what could not be read is said in "error"/"kmsg"."""
+    fields = (*SAMPLE_FIELDS, ECC_FIELD)
+    rc, out = _run(["nvidia-smi", f"--query-gpu={','.join(fields)}",
+                    "--format=csv,noheader,nounits"])
+    gpus, error = [], None
+    if rc == 0:
+        rows = [ln.rsplit(",", 1) for ln in out.splitlines() if ln.count(",") == len(fields) - 1]
+        gpus = parse_sample_csv("\n".join(r[0] for r in rows))
+        for gpu, row in zip(gpus, rows, strict=False):
+            gpu["ecc"] = _num(row[1])
+    else:
+        error = out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
+    text, source = read_kernel_log()
+    events = parse_xids(text) if text is not None else []
+    return {"gpus": gpus, "error": error, "xids": events[-20:], "xid_count": len(events),
+            "kmsg": source if text is not None else None}
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--sample"]:
         print(json.dumps(sample()))
+        return 0
+    if argv[:1] == ["--watch"]:
+        print(json.dumps(watch_sample()))
         return 0
     try:
         expect = json.loads(argv[0]) if argv else {}

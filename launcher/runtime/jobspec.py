@@ -13,11 +13,16 @@ JobSpec      {"name": str|null, "run": str, "envs": {str: str}, "secret_names": 
               "num_nodes": int, "gpus_per_node": number, "workdir": str|null,
               "task_id": str|null, "checkpoint_dir": str|null,
               "cluster_info_json": str|null, "checkpoint_store": str|null,
-              "checkpoint_save_seconds": number|null}
+              "checkpoint_save_seconds": number|null, "health": Watch|null}
+Watch        {"watch_seconds": number, "hang_minutes": number, "straggler_pct": number,
+              "history_seconds": number, "stop": bool}  (agent_watch.py)
 JobRecord    {"id": int, "name": str|null, "status": "PENDING"|"RUNNING"|"SUCCEEDED"|
               "FAILED"|"CANCELLED", "num_nodes": int, "submitted_at": float,
               "started_at": float|null, "ended_at": float|null, "exit_code": int|null,
-              "failed_rank": int|null, "reason": str|null, "notice": Notice|null}
+              "failed_rank": int|null, "reason": str|null, "notice": Notice|null,
+              "health": Finding|null}
+Finding      {"kind": str, "severity": "fail"|"warn", "rank": int|null, "summary": str,
+              "evidence": [str], "detected_at": float}
 Notice       {"rank": int, "grace_seconds": float, "received_at": float,
               "source": str, "detail": str}
 WorkerAccess {"rank": int, "ip": str, "kind": "local"|"ssh", "home": str|null,
@@ -128,6 +133,7 @@ class JobSpec:
     cluster_info_json: str | None = None
     checkpoint_store: str | None = None
     checkpoint_save_seconds: float | None = None
+    health: Mapping[str, object] | None = None  # the health watch (agent_watch.py)
 
     def __post_init__(self) -> None:
         if not self.run.strip():
@@ -156,6 +162,7 @@ class JobSpec:
             "cluster_info_json": self.cluster_info_json,
             "checkpoint_store": self.checkpoint_store,
             "checkpoint_save_seconds": self.checkpoint_save_seconds,
+            "health": dict(self.health) if self.health is not None else None,
         }
 
     @classmethod
@@ -181,6 +188,7 @@ class JobSpec:
             cluster_info_json=_opt_str(d, "cluster_info_json"),
             checkpoint_store=_opt_str(d, "checkpoint_store"),
             checkpoint_save_seconds=_opt_float(d, "checkpoint_save_seconds"),
+            health=d["health"] if isinstance(d.get("health"), dict) else None,  # type: ignore[arg-type]
         )
 
 
@@ -215,6 +223,39 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class HealthFinding:
+    """What the health watch found wrong while the job ran (agent_watch.py): `rank` is
+    the node (None for a hang), `summary` e.g. "Xid 79 (GPU has fallen off the bus)",
+    `evidence` the raw lines."""
+
+    kind: str
+    severity: str
+    rank: int | None
+    summary: str
+    evidence: tuple[str, ...]
+    detected_at: float
+    stop: bool = False  # the agent stopped the job for it (a managed job's node is replaced)
+
+    def headline(self) -> str:
+        """'node 1: Xid 79' (as `status` shows it after DEGRADED)."""
+        who = f"node {self.rank}: " if self.rank is not None else ""
+        return who + self.summary.split(" (")[0]
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "severity": self.severity, "rank": self.rank,
+                "summary": self.summary, "evidence": list(self.evidence),
+                "detected_at": self.detected_at, "stop": self.stop}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, object]) -> HealthFinding:
+        ev = d.get("evidence") or []
+        return cls(kind=_req_str(d, "kind"), severity=_req_str(d, "severity"),
+                   rank=_opt_int(d, "rank"), summary=_req_str(d, "summary"),
+                   evidence=tuple(str(e) for e in ev) if isinstance(ev, list) else (),
+                   detected_at=_req_float(d, "detected_at"), stop=d.get("stop") is True)
+
+
+@dataclass(frozen=True)
 class JobRecord:
     """A job as the agent reports it. Never carries env values.
 
@@ -236,6 +277,7 @@ class JobRecord:
     reason: str | None = None
     notice: Notice | None = None
     log_truncated: str | None = None  # "log truncated: no space left on MOUNT", or None
+    health: HealthFinding | None = None  # the watch's failing finding (ended "health: ...")
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -251,6 +293,7 @@ class JobRecord:
             "reason": self.reason,
             "notice": self.notice.to_json() if self.notice else None,
             "log_truncated": self.log_truncated,
+            "health": self.health.to_json() if self.health else None,
         }
 
     @classmethod
@@ -263,6 +306,7 @@ class JobRecord:
         notice_raw = d.get("notice")
         if notice_raw is not None and not isinstance(notice_raw, dict):
             raise JobShapeError("field 'notice' must be an object or null")
+        health_raw = d.get("health")
         return cls(
             id=_req_int(d, "id"),
             name=_opt_str(d, "name"),
@@ -276,6 +320,7 @@ class JobRecord:
             reason=_opt_str(d, "reason"),
             notice=Notice.from_json(notice_raw) if notice_raw is not None else None,
             log_truncated=_opt_str(d, "log_truncated"),
+            health=HealthFinding.from_json(health_raw) if isinstance(health_raw, dict) else None,
         )
 
 

@@ -548,3 +548,34 @@ def test_a_quarantined_host_whose_sshd_is_back_is_taken_again(
     state = json.loads((launcher_home / "ssh_pools.json").read_text())
     assert state["quarantine"] == {}  # cleaned of "old" and handed out
     cloud.terminate("q")
+
+
+def test_a_host_the_health_watch_excluded_stays_out_until_released(
+    lab: SSHNodeSet, launcher_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host failing the health watch is quarantined for good: its sshd answering does not
+    release it (unlike a lost host), nor do replace_nodes/terminate; `ssh release` does."""
+    from launcher.clouds.ssh_hosts import release_answering, release_host
+    from launcher.clouds.ssh_pool_state import PoolStateFile
+
+    monkeypatch.setenv("LAUNCHER_SSH_REPROBE_AFTER_S", "0")
+    cloud = SSHCloud()
+    info = cloud.provision(_req("hx", 2))
+    bad = info.nodes[1].node_id
+    assert cloud.exclude_hosts("hx", (bad, "not-ours:22"), "node 1 failed the health watch: "
+                               "Xid 79") == [bad]
+    info2 = cloud.replace_nodes("hx", (bad,))
+    assert bad not in _hosts(info2) and len(info2.nodes) == 2
+    store = PoolStateFile()
+    pools = list(load_config().ssh_node_pools.values())
+    assert release_answering(store, pools) == []  # its sshd answers: still out
+    entry = store.read().quarantine[bad]
+    assert entry["health"] is True and "Xid 79" in str(entry["reason"])
+    cloud.terminate("hx")
+    assert store.read().quarantine[bad]["health"] is True
+    with pytest.raises(CapacityError, match="1 quarantined"):
+        cloud.provision(_req("hy", 4))
+    release_host(store, "lab", bad)
+    info3 = cloud.provision(_req("hy", 4))
+    assert bad in _hosts(info3)
+    cloud.terminate("hy")

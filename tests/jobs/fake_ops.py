@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from launcher.clouds.base import NodeState
 from launcher.jobs.cluster_ops import (
     AttemptLaunch,
+    HealthAlarm,
     JobRun,
     LaunchAbortedError,
     LaunchRequest,
@@ -47,6 +48,8 @@ class Behaviour:
     exit_code: int = 0
     setup_fails: bool = False
     unhealthy_rank: int | None = None  # this node fails the health gate before setup
+    watch_fails_rank: int | None = None  # the health watch fails this node mid-run
+    watch_fails_after_s: float = 0.05
 
 
 @dataclass
@@ -74,6 +77,7 @@ class FakeOps:
         self.replace_supported = replace_supported
         self.clusters: dict[str, FakeCluster] = {}
         self.history: list[tuple[str, Place]] = []  # every provision
+        self.excluded: list[tuple[str, tuple[str, ...], str]] = []  # exclude_nodes calls
         self.teardowns: list[str] = []
         self.max_live = 0  # most clusters alive at once
         self.query_failures = 0  # next N cloud_view(s) calls raise TransientOpsError
@@ -235,6 +239,16 @@ class FakeOps:
                 return JobRun(RunState.CANCELLED)
             if c.notices and time.time() - c.notices[0].received_at > 0.05:
                 return JobRun(RunState.FAILED, 143, 0, "SIGTERM")
+            b = c.behaviour
+            if (b.watch_fails_rank is not None
+                    and time.time() >= c.started + b.watch_fails_after_s):
+                rank = b.watch_fails_rank
+                alarm = HealthAlarm(list(c.nodes)[rank], rank, "Xid 79 (GPU has fallen off "
+                                    "the bus)", c.started + b.watch_fails_after_s,
+                                    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, GPU has "
+                                     "fallen off the bus.",))
+                return JobRun(RunState.FAILED, 143, rank, "health: node 1: Xid 79",
+                              health=alarm)
             end = c.started + c.behaviour.duration_s
             now = c.preempted_at if lost and c.preempted_at is not None else time.time()
             if now < end:  # still running (or was, when its node went with the agent)
@@ -344,6 +358,11 @@ class FakeOps:
             if c is not None:
                 for n in c.nodes:
                     c.nodes[n] = NodeState.TERMINATED
+
+    def exclude_nodes(self, cluster_name: str, node_ids: tuple[str, ...], reason: str) -> str:
+        with self.lock:
+            self.excluded.append((cluster_name, node_ids, reason))
+        return f"{', '.join(node_ids)} excluded (fake)"
 
     def can_replace_nodes(self, cluster_name: str) -> bool:
         return self.replace_supported

@@ -142,3 +142,22 @@ def test_a_failure_on_a_lost_node_is_a_preemption_not_the_users_error() -> None:
     assert p["lost"] == (f"{att.cluster_name}-1",)
     assert p["reason"] == f"node(s) {att.cluster_name}-1 preempted (job exit 137)"
     assert after.outcome is None
+
+
+def test_a_node_the_health_watch_failed_is_excluded_and_handed_to_recovery() -> None:
+    ops = FakeOps(PLACES)
+    with context(ops) as ctx:
+        job, att = running_job(ctx, nodes=2,
+                               behaviour=Behaviour(duration_s=30, watch_fails_rank=1))
+        t0 = time.time()
+        after, recovery = _watch(ctx, job, att)
+    (p,) = recovery.preemptions
+    node = att.node_ids[1]
+    assert p["lost"] == (node,) and not p["draining"]
+    assert p["reason"].startswith(
+        f"node 1 ({node}) failed the health watch: Xid 79 (GPU has fallen off the bus)")
+    assert "excluded: " in p["reason"]
+    assert ops.excluded == [(att.cluster_name, (node,), p["reason"].split("; excluded")[0])]
+    assert p["at"] == ops.clusters[att.cluster_name].started + 0.05  # the agent's detection
+    assert time.time() - t0 < 10  # handed over at the next poll, not at the job's end
+    assert after.outcome is None

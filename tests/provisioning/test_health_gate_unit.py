@@ -55,3 +55,40 @@ def test_parse_report_turns_garbage_into_a_failed_node() -> None:
     ok = parse_report(0, "h", 0, "noise\n" + json.dumps(doc) + "\n", "")
     assert ok.status == "warn" and ok.findings()[0].evidence == ("l",)
     assert ok.headline() == "node 0 (h): pcie: x8"
+
+
+def test_watch_config_stop_rules_and_the_local_clouds_default() -> None:
+    from launcher.provisioning.prepare import watch_config
+    from launcher.task.model import Task
+
+    def task(**health: object) -> Task:
+        return Task.from_dict({"run": "true", "resources": {"health": health or {"gate": "quick"}}})
+
+    plain = watch_config(task(), "aws", managed=False)
+    assert plain is not None and plain["watch_seconds"] == 5.0 and plain["stop"] is False
+    assert watch_config(task(), "aws", managed=True)["stop"] is True  # type: ignore[index]
+    assert watch_config(task(on_failure="stop"), "aws", managed=False)["stop"] is True  # type: ignore[index]
+    assert watch_config(task(on_failure="warn"), "aws", managed=True)["stop"] is False  # type: ignore[index]
+    assert watch_config(task(), "local", managed=True) is None  # simulated GPUs: off unless set
+    assert watch_config(task(watch_seconds=1), "local", managed=True)["watch_seconds"] == 1.0  # type: ignore[index]
+    assert watch_config(task(watch_seconds=0), "aws", managed=False) is None
+    off = Task.from_dict({"run": "true", "resources": {"health": "off"}})
+    assert watch_config(off, "aws", managed=True) is None
+
+
+def test_expectation_asks_for_the_fabric_the_task_or_the_catalog_names() -> None:
+    import dataclasses
+
+    from launcher.task.model import Task
+
+    def task(network: object) -> Task:
+        return Task.from_dict({"run": "true", "num_nodes": 2,
+                               "resources": {"accelerators": "H100:8", "network": network}})
+
+    rec = dataclasses.replace(_rec("H100", 8), instance_type="p5.48xlarge")
+    assert expectation(_cluster(), rec, task("efa"))["efa"] == 1
+    assert expectation(_cluster(), rec, task("infiniband"))["ib"] == 1
+    rdma = expectation(_cluster(), rec, task("rdma"))  # p5.48xlarge: EFA per the catalog
+    assert rdma.get("efa") == 1 and "ib" not in rdma
+    assert "efa" not in expectation(_cluster(), rec, task("any"))
+    assert "efa" not in expectation(_cluster(), rec, None)

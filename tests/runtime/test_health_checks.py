@@ -200,3 +200,46 @@ def test_sample_through_the_fake(tmp_path: Path) -> None:
     none = subprocess.run([sys.executable, str(SCRIPT), "--sample"], env={"PATH": str(tmp_path)},
                           capture_output=True, text=True, check=True, timeout=60)
     assert json.loads(none.stdout) == {"gpus": [], "error": "nvidia-smi: not found on PATH"}
+
+
+def _report_tools(tmp_path: Path, expect: dict, **config: object) -> dict:
+    """Like _report, without LAUNCHER_HEALTH_IB_PATH: InfiniBand is read with `ibstat`."""
+    cfg = write_config(tmp_path / "gpus.json", **config)
+    env = {"PATH": fake_path(), "LAUNCHER_FAKE_GPU_CONFIG": str(cfg), "HOME": str(tmp_path),
+           "LAUNCHER_HEALTH_KMSG_PATH": str(tmp_path / "none.log")}
+    out = subprocess.run([sys.executable, str(SCRIPT), json.dumps(expect)], env=env,
+                         capture_output=True, text=True, check=True, timeout=60)
+    return json.loads(out.stdout)
+
+
+def test_infiniband_through_ibstat(tmp_path: Path) -> None:
+    ok = _by_name(_report_tools(tmp_path, {"ib": 2}, ib_cas=2))["infiniband"]
+    assert ok["status"] == "ok" and ok["summary"] == "2 InfiniBand device(s) up (ibstat)"
+    assert ok["evidence"][0] == "mlx5_0 port 1: Active/LinkUp, rate 400, InfiniBand"
+    bad = _by_name(_report_tools(tmp_path, {"ib": 2}, ib_cas=2, ib_down=["mlx5_1"]))
+    assert bad["infiniband"]["status"] == "fail"
+    assert "mlx5_1 port 1: Down/Polling, rate 10, InfiniBand" in bad["infiniband"]["evidence"]
+
+
+def test_efa_through_fi_info(tmp_path: Path) -> None:
+    ok = _by_name(_report_tools(tmp_path, {"efa": 1}, efa_count=2))["efa"]
+    assert ok["status"] == "ok" and ok["summary"] == "2 EFA device(s): rdmap16s27, rdmap17s27"
+    none = _by_name(_report_tools(tmp_path, {"efa": 1}))["efa"]
+    assert none["status"] == "fail" and none["evidence"] == ["fi_getinfo: -61 (No data available)"]
+    missing = _by_name(_report(tmp_path, {"efa": 1}, path=str(tmp_path)))["efa"]
+    assert missing["status"] == "fail" and missing["summary"].startswith("fi_info not found")
+
+
+def test_ibstat_and_fi_info_parsers_on_documented_output() -> None:
+    from launcher.runtime.health_checks import parse_fi_info, parse_ibstat
+
+    text = ("CA 'mlx5_0'\n\tCA type: MT4123\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n"
+            "\t\tPhysical state: LinkUp\n\t\tRate: 200\n\t\tLink layer: InfiniBand\n"
+            "CA 'mlx5_1'\n\tPort 1:\n\t\tState: Down\n\t\tPhysical state: Disabled\n")
+    assert [(p["ca"], p["state"], p["physical"], p["rate"]) for p in parse_ibstat(text)] == [
+        ("mlx5_0", "Active", "LinkUp", "200"), ("mlx5_1", "Down", "Disabled", "")]
+    fi = ("provider: efa\n    fabric: EFA-fe80::94:3dff:fe89:1b70\n    domain: efa_0-rdm\n"
+          "    version: 2.0\n    type: FI_EP_RDM\n    protocol: FI_PROTO_EFA\n"
+          "provider: efa\n    fabric: EFA-fe80::94:3dff:fe89:1b70\n    domain: efa_0-dgrm\n"
+          "provider: tcp\n    domain: eth0\n")
+    assert parse_fi_info(fi) == ["efa_0"]

@@ -429,3 +429,25 @@ def test_cost_view_totals_per_managed_job(tmp_path: Path,
         root = s.user("root")
     v = costs.view(root, 1, now=now)
     assert v.by_job == [(1, pytest.approx(5.0)), (2, pytest.approx(4.0))]
+
+
+def test_cluster_page_shows_the_health_watch_record_escaped() -> None:
+    import time as _time
+
+    from launcher.server.dashboard.templates import render
+
+    c = {"name": "pc", "status": "DEGRADED", "cloud": "ssh", "region": "lab", "zone": None,
+         "resources": "2x", "num_nodes": 2, "hourly_cost": 0.0, "launched_at": _time.time()}
+    health = {"job_id": 3, "events": [{"ts": _time.time(), "kind": "health-fail",
+                                       "detail": "node 1: Xid 79 | <b>raw</b>"}],
+              "rows": [{"t": _time.time(), "rank": 1, "util": 93.5, "mem_used": 40960,
+                        "power": 300.0, "temp": 71, "throttle": ["hw thermal"],
+                        "progress": 0.4}]}
+    page = render("cluster", p="/dashboard", user=None, csrf="", now=_time.time(), c=c,
+                  queue=[], nodes=[], cost=0.0, log_job=None, health=health)
+    assert "Health watch (job 3)" in page
+    assert "health-fail: node 1: Xid 79 | &lt;b&gt;raw&lt;/b&gt;" in page
+    assert "<td>93.5</td>" in page and "<td>hw thermal</td>" in page
+    without = render("cluster", p="/dashboard", user=None, csrf="", now=_time.time(), c=c,
+                     queue=[], nodes=[], cost=0.0, log_job=None, health=None)
+    assert "Health watch" not in without

@@ -144,6 +144,9 @@ class Watcher:
                 continue
             unreachable = 0
             last_ok = time.time()
+            if run.health is not None and run.notice is None:
+                await self.on_unhealthy(job, att, run)
+                return
             if run.notice is not None and not run.status.is_terminal:
                 n = run.notice
                 await self.recovery.on_preemption(
@@ -157,6 +160,21 @@ class Watcher:
                 return
             if job.deadline is not None and await self.deadline.tick(job, att):
                 return
+
+    async def on_unhealthy(self, job: JobRow, att: AttemptRow, run: JobRun) -> None:
+        """The agent's health watch failed a node and stopped the job (docs/health.md):
+        exclude the node (never reused; an SSH pool host is quarantined) and replace it
+        like a lost one: in place where the cloud can, else by relaunching the gang, which
+        resumes from its checkpoint."""
+        h = run.health
+        assert h is not None
+        self.steps.mark(job.id, "detected")
+        reason = f"node {h.rank} ({h.node_id}) failed the health watch: {h.finding}"
+        done = await self.ctx.watch_call(self.ctx.ops.exclude_nodes, att.cluster_name,
+                                         (h.node_id,), reason)
+        log.info("job %d: %s; excluded: %s", job.id, reason, done)
+        await self.recovery.on_preemption(job, att, (h.node_id,), f"{reason}; excluded: {done}",
+                                          h.detected_at, draining=False)
 
     async def _pause(self, job_id: int, watched: Watched, seconds: float) -> None:
         """Wait `seconds`, or less when the poller saw a loss or a notice for the attempt

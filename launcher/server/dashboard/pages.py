@@ -192,9 +192,15 @@ def cluster(request: Request, name: str, log: int | None = None,
         queue = cluster_routes.queue(name, user)
     except LauncherError as exc:
         queue, queue_error = [], str(exc)
+    health = None
+    if row["status"] in ("UP", "DEGRADED"):
+        try:  # the health watch's record of the last job: best effort (docs/health.md)
+            health = cluster_routes.health(name, user=user)
+        except LauncherError:
+            health = None
     return _html(request, user, "cluster", title=f"Cluster {name}", c=row, queue=queue,
                  fabric=_fabrics([row]).get(name, "-"),
-                 queue_error=queue_error, nodes=nodes,
+                 queue_error=queue_error, nodes=nodes, health=health,
                  cluster_name=name, cost=_cluster_costs([name]).get(name, 0.0), log_job=log)
 
 

@@ -124,6 +124,16 @@ confirm='Stop cluster ' ~ c.name ~ '? Its disks are kept.', bid='stop', text='St
 "action" %}{% endwith %}{% endif %}{% with action=p ~ '/clusters/' ~ (c.name|urlencode) ~ '/down', confirm='Tear down cluster '
 ~ c.name ~ '?', bid='down', text='Down' %}{% include "action" %}{% endwith %}
 <h2>Nodes</h2>{% include "nodes_t" %}
+{% if health and health.job_id is not none %}<h2>Health watch (job {{ health.job_id }})</h2>
+{% for e in health.events %}<p class="muted">{{ e.ts|ago }} {{ e.kind }}: {{ e.detail }}</p>
+{% endfor %}<div class="scroll"><table id="health"><tr><th>When</th><th>Node</th><th>GPU util
+</th><th>Memory MiB</th><th>Power W</th><th>Temp C</th><th>Throttle</th><th>Progress</th></tr>
+{% for r in health.rows[-60:] %}<tr><td>{{ r.t|ago }}</td><td>{{ r.rank }}</td><td>{{ r.util
+if r.util is not none else '-' }}</td><td>{{ r.mem_used if r.mem_used is not none else '-' }}
+</td><td>{{ r.power if r.power is not none else '-' }}</td><td>{{ r.temp if r.temp is not none
+else '-' }}</td><td>{{ r.throttle|join(', ') or '-' }}</td><td>{{ r.progress if r.progress is
+not none else '-' }}</td></tr>{% else %}<tr><td colspan="8" class="muted">No samples yet.</td>
+</tr>{% endfor %}</table></div>{% endif %}
 <h2>Job queue</h2><div class="scroll"><table id="queue"><tr><th>ID</th><th>Name</th>
 <th>Status</th><th>Submitted</th><th></th></tr>{% for j in queue %}<tr><td>{{ j.id }}</td>
 <td>{{ j.name or '-' }}</td><td><span class="st st-{{ j.status }}">{{ j.status }}</span></td>

@@ -60,6 +60,17 @@ def nodes(name: str, user: User = Depends(current_user)) -> list[dict[str, Any]]
     return [asdict(n) for n in api.cluster_nodes(name)]
 
 
+@router.get("/{name}/health")
+def health(name: str, job_id: int | None = None,
+           user: User = Depends(current_user)) -> dict[str, Any]:
+    """What the agent's health watch kept for a job (docs/health.md): findings, events and
+    per-node metric rows."""
+    from launcher.api.node_health import watch_history
+
+    require_cluster(user, name)
+    return watch_history(name, job_id).to_json()
+
+
 @router.get("/{name}/logs")
 def logs(name: str, request: Request, job_id: int | None = None, follow: bool = True,
          user: User = Depends(current_user)) -> Any:
