@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launcher.errors import LauncherError, TaskValidationError
-from launcher.jobs import paths
+from launcher.jobs import log_mirror, paths
 from launcher.jobs.accounting import JobSummary, attempt_cost, summarize
 from launcher.jobs.daemon import ControllerInfo, probe
 from launcher.jobs.recovery import normalize_strategy
@@ -435,6 +435,7 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
     runs: dict[int, int] = {}  # attempt -> the gang run being shown
     try:
         while True:
+            log_mirror.pull(job_id)  # a team server: saved output another replica wrote
             job = store.job(job_id)
             attempts = store.attempts(job_id)
             for a in attempts:

@@ -34,9 +34,10 @@ from launcher.jobs.controller.settings import ControllerConfig
 from launcher.jobs.controller.watch import Watcher
 from launcher.jobs.crash import CrashPoints, SimulatedCrash
 from launcher.jobs.state_machine import ManagedJobStatus as S
-from launcher.jobs.store import AttemptPhase, JobRow, JobStore
+from launcher.jobs.store import AttemptPhase, JobRow, JobStore, LeaseLostError
 
 if TYPE_CHECKING:
+    from launcher.jobs.leases import Leases
     from launcher.task.model import Task
 
 log = logging.getLogger("launcher.jobs.controller")
@@ -79,6 +80,9 @@ class Controller:
                                self.deadline, self.steps)
         self._drivers: dict[int, asyncio.Task[None]] = {}
         self._driver_failures: dict[int, int] = {}
+        # Server replicas on one database (launcher/jobs/leases.py): only leased jobs are
+        # driven, and the store's fence refuses writes on a job whose lease was lost.
+        self.leases: Leases | None = None
 
     @property
     def store(self) -> JobStore:
@@ -116,6 +120,8 @@ class Controller:
                 if ctx.crashed is not None:
                     raise ctx.crashed
                 live = ctx.store.live_job_ids()
+                if self.leases is not None:
+                    live = self._leased(live)
                 for jid in live:
                     if jid not in self._drivers:
                         self._start_driver(jid)
@@ -141,6 +147,16 @@ class Controller:
                                      return_exceptions=True)
             ctx.shutdown(crashed=crashed)
 
+    def _leased(self, live: list[int]) -> list[int]:
+        """Renew and claim leases; stop the drivers of jobs whose lease was lost (their
+        new holder resumes them from the DB). Returns the live jobs held."""
+        assert self.leases is not None
+        held = self.leases.refresh()
+        for jid, task in self._drivers.items():
+            if jid not in held:
+                task.cancel()
+        return [j for j in live if j in held]
+
     def _start_driver(self, job_id: int) -> None:
         self.ctx.cancels.event(job_id)
         self._drivers[job_id] = asyncio.ensure_future(self._drive(job_id))
@@ -157,7 +173,7 @@ class Controller:
             if isinstance(exc, SimulatedCrash):
                 ctx.crashed = exc
                 raise exc
-            if exc is None:
+            if exc is None or isinstance(exc, LeaseLostError):  # lost: its new holder goes on
                 ctx.cancels.forget(jid)
                 continue
             n = self._driver_failures.get(jid, 0) + 1
