@@ -641,3 +641,18 @@ def jobs_controller_stop(timeout: float = 30.0) -> ControllerInfo:
         f"The controller (pid {pid}) did not stop within {timeout:.0f} s; the stacks of "
         f"its threads (what it is waiting on) are at the end of {paths.controller_log_path()}."
     )
+
+
+def server_replicas() -> list[dict[str, Any]] | None:
+    """On a team server (the state DB on a database server): the server replicas sharing
+    it, each with how many managed jobs it holds a lease on (launcher/jobs/leases.py).
+    None with the embedded SQLite file (one server, no leases)."""
+    from launcher.jobs import leases
+
+    if not leases.enabled():
+        return None
+    store = JobStore()
+    try:
+        return leases.replicas(store)
+    finally:
+        store.close()

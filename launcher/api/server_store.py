@@ -184,10 +184,12 @@ class ServerStore:
 
     # -- requests
 
-    def add_request(self, rid: str, user: str, kind: str) -> None:
+    def add_request(self, rid: str, user: str, kind: str, replica: str | None = None) -> None:
+        """A RUNNING request, run by server replica `replica` (None: the only server)."""
         with self.db.transaction() as conn:
-            conn.execute('INSERT INTO api_requests (id, "user", kind, status, created_at)'
-                         " VALUES (?, ?, ?, 'RUNNING', ?)", (rid, user, kind, time.time()))
+            conn.execute('INSERT INTO api_requests (id, "user", kind, status, created_at, '
+                         "replica) VALUES (?, ?, ?, 'RUNNING', ?, ?)",
+                         (rid, user, kind, time.time(), replica))
 
     def end_request(self, rid: str, status: str, result: str | None, error: str | None) -> None:
         with self.db.transaction() as conn:
@@ -202,7 +204,15 @@ class ServerStore:
         return None if r is None else RequestRow(r[0], r[1], r[2], r[3], float(r[4]), r[5],
                                                  r[6], r[7])
 
-    def interrupted_requests(self) -> list[str]:
-        """Requests still RUNNING in the DB (a server that died mid-request)."""
-        rows = self.db.query("SELECT id FROM api_requests WHERE status = 'RUNNING'")
+    def interrupted_requests(self, heard_since: float | None = None) -> list[str]:
+        """Requests still RUNNING in the DB (a server that died mid-request). With
+        `heard_since` (replicas sharing the DB): only those of replicas not heard from
+        since then, or of none; a live replica's requests are its own."""
+        if heard_since is None:
+            rows = self.db.query("SELECT id FROM api_requests WHERE status = 'RUNNING'")
+        else:
+            rows = self.db.query(
+                "SELECT id FROM api_requests WHERE status = 'RUNNING' AND (replica IS NULL OR "
+                "replica NOT IN (SELECT id FROM server_replicas WHERE heartbeat_at >= ?))",
+                (heard_since,))
         return [r[0] for r in rows]

@@ -58,10 +58,12 @@ MAX_LOCAL_NODES = 64
 
 
 def local_root() -> Path:
-    """`$LAUNCHER_HOME/local` (evaluated per call: tests change LAUNCHER_HOME)."""
+    """`$LAUNCHER_HOME/local` (evaluated per call: tests change LAUNCHER_HOME), symlinks
+    resolved: server replicas whose homes link one `local` (as a real cloud is one
+    for all of them) must name its nodes alike."""
     from launcher.config.settings import launcher_home
 
-    return launcher_home() / "local"
+    return (launcher_home() / "local").resolve()
 
 
 @dataclass

@@ -45,6 +45,10 @@ def new_replica_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+# This process's identity among the replicas (its leases, the requests it runs).
+REPLICA_ID = new_replica_id()
+
+
 class Leases:
     """One controller's leases over `store` (sets the store's fence)."""
 

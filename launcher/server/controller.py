@@ -104,7 +104,7 @@ class EmbeddedController:
                 return
             ctrl = Controller(RealClusterOps(), load_task, config=cfg)  # type: ignore[arg-type]
             if leases.enabled():
-                ctrl.leases = leases.Leases(ctrl.store)
+                ctrl.leases = leases.Leases(ctrl.store, leases.REPLICA_ID)
                 self.replica_id = ctrl.leases.replica_id
                 log.info("server replica %s: jobs are leased", self.replica_id)
             try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 from launcher.api.server_store import RequestRow
 from launcher.errors import LauncherError
 from launcher.server.settings import requests_dir
+from launcher.jobs import leases
 from launcher.server.store_pool import server_store
 from launcher.state import logstore
 
@@ -70,8 +72,10 @@ class RequestRunner:
         return requests_dir() / f"{rid}.log"
 
     def recover(self) -> None:
+        team = leases.enabled()
+        heard = time.time() - 3 * leases.LEASE_TTL_S if team else None
         with server_store() as store:
-            for rid in store.interrupted_requests():
+            for rid in store.interrupted_requests(heard):
                 store.end_request(rid, "FAILED", None, json.dumps({
                     "type": "LauncherError", "exit_code": 1,
                     "message": f"Request {rid} was cut short by a server restart; what it "
@@ -83,7 +87,7 @@ class RequestRunner:
         requests_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
         self.log_path(rid).touch(mode=0o600)
         with server_store() as store:
-            store.add_request(rid, user, kind)
+            store.add_request(rid, user, kind, leases.REPLICA_ID if leases.enabled() else None)
         cancel = self._cancel[rid] = threading.Event()
         if on_cancel is not None:
             self._on_cancel[rid] = on_cancel

@@ -270,6 +270,7 @@ api_requests = Table(
     Column("ended_at", Double),
     Column("result", Text),
     Column("error", Text),
+    Column("replica", Text),  # the server replica running it (launcher/jobs/leases.py)
 )
 
 provision_attempts = Table(

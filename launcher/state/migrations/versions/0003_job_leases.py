@@ -28,6 +28,9 @@ def upgrade() -> None:
         sa.Column("heartbeat_at", sa.Double(), nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
+    # the replica running each asynchronous request (a restarting replica fails only
+    # the requests of replicas no longer heard from)
+    op.add_column("api_requests", sa.Column("replica", sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
