@@ -250,11 +250,19 @@ def test_no_sqlalchemy_where_no_state_db_is_needed(args: list[str], tmp_path: Pa
     assert result["bad"] == [], f"`launcher {' '.join(args)}` imported {result['bad']}"
 
 
-def test_the_sqlalchemy_probe_sees_a_db_open(tmp_path: Path) -> None:
-    """The probe above is not blind: `status` opens the state DB, so it loads SQLAlchemy."""
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE.format(forbidden=("sqlalchemy",)), "status"],
-        capture_output=True, text=True, timeout=60,
-        env={**os.environ, "LAUNCHER_HOME": str(tmp_path / "home"), "PROBE_PREIMPORT": ""})
-    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE "))
-    assert "sqlalchemy" in json.loads(line[len("PROBE "):])["bad"]
+def test_sqlalchemy_only_when_the_sqlite_schema_must_change(tmp_path: Path) -> None:
+    """The first `status` on a fresh home creates the schema (Alembic: SQLAlchemy is
+    loaded, so the probe is not blind); later commands read and write the SQLite file
+    with sqlite3 alone (launcher/state/sqlite_conn.py)."""
+    def bad() -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-c", PROBE.format(forbidden=("sqlalchemy", "alembic")), "status"],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "LAUNCHER_HOME": str(tmp_path / "home"), "PROBE_PREIMPORT": ""})
+        line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE "))
+        found: list[str] = json.loads(line[len("PROBE "):])["bad"]
+        return found
+
+    first = bad()
+    assert "sqlalchemy" in first and "alembic" in first
+    assert bad() == []

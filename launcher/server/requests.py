@@ -29,8 +29,8 @@ from typing import Any
 
 from launcher.api.server_store import RequestRow
 from launcher.errors import LauncherError
-from launcher.server.settings import requests_dir
 from launcher.jobs import leases
+from launcher.server.settings import requests_dir
 from launcher.server.store_pool import server_store
 from launcher.state import logstore
 

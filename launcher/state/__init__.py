@@ -12,7 +12,9 @@ rest (files) and storage errors (diskspace).
     logstore   Logs in the state DB, so every server replica on one PostgreSQL serves them
     locks      Per-cluster locks and the identity of the process holding a cluster
     migrate    Bringing a state DB's schema to this launcher's: Alembic, run programmatically
+    rows       What a state-store statement returns: rows by index and by column name
     schema     The state DB's tables as SQLAlchemy Core metadata
+    sqlite_conn  The SQLite state DB on its hot path: the store's interface over plain sqlite3
     store      The state store's interface: how code outside launcher/state reaches the state DB
 
 Every public name of launcher.state.db is importable from here too
@@ -79,7 +81,9 @@ _MODULES = frozenset({
     "locks",
     "migrate",
     "migrations",
+    "rows",
     "schema",
+    "sqlite_conn",
     "store",
 })
 

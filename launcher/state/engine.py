@@ -32,7 +32,7 @@ import functools
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,9 +40,10 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import NullPool
 
-from launcher.state import files
+from launcher.state import sqlite_conn
 from launcher.state.dburl import ENV_URL, configured_url, mask_url
 from launcher.state.errors import StoreError, StoreIntegrityError, StoreUnavailableError
+from launcher.state.rows import Result, Row
 
 RETRY_S = 30.0  # how long a statement outside a transaction retries a lost connection
 _T = TypeVar("_T")
@@ -54,45 +55,6 @@ _engines: dict[tuple[str, ...], sa.Engine] = {}
 _engines_lock = threading.Lock()
 
 
-def _sqlite_connect(path: Path, timeout: float) -> files.GuardedConnection:
-    conn = files.connect(path, timeout=timeout, check_same_thread=False)
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        _enable_wal(conn, timeout)
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA secure_delete = ON")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
-    """Put the file in WAL mode (persistent, so only a fresh DB needs the switch).
-
-    Switching a fresh file to WAL needs an exclusive lock, and SQLite may answer
-    SQLITE_BUSY at once instead of calling the busy handler when another process is
-    opening the same fresh file; so that one step is retried for up to `busy_timeout`
-    seconds. Raises sqlite3.OperationalError when it never succeeds.
-    """
-    deadline = time.monotonic() + busy_timeout
-    delay = 0.005
-    while True:
-        try:
-            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-            if str(mode).lower() != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() + delay > deadline:
-                raise
-            time.sleep(delay)  # no event to wait on: another process holds the file lock
-            delay = min(delay * 2, 0.2)
-
-
 def sqlite_engine(path: Path, timeout: float = 30.0) -> sa.Engine:
     """The engine for the SQLite file at `path` (no pool: see the module docstring)."""
     key = ("sqlite", str(path), str(timeout))
@@ -100,7 +62,7 @@ def sqlite_engine(path: Path, timeout: float = 30.0) -> sa.Engine:
         engine = _engines.get(key)
         if engine is None:
             engine = sa.create_engine(
-                "sqlite://", creator=functools.partial(_sqlite_connect, path, timeout),
+                "sqlite://", creator=functools.partial(sqlite_conn.open_file, path, timeout),
                 poolclass=NullPool, isolation_level="AUTOCOMMIT")
             _engines[key] = engine
     return engine
@@ -146,49 +108,6 @@ def dispose_all() -> None:
 
 
 # ------------------------------------------------------------------ connections
-
-
-class Row(tuple):
-    """One result row: a tuple that also answers `row["column"]`."""
-
-    _index: dict[str, int]
-
-    def __new__(cls, values: Iterable[Any], index: dict[str, int]) -> Row:
-        row = super().__new__(cls, values)
-        row._index = index
-        return row
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, str):
-            return tuple.__getitem__(self, self._index[key])
-        return tuple.__getitem__(self, key)
-
-    def keys(self) -> list[str]:
-        return list(self._index)
-
-
-class Result:
-    """A statement's result, read in full (rows, rowcount, lastrowid)."""
-
-    def __init__(self, rows: list[Row], rowcount: int, lastrowid: int | None) -> None:
-        self._rows = rows
-        self._pos = 0
-        self.rowcount = rowcount
-        self.lastrowid = lastrowid
-
-    def fetchone(self) -> Row | None:
-        if self._pos >= len(self._rows):
-            return None
-        self._pos += 1
-        return self._rows[self._pos - 1]
-
-    def fetchall(self) -> list[Row]:
-        rest = self._rows[self._pos:]
-        self._pos = len(self._rows)
-        return rest
-
-    def __iter__(self) -> Iterator[Row]:
-        return iter(self.fetchall())
 
 
 @functools.lru_cache(maxsize=1024)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
     from launcher.state.engine import StoreConnection
+    from launcher.state.store import StoreConn
 
 BASELINE = "0001"  # the schema of the last release before Alembic (legacy.py's chains)
 HEAD = "0003"  # the newest revision in migrations/versions (tests/state checks it)
@@ -35,7 +36,7 @@ _PG_LOCK = 0x6C61756E63686572  # pg_advisory_xact_lock key for migrations ("laun
 _SCRIPTS = Path(__file__).with_name("migrations")
 
 
-def current_revision(conn: StoreConnection) -> str | None:
+def current_revision(conn: StoreConn) -> str | None:
     """The DB's Alembic revision; None for a DB without one (fresh, or from before)."""
     if not table_exists(conn, "alembic_version"):
         return None
@@ -62,12 +63,27 @@ def known_revisions() -> set[str]:
 Outcome = Literal["unchanged", "created", "upgraded"]
 
 
-def ensure_schema(conn: StoreConnection) -> Outcome:
+def ensure_schema(conn: StoreConn) -> Outcome:
     """Bring the DB at `conn` to HEAD (see the module docstring). Returns what it did:
     nothing, created the schema in an empty DB, or upgraded an existing one (the
-    caller's backup cue). Raises StateError for a DB newer than this launcher."""
+    caller's backup cue). Raises StateError for a DB newer than this launcher.
+    A plain-sqlite3 connection (the SQLite hot path, sqlite_conn.py) is migrated
+    through an SQLAlchemy connection of its own to the same file, in its own write
+    transaction (its revision is read again there)."""
     if current_revision(conn) == HEAD:
         return "unchanged"
+    from launcher.state import engine
+
+    if isinstance(conn, engine.StoreConnection):
+        return _migrate(conn)
+    migrating = engine.connect(Path(conn.label), url="")
+    try:
+        return _migrate(migrating)
+    finally:
+        migrating.close()
+
+
+def _migrate(conn: StoreConnection) -> Outcome:
     from alembic import command
 
     conn.begin_write()

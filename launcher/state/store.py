@@ -30,14 +30,11 @@ import contextlib
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from launcher.state import files
 from launcher.state.dburl import configured_url
 from launcher.state.errors import StoreError, StoreIntegrityError, StoreUnavailableError
-
-if TYPE_CHECKING:
-    from launcher.state.engine import StoreConnection
 
 __all__ = [  # re-exported
     "StoreError", "StoreIntegrityError", "StoreUnavailableError", "configured_url"]
@@ -83,8 +80,28 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
+class StoreConn(Connection, Protocol):
+    """What `connect` returns: a Connection with explicit write transactions."""
+
+    @property
+    def is_sqlite(self) -> bool: ...
+
+    @property
+    def label(self) -> str: ...  # the file's path, or the URL with its password masked
+
+    def begin_write(self) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+    def execute_driver(self, sql: str) -> Any: ...
+
+    def dbapi_connection(self) -> Any: ...
+
+
 def connect(path: Path, *, timeout: float, named_rows: bool = False,
-            check_same_thread: bool = True) -> StoreConnection:
+            check_same_thread: bool = True) -> StoreConn:
     """A read-write connection to the state DB: the configured PostgreSQL database, else
     the file at `path` (created 0600 in a private home when missing; damage raises
     StateDamagedError, see files.py). `timeout`: seconds to wait for another writer.
@@ -92,9 +109,13 @@ def connect(path: Path, *, timeout: float, named_rows: bool = False,
     callers written before; connections are usable from any one thread at a time,
     whatever `check_same_thread` says). Raises StateError (StoreError for a database
     server), or one of STORE_ERRORS / OSError (see `open_error`)."""
-    from launcher.state import engine
+    if configured_url():
+        from launcher.state import engine
 
-    return engine.connect(path, timeout=timeout)
+        return engine.connect(path, timeout=timeout)
+    from launcher.state.sqlite_conn import SqliteConnection
+
+    return SqliteConnection(path, timeout)  # no SQLAlchemy on the SQLite hot path
 
 
 def connect_readonly(path: Path | str, *, timeout: float) -> Connection:

@@ -107,10 +107,10 @@ def test_renewing_keeps_a_lease_past_its_first_expiry() -> None:
     a, b = JobStore(), JobStore()
     try:
         (job,) = _jobs(a, 1)
-        la = leases.Leases(a, "replica-a", ttl_s=0.6)
-        lb = leases.Leases(b, "replica-b", ttl_s=0.6)
+        la = leases.Leases(a, "replica-a", ttl_s=1.5)
+        lb = leases.Leases(b, "replica-b", ttl_s=1.5)
         assert la.refresh(force=True) == {job}
-        deadline = time.monotonic() + 1.5
+        deadline = time.monotonic() + 4.0
         while time.monotonic() < deadline:  # heartbeats across two and a half lifetimes
             assert la.refresh(force=True) == {job}
             assert lb.refresh(force=True) == set()

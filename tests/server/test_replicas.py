@@ -130,6 +130,7 @@ def test_kill9_of_a_replica_hands_its_jobs_to_the_other_within_10s(
     wait_until(lambda: all(h is not None and h != victim for h in _holders().values()),
                timeout=15, what="the survivor holding every job")
     taken_over_s = time.monotonic() - killed_at
+    print(f"\njobs taken over {taken_over_s:.1f} s after kill -9 (lease {TTL_S} s)")
     assert taken_over_s <= 10.0, taken_over_s
     # every job goes on from where it was: no job relaunched, no second cluster
     assert set(_statuses().values()) == {"RUNNING"}
