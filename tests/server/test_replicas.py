@@ -18,6 +18,7 @@ import pytest
 
 from launcher.jobs.store import JobStore
 from tests.server.conftest import ADMIN_TOKEN, Server, cli, free_port
+from tests.server.test_server_crash import _dead
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -32,31 +33,23 @@ def _gated(tmp: Path, go: Path) -> str:
 
 
 @pytest.fixture
-def replicas(tmp_path: Path, pg_url: str) -> Iterator[tuple[Server, Server]]:
+def unstarted(tmp_path: Path, pg_url: str) -> Iterator[tuple[Server, Server]]:
+    """Two replicas' homes on one database, not started yet; stopped and cleaned after."""
     a_home, b_home = tmp_path / "replica-a", tmp_path / "replica-b"
     for home in (a_home, b_home):
         home.mkdir(mode=0o700)
     (a_home / "local").mkdir(mode=0o700)
     os.symlink(a_home / "local", b_home / "local")  # one cloud for both
     env = {"LAUNCHER_DB_URL": pg_url, "LAUNCHER_LEASE_TTL_S": TTL_S}
-    servers = []
-    for home in (a_home, b_home):
-        srv = Server(home, free_port(), tmp_path, env=dict(env))
-        r = srv.start()
-        assert r.rc == 0, r.out + r.err
-        srv.tokens["admin"] = ADMIN_TOKEN
-        servers.append(srv)
-    made = cli(a_home, "users", "create", "alice", "--json", env=env)
-    assert made.rc == 0, made.err
-    for srv in servers:
-        srv.tokens["alice"] = json.loads(made.out)["token"]
+    servers = [Server(home, free_port(), tmp_path, env=dict(env)) for home in (a_home, b_home)]
     try:
         yield servers[0], servers[1]
     finally:
         for srv in servers:
             with contextlib.suppress(OSError, ValueError):
                 os.kill(srv.pid(), signal.SIGCONT)
-            cli(srv.home, "api", "stop", env=env)
+            if (srv.home / "server" / "server.pid").exists():
+                cli(srv.home, "api", "stop", env=env)
         from launcher.clouds.local import LocalCloud
 
         old = os.environ.get("LAUNCHER_HOME")
@@ -67,6 +60,25 @@ def replicas(tmp_path: Path, pg_url: str) -> Iterator[tuple[Server, Server]]:
         finally:
             if old is not None:
                 os.environ["LAUNCHER_HOME"] = old
+
+
+def _start(srv: Server) -> None:
+    r = srv.start()
+    assert r.rc == 0, r.out + r.err
+    srv.tokens["admin"] = ADMIN_TOKEN
+    if "alice" not in srv.tokens:
+        made = cli(srv.home, "users", "create", "alice", "--json", env=srv.env)
+        if made.rc == 0:
+            srv.tokens["alice"] = json.loads(made.out)["token"]
+
+
+@pytest.fixture
+def replicas(unstarted: tuple[Server, Server]) -> tuple[Server, Server]:
+    a, b = unstarted
+    _start(a)
+    _start(b)
+    b.tokens["alice"] = a.tokens["alice"]
+    return a, b
 
 
 def _query(sql: str) -> list[tuple[object, ...]]:
@@ -173,3 +185,26 @@ def test_a_replica_paused_past_its_leases_cannot_write_over_the_new_holder(
     wait_until(lambda: set(_statuses().values()) == {"SUCCEEDED"}, timeout=120,
                what="both jobs finished")
     assert len(_query("SELECT job_id FROM managed_job_attempts")) == 2  # no relaunch
+
+
+@pytest.mark.parametrize("point", ["attempt_recorded", "provisioned", "running_recorded"])
+def test_a_replica_dying_at_a_step_of_the_launch_leaves_the_job_to_the_other(
+        unstarted: tuple[Server, Server], tmp_path: Path, point: str) -> None:
+    """Replica A holds the job and dies (the controller's crash point: os._exit, as
+    kill -9) at `point` of its launch; replica B, started after, takes the job over once
+    A's lease expires and finishes it on one cluster, leaving nothing behind."""
+    a, b = unstarted
+    a.env["LAUNCHER_CONTROLLER_CRASH_AT"] = point
+    _start(a)
+    go = tmp_path / "go"
+    _submit(a, tmp_path, _gated(tmp_path, go), 1)
+    wait_until(lambda: _dead(a.pid()), timeout=60, what=f"replica A dying at {point}")
+    _start(b)
+    wait_until(lambda: _statuses() == {1: "RUNNING"}, timeout=60, what="B running the job")
+    assert len(_clusters(a.home / "local")) == 1  # one cluster, never a second
+    go.touch()
+    wait_until(lambda: _statuses() == {1: "SUCCEEDED"}, timeout=60, what="B finishing it")
+    clusters = [str(r[0]) for r in _query("SELECT cluster_name FROM managed_job_attempts")]
+    assert len(clusters) == len(set(clusters)) >= 1
+    wait_until(lambda: _clusters(a.home / "local") == [], timeout=60,
+               what="every cluster torn down")
