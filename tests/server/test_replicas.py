@@ -208,3 +208,28 @@ def test_a_replica_dying_at_a_step_of_the_launch_leaves_the_job_to_the_other(
     assert len(clusters) == len(set(clusters)) >= 1
     wait_until(lambda: _clusters(a.home / "local") == [], timeout=60,
                what="every cluster torn down")
+
+
+def test_a_replica_dying_in_a_recovery_leaves_it_to_the_other(
+        unstarted: tuple[Server, Server], tmp_path: Path) -> None:
+    """Replica A runs the job; its cluster is preempted and A dies just after recording
+    the preemption; B takes the job over and recovers it on a new cluster."""
+    a, b = unstarted
+    a.env["LAUNCHER_CONTROLLER_CRASH_AT"] = "preemption_recorded"
+    _start(a)
+    go = tmp_path / "go"
+    _submit(a, tmp_path, _gated(tmp_path, go), 1)
+    wait_until(lambda: _statuses() == {1: "RUNNING"}, timeout=60, what="A running the job")
+    (first,) = _clusters(a.home / "local")
+    assert cli(a.home, "local", "preempt", first, env=a.env).rc == 0
+    wait_until(lambda: _dead(a.pid()), timeout=60, what="replica A dying after the preemption")
+    _start(b)
+    wait_until(lambda: _statuses() == {1: "RUNNING"} and len(
+        _query("SELECT attempt FROM managed_job_attempts")) == 2, timeout=90,
+        what="B recovering the job")
+    go.touch()
+    wait_until(lambda: _statuses() == {1: "SUCCEEDED"}, timeout=60, what="B finishing it")
+    clusters = [str(r[0]) for r in _query("SELECT cluster_name FROM managed_job_attempts")]
+    assert len(clusters) == 2 and first in clusters and len(set(clusters)) == 2
+    wait_until(lambda: _clusters(a.home / "local") == [], timeout=60,
+               what="every cluster torn down")
