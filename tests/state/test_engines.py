@@ -148,3 +148,11 @@ def test_a_server_that_comes_back_is_waited_for_with_back_off(  # type: ignore[n
     finally:
         engine.dispose_all()
         server.stop()
+
+
+def test_db_in_config_yaml_must_be_a_url() -> None:
+    from launcher.config.settings import ConfigError, parse_config
+
+    assert parse_config("db: postgresql://u@h/l\n").db == "postgresql://u@h/l"
+    with pytest.raises(ConfigError, match="field 'db': must be a database URL"):
+        parse_config("db: 5\n")
