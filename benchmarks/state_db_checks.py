@@ -6,7 +6,7 @@ a backup, and a whole `launcher status` call, for DBs of growing size.
 Each DB holds one cluster and N cluster events (~250 bytes each), built in a fresh
 temporary LAUNCHER_HOME. Prints the file size and the median of 5 runs of: opening
 StateDB in a fresh process state (includes `PRAGMA quick_check`), opening it again
-(no check), `state_files.backup_now`, and `launcher status` as a subprocess.
+(no check), `store.backup_now`, and `launcher status` as a subprocess.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def _median(fn: object, runs: int = 5) -> float:
 def measure(n: int) -> tuple[float, float, float, float, float]:
     """(size MB, open+check s, open s, backup s, `launcher status` s) for n events."""
     from launcher.state import files as state_files
+    from launcher.state import store
     from launcher.state.db import PlacementRecord, StateDB
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,7 +60,7 @@ def measure(n: int) -> tuple[float, float, float, float, float]:
         plain = _median(lambda: StateDB().close())
         db = StateDB()
         try:
-            backup = _median(lambda: state_files.backup_now(db._conn, db.path))
+            backup = _median(lambda: store.backup_now(db._conn, db.path))
         finally:
             db.close()
         env = dict(os.environ, PYTHONPATH=str(REPO))

@@ -12,6 +12,7 @@ from tests.leaks import WATCH
 
 if TYPE_CHECKING:
     from tests.netns import NetnsLab, SSHNodeSet
+    from tests.pg import PgServer
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -67,3 +68,49 @@ def ssh_nodes(netns_lab: NetnsLab) -> Callable[[int], SSHNodeSet]:
     `nodes.client_key_path`, host keys in `nodes[i].host_key`). All are torn down
     at the end of the session; call `nodes.close()` sooner after killing nodes."""
     return netns_lab.start_nodes
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One real PostgreSQL server for the session (tests/pg.py); skips without one."""
+    from tests.pg import PgServer, bin_dir
+
+    if bin_dir() is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql; .ci/run does)")
+    server = PgServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh database on the session's server, made the state DB (LAUNCHER_DB_URL)."""
+    from launcher.state import engine
+
+    url = pg_server.new_database()
+    monkeypatch.setenv("LAUNCHER_DB_URL", url)
+    yield url
+    engine.dispose_all()
+    pg_server.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_engine(request: pytest.FixtureRequest) -> str:
+    """Runs a state DB test once per engine: the SQLite file in LAUNCHER_HOME, and a fresh
+    PostgreSQL database (LAUNCHER_DB_URL). Tests marked `sqlite_only` run on SQLite alone."""
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_url")
+    return str(request.param)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A `sqlite_only` test has no PostgreSQL variant: deselected, not collected and
+    skipped (a skip would read as something this machine could not run)."""
+    keep, drop = [], []
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        on_pg = spec is not None and spec.params.get("db_engine") == "postgresql"
+        (drop if on_pg and item.get_closest_marker("sqlite_only") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

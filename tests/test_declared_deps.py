@@ -29,6 +29,8 @@ OPTIONAL: dict[tuple[str, str], str] = {
     # the checkpoint sync on nodes uses boto3 when the node has it, else its stdlib client
     ("launcher.runtime.bucket_sync", "boto3"): "guarded by `except ImportError`",
     ("launcher.runtime.bucket_sync", "botocore"): "only after boto3 imported",
+    # a PostgreSQL state DB needs the [server] extra: without it, one clear StoreError
+    ("launcher.state.engine", "psycopg"): "guarded by `except ImportError`",
 }
 
 

@@ -227,3 +227,42 @@ def test_dry_run_asks_only_the_clouds_with_placements(tmp_path: Path) -> None:
                             tuple(probes.values()))
     assert result["code"] == 0, result
     assert result["bad"] == [probes["aws"]], result
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["gpus"], ["gpus", "H100:8", "--json"], ["cost", "TASK"],
+     ["launch", "--dryrun", "-y", "TASK"]],  # fmt: skip
+)
+def test_no_sqlalchemy_where_no_state_db_is_needed(args: list[str], tmp_path: Path) -> None:
+    """The state layer's SQLAlchemy/Alembic (~100 ms) is imported on the first DB open,
+    never by commands that need no DB."""
+    task = tmp_path / "t.yaml"
+    task.write_text("resources:\n  cloud: local\nrun: echo hi\n")
+    argv = [str(task) if a == "TASK" else a for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(forbidden=("sqlalchemy", "alembic", "psycopg")),
+         *argv], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "LAUNCHER_HOME": str(tmp_path / "home"), "PROBE_PREIMPORT": ""})
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE "))
+    result = json.loads(line[len("PROBE "):])
+    assert result["code"] in (0, None), proc.stderr[-2000:]
+    assert result["bad"] == [], f"`launcher {' '.join(args)}` imported {result['bad']}"
+
+
+def test_sqlalchemy_only_when_the_sqlite_schema_must_change(tmp_path: Path) -> None:
+    """The first `status` on a fresh home creates the schema (Alembic: SQLAlchemy is
+    loaded, so the probe is not blind); later commands read and write the SQLite file
+    with sqlite3 alone (launcher/state/sqlite_conn.py)."""
+    def bad() -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-c", PROBE.format(forbidden=("sqlalchemy", "alembic")), "status"],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "LAUNCHER_HOME": str(tmp_path / "home"), "PROBE_PREIMPORT": ""})
+        line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE "))
+        found: list[str] = json.loads(line[len("PROBE "):])["bad"]
+        return found
+
+    first = bad()
+    assert "sqlalchemy" in first and "alembic" in first
+    assert bad() == []

@@ -1,7 +1,7 @@
 """What `status --refresh` found wrong with a cluster, stored so every later `status`
 shows it (as SkyPilot does), with when it was seen.
 
-Own migration chain ("cluster-health", see launcher/state/db.py), one table:
+One table of the state DB (launcher/state/schema.py):
 `cluster_health(cluster, launched_at, status, reason, seen_at)`. A row belongs to one
 incarnation of the cluster (its `launched_at`): a cluster relaunched under the same
 name never inherits it. The next refresh that finds the cluster healthy removes it.
@@ -12,24 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.state.db import ClusterRecord, Migration, StateDB
-
-COMPONENT = "cluster-health"
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "what status --refresh last found wrong per cluster",
-        (
-            """CREATE TABLE IF NOT EXISTS cluster_health (
-                cluster TEXT PRIMARY KEY,
-                launched_at REAL NOT NULL,
-                status TEXT NOT NULL,
-                reason TEXT NOT NULL,
-                seen_at REAL NOT NULL
-            )""",
-        ),
-    ),
-)
+from launcher.state.db import ClusterRecord, StateDB
 
 
 @dataclass(frozen=True)
@@ -41,16 +24,16 @@ class Health:
 
 def record(db: StateDB, rec: ClusterRecord, status: str, reason: str, seen_at: float) -> None:
     """Store what a refresh saw for `rec` (replacing any earlier finding)."""
-    db.migrate(COMPONENT, MIGRATIONS)
     with db.transaction() as conn:
         conn.execute(
-            "INSERT OR REPLACE INTO cluster_health (cluster, launched_at, status, reason, seen_at)"
-            " VALUES (?, ?, ?, ?, ?)", (rec.name, rec.launched_at, status, reason, seen_at))
+            "INSERT INTO cluster_health (cluster, launched_at, status, reason, seen_at)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (cluster) DO UPDATE SET"
+            " launched_at = excluded.launched_at, status = excluded.status,"
+            " reason = excluded.reason, seen_at = excluded.seen_at", (rec.name, rec.launched_at, status, reason, seen_at))
 
 
 def clear(db: StateDB, cluster: str) -> None:
     """A refresh found `cluster` healthy (or it is gone): forget the finding. Idempotent."""
-    db.migrate(COMPONENT, MIGRATIONS)
     with db.transaction() as conn:
         conn.execute("DELETE FROM cluster_health WHERE cluster = ?", (cluster,))
 
@@ -58,7 +41,6 @@ def clear(db: StateDB, cluster: str) -> None:
 def load(db: StateDB, clusters: list[ClusterRecord]) -> dict[str, Health]:
     """The stored finding of each cluster in `clusters` that has one for its current
     incarnation."""
-    db.migrate(COMPONENT, MIGRATIONS)
     with db.transaction() as conn:
         rows = conn.execute(
             "SELECT cluster, launched_at, status, reason, seen_at FROM cluster_health").fetchall()

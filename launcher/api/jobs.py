@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launcher.errors import LauncherError, TaskValidationError
-from launcher.jobs import paths
+from launcher.jobs import log_mirror, paths
 from launcher.jobs.accounting import JobSummary, attempt_cost, summarize
 from launcher.jobs.daemon import ControllerInfo, probe
 from launcher.jobs.recovery import normalize_strategy
@@ -435,6 +435,7 @@ def jobs_logs(job_id: int, on_line: LineCallback, *, follow: bool = True,
     runs: dict[int, int] = {}  # attempt -> the gang run being shown
     try:
         while True:
+            log_mirror.pull(job_id)  # a team server: saved output another replica wrote
             job = store.job(job_id)
             attempts = store.attempts(job_id)
             for a in attempts:
@@ -640,3 +641,18 @@ def jobs_controller_stop(timeout: float = 30.0) -> ControllerInfo:
         f"The controller (pid {pid}) did not stop within {timeout:.0f} s; the stacks of "
         f"its threads (what it is waiting on) are at the end of {paths.controller_log_path()}."
     )
+
+
+def server_replicas() -> list[dict[str, Any]] | None:
+    """On a team server (the state DB on a database server): the server replicas sharing
+    it, each with how many managed jobs it holds a lease on (launcher/jobs/leases.py).
+    None with the embedded SQLite file (one server, no leases)."""
+    from launcher.jobs import leases
+
+    if not leases.enabled():
+        return None
+    store = JobStore()
+    try:
+        return leases.replicas(store)
+    finally:
+        store.close()

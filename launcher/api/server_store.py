@@ -1,5 +1,5 @@
-"""The API server's tables in the state DB (its own `server` migration chain, see
-launcher/state/db.py): users and their token hashes, who launched/cancelled/downed what,
+"""The API server's tables in the state DB (part of its schema, launcher/state/schema.py):
+users and their token hashes, who launched/cancelled/downed what,
 and asynchronous requests.
 
 Tokens: 256 random bits from `secrets`, shown once, stored only as their SHA-256
@@ -18,64 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.errors import LauncherError, UsageError
-from launcher.state.db import Migration, StateDB
+from launcher.state.db import StateDB
 
 ROLES = ("admin", "user")
 TOKEN_PREFIX = "lk_"
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
-
-SERVER_MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "api server: users, owners of clusters and managed jobs, audit, requests",
-        (
-            """CREATE TABLE IF NOT EXISTS api_users (
-                name TEXT PRIMARY KEY,
-                role TEXT NOT NULL CHECK (role IN ('admin', 'user')),
-                token_sha256 TEXT NOT NULL UNIQUE,
-                created_at REAL NOT NULL,
-                rotated_at REAL
-            )""",
-            # who launched a cluster / a managed job, and who cancelled the job
-            "ALTER TABLE clusters ADD COLUMN launched_by TEXT",
-            "ALTER TABLE managed_jobs ADD COLUMN launched_by TEXT",
-            "ALTER TABLE managed_jobs ADD COLUMN cancelled_by TEXT",
-            """CREATE TABLE IF NOT EXISTS api_audit (
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
-                at REAL NOT NULL,
-                user TEXT NOT NULL,
-                action TEXT NOT NULL,
-                target TEXT NOT NULL
-            )""",
-            """CREATE TABLE IF NOT EXISTS api_requests (
-                id TEXT PRIMARY KEY,
-                user TEXT NOT NULL,
-                kind TEXT NOT NULL,
-                status TEXT NOT NULL,
-                created_at REAL NOT NULL,
-                ended_at REAL,
-                result TEXT,
-                error TEXT
-            )""",
-        ),
-    ),
-    Migration(
-        2,
-        "api server: who launched each cluster, kept after it is taken down (cost per user)",
-        (
-            """CREATE TABLE IF NOT EXISTS api_cluster_launches (
-                cluster TEXT NOT NULL,
-                launched_at REAL NOT NULL,
-                user TEXT NOT NULL,
-                PRIMARY KEY (cluster, launched_at)
-            )""",
-            """INSERT OR IGNORE INTO api_cluster_launches (cluster, launched_at, user)
-                SELECT name, launched_at, launched_by FROM clusters
-                WHERE launched_by IS NOT NULL""",
-        ),
-    ),
-)
-
 
 class UserNotFoundError(LauncherError):
     exit_code = 4
@@ -131,9 +78,8 @@ class ServerStore:
     def __init__(self, path: Path | None = None) -> None:
         from launcher.jobs.store import JobStore
 
-        JobStore(path).close()  # managed_jobs exists before our chain alters it
+        JobStore(path).close()  # the one-time secrets scrub runs before any request
         self.db = StateDB(path)
-        self.db.migrate("server", SERVER_MIGRATIONS)
 
     def close(self) -> None:
         self.db.close()
@@ -200,11 +146,11 @@ class ServerStore:
     def record(self, user: str, action: str, target: str) -> None:
         """Append to the audit trail (launch, cancel, down, stop, start, autostop...)."""
         with self.db.transaction() as conn:
-            conn.execute("INSERT INTO api_audit (at, user, action, target) VALUES (?, ?, ?, ?)",
+            conn.execute('INSERT INTO api_audit (at, "user", action, target) VALUES (?, ?, ?, ?)',
                          (time.time(), user, action, target))
 
     def audit(self) -> list[tuple[float, str, str, str]]:
-        rows = self.db.query("SELECT at, user, action, target FROM api_audit ORDER BY id")
+        rows = self.db.query('SELECT at, "user", action, target FROM api_audit ORDER BY id')
         return [(float(r[0]), r[1], r[2], r[3]) for r in rows]
 
     def set_job_launcher(self, job_id: int, user: str) -> None:
@@ -220,15 +166,17 @@ class ServerStore:
         with self.db.transaction() as conn:
             conn.execute("UPDATE clusters SET launched_by = ? WHERE name = ?", (user, cluster))
             conn.execute(
-                "INSERT OR REPLACE INTO api_cluster_launches (cluster, launched_at, user)"
-                " SELECT name, launched_at, ? FROM clusters WHERE name = ?", (user, cluster))
+                'INSERT INTO api_cluster_launches (cluster, launched_at, "user")'
+                " SELECT name, launched_at, ? FROM clusters WHERE name = ?"
+                ' ON CONFLICT (cluster, launched_at) DO UPDATE SET "user" = excluded."user"',
+                (user, cluster))
 
     def cluster_launches(self) -> dict[str, list[tuple[float, str]]]:
         """Cluster name -> (launched_at, user) of each of its launches through the server,
         oldest first, including clusters since taken down."""
         out: dict[str, list[tuple[float, str]]] = {}
         for name, at, user in self.db.query(
-                "SELECT cluster, launched_at, user FROM api_cluster_launches"
+                'SELECT cluster, launched_at, "user" FROM api_cluster_launches'
                 " ORDER BY cluster, launched_at"):
             out.setdefault(name, []).append((float(at), user))
         return out
@@ -252,10 +200,12 @@ class ServerStore:
 
     # -- requests
 
-    def add_request(self, rid: str, user: str, kind: str) -> None:
+    def add_request(self, rid: str, user: str, kind: str, replica: str | None = None) -> None:
+        """A RUNNING request, run by server replica `replica` (None: the only server)."""
         with self.db.transaction() as conn:
-            conn.execute("INSERT INTO api_requests (id, user, kind, status, created_at)"
-                         " VALUES (?, ?, ?, 'RUNNING', ?)", (rid, user, kind, time.time()))
+            conn.execute('INSERT INTO api_requests (id, "user", kind, status, created_at, '
+                         "replica) VALUES (?, ?, ?, 'RUNNING', ?, ?)",
+                         (rid, user, kind, time.time(), replica))
 
     def end_request(self, rid: str, status: str, result: str | None, error: str | None) -> None:
         with self.db.transaction() as conn:
@@ -265,12 +215,20 @@ class ServerStore:
 
     def request(self, rid: str) -> RequestRow | None:
         r = self.db.query_one(
-            "SELECT id, user, kind, status, created_at, ended_at, result, error"
+            'SELECT id, "user", kind, status, created_at, ended_at, result, error'
             " FROM api_requests WHERE id = ?", (rid,))
         return None if r is None else RequestRow(r[0], r[1], r[2], r[3], float(r[4]), r[5],
                                                  r[6], r[7])
 
-    def interrupted_requests(self) -> list[str]:
-        """Requests still RUNNING in the DB (a server that died mid-request)."""
-        rows = self.db.query("SELECT id FROM api_requests WHERE status = 'RUNNING'")
+    def interrupted_requests(self, heard_since: float | None = None) -> list[str]:
+        """Requests still RUNNING in the DB (a server that died mid-request). With
+        `heard_since` (replicas sharing the DB): only those of replicas not heard from
+        since then, or of none; a live replica's requests are its own."""
+        if heard_since is None:
+            rows = self.db.query("SELECT id FROM api_requests WHERE status = 'RUNNING'")
+        else:
+            rows = self.db.query(
+                "SELECT id FROM api_requests WHERE status = 'RUNNING' AND (replica IS NULL OR "
+                "replica NOT IN (SELECT id FROM server_replicas WHERE heartbeat_at >= ?))",
+                (heard_since,))
         return [r[0] for r in rows]

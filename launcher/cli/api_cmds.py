@@ -86,19 +86,33 @@ def stop_cmd() -> int:
 
 @api_app.command("status")
 def status_cmd(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> int:
-    """Is an API server running on this home, and where."""
+    """Is an API server running on this home, and where; on a team server (state DB on
+    PostgreSQL), every replica sharing the DB and how many managed jobs each holds."""
+    import time
     from dataclasses import asdict
 
+    from launcher.api.jobs import server_replicas
     from launcher.server import process
 
     info = process.status()
+    replicas = server_replicas()
     if as_json:
-        print_json(asdict(info))
-    elif info.running:
-        _out(f"API server running at {info.url} (pid {info.pid}, launcher {info.version}); "
-             f"home {info.home}; log {info.log}")
+        print_json({**asdict(info), "replicas": replicas})
     else:
-        _out(f"No API server running on this home ({info.home}).")
+        if info.running:
+            _out(f"API server running at {info.url} (pid {info.pid}, launcher {info.version}); "
+                 f"home {info.home}; log {info.log}")
+        else:
+            _out(f"No API server running on this home ({info.home}).")
+        if replicas is not None:
+            from launcher.state.dburl import configured_url, mask_url
+
+            _out(f"Replicas sharing the state DB at {mask_url(configured_url() or '')}: "
+                 f"{len(replicas)}")
+            now = time.time()
+            for r in replicas:
+                _out(f"  {r['id']}  host {r['host']} pid {r['pid']}  "
+                     f"{r['jobs']} job(s) held  heartbeat {max(0.0, now - float(r['heartbeat_at'])):.0f} s ago")
     return 0 if info.running else 1
 
 

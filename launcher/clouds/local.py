@@ -63,10 +63,12 @@ _SEEN_MAX = 50_000  # forgotten all at once past this (clusters long gone, never
 
 
 def local_root() -> Path:
-    """`$LAUNCHER_HOME/local` (evaluated per call: tests change LAUNCHER_HOME)."""
+    """`$LAUNCHER_HOME/local` (evaluated per call: tests change LAUNCHER_HOME), symlinks
+    resolved: server replicas whose homes link one `local` (as a real cloud is one
+    for all of them) must name its nodes alike."""
     from launcher.config.settings import launcher_home
 
-    return launcher_home() / "local"
+    return (launcher_home() / "local").resolve()
 
 
 @dataclass

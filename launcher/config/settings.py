@@ -181,9 +181,12 @@ class LauncherConfig:
     lambda_: LambdaSettings = field(default_factory=LambdaSettings)  # the `lambda:` section
     vast: VastSettings = field(default_factory=VastSettings)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    # `db: postgresql://...`: the state DB of a team server (launcher/state/engine.py);
+    # None: the SQLite file in LAUNCHER_HOME. LAUNCHER_DB_URL overrides it.
+    db: str | None = None
 
 
-_SECTIONS = ("ssh_node_pools", "catalog", "aws", "azure", "gcp", "nebius", "runpod", "jobs", "lambda", "vast",
+_SECTIONS = ("db", "ssh_node_pools", "catalog", "aws", "azure", "gcp", "nebius", "runpod", "jobs", "lambda", "vast",
              "slurm")
 _GCP_KEYS = ("project", "use_internal_ips", "ssh_user", "network", "subnetwork", "ssh_cidr",
              "api_endpoint")
@@ -250,7 +253,18 @@ def parse_config(text: str, source: str = "config.yaml") -> LauncherConfig:
                           gcp=_parse_gcp(data.get("gcp"), source),
                           lambda_=parse_lambda(data.get("lambda"), source),
                           vast=parse_vast(data.get("vast"), source),
-                          slurm=parse_slurm(data.get("slurm"), source))
+                          slurm=parse_slurm(data.get("slurm"), source),
+                          db=_parse_db(data.get("db"), source))
+
+
+def _parse_db(value: Any, source: str) -> str | None:
+    """`db:`: a database URL (postgresql://user:password@host:port/name), or absent."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _err(source, "db", "must be a database URL such as "
+                   "postgresql://user:password@host:5432/launcher")
+    return value.strip()
 
 
 def _parse_aws(body: Any, source: str) -> AWSSettings:

@@ -65,7 +65,7 @@ def add_log(store: JobStore, job_id: int, at: float, kind: str, reason: str, *,
     values = (job_id, at, kind, tick, mode, current,
               None if spot_available is None else int(spot_available), done_s, slack_s,
               restart_overhead_s, attempt, reason)
-    with store._tx() as c:
+    with store.write() as c:
         c.execute(f"INSERT INTO managed_job_deadline_log ({', '.join(_COLS)}) "
                   f"VALUES ({', '.join('?' * len(_COLS))})", values)
 
@@ -73,7 +73,7 @@ def add_log(store: JobStore, job_id: int, at: float, kind: str, reason: str, *,
 def log_rows(store: JobStore, job_id: int) -> list[DeadlineLogRow]:
     """The job's deadline log, oldest first."""
     out = []
-    for r in store._conn.execute(
+    for r in store.rows(
             f"SELECT id, {', '.join(_COLS)} FROM managed_job_deadline_log WHERE job_id = ? "
             "ORDER BY id", (job_id,)):
         out.append(DeadlineLogRow(

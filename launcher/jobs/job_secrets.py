@@ -119,30 +119,19 @@ def forget_all_but(home: Path, live_ids: Iterable[int]) -> list[int]:
 # ---- the one-time scrub of DBs written before secrets moved out ---------------------
 
 
-def _ensure_version_table(conn: Connection) -> None:
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_version ("
-        " component TEXT NOT NULL, version INTEGER NOT NULL, description TEXT NOT NULL,"
-        " applied_at REAL NOT NULL, PRIMARY KEY (component, version))"
-    )
-
-
 def scrub_needed(conn: Connection) -> bool:
-    _ensure_version_table(conn)
     row = conn.execute(
         "SELECT 1 FROM schema_version WHERE component = ? AND version >= 1", (SCRUB_COMPONENT,)
     ).fetchone()
     return row is None
 
 
-def scrub_task_yaml(conn: Connection, home: Path | None = None) -> int:
+def scrub_task_yaml(conn: Connection, home: Path) -> int:
     """Inside a write transaction: move secret values found in `managed_jobs.task_yaml`
     (written by earlier versions) to per-job files for live jobs, drop them for ended
     ones, and record the scrub. Returns how many rows held values."""
     from launcher.jobs.state_machine import ManagedJobStatus
 
-    if home is None:
-        home = Path(conn.execute("PRAGMA database_list").fetchone()[2]).parent
     changed = 0
     for job_id, status, text in conn.execute(
         "SELECT id, status, task_yaml FROM managed_jobs"
@@ -164,8 +153,9 @@ def scrub_task_yaml(conn: Connection, home: Path | None = None) -> int:
                      (json.dumps(task), job_id))
         changed += 1
     conn.execute(
-        "INSERT OR IGNORE INTO schema_version (component, version, description, applied_at)"
-        " VALUES (?, 1, 'secret values moved out of managed_jobs.task_yaml', ?)",
+        "INSERT INTO schema_version (component, version, description, applied_at)"
+        " VALUES (?, 1, 'secret values moved out of managed_jobs.task_yaml', ?)"
+        " ON CONFLICT DO NOTHING",
         (SCRUB_COMPONENT, time.time()),
     )
     return changed

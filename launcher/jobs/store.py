@@ -1,21 +1,24 @@
-"""Managed-job tables in the shared state DB ($LAUNCHER_HOME/state.db).
+"""Managed-job tables in the shared state DB ($LAUNCHER_HOME/state.db, or the team
+server's PostgreSQL database: launcher/state/engine.py).
 
-Our own migration track (`managed_jobs_schema_version`), WAL, explicit columns,
-no pickles. Every status change writes the job row and its event row in one
-transaction, after `check_transition` allowed it.
+The tables are part of the state DB's schema (launcher/state/schema.py, versioned by
+Alembic); explicit columns, no pickles. Every status change writes the job row and
+its event row in one transaction, after `check_transition` allowed it (the row is
+read `FOR UPDATE` on PostgreSQL, so two writers never both pass the check).
 
 Thread-safety: one `JobStore` per thread (it owns one connection to the state store,
 launcher.state.store).
 Several processes (the controller and CLIs) may use the DB at once: writers
-take `BEGIN IMMEDIATE` and wait up to `busy_timeout`.
+take `BEGIN IMMEDIATE` (SQLite) and wait up to `busy_timeout`.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +30,27 @@ from launcher.jobs.state_machine import (
     check_transition,
 )
 from launcher.state import files as state_files
-from launcher.state import store
+from launcher.state import migrate, store
+
+
+class LeaseLostError(LauncherError):
+    """A write on a job whose lease this replica no longer holds (it expired, another
+    replica took the job): refused, nothing written (fencing, launcher/jobs/leases.py)."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"Managed job {job_id} is no longer leased to this server replica: "
+                         "another one works on it now; this replica's write was refused.")
+        self.job_id = job_id
+
+
+@dataclass
+class Fence:
+    """The leases a controller holds: its replica id and each job's token. A JobStore
+    with a fence refuses every write on a job unless that job's row still carries this
+    holder and token, unexpired (see JobStore._check_fence)."""
+
+    holder: str
+    tokens: dict[int, str]
 
 
 class ManagedJobNotFoundError(LauncherError):
@@ -38,137 +61,6 @@ class ManagedJobNotFoundError(LauncherError):
         self.job_id = job_id
 
 
-_MIGRATIONS: tuple[str, ...] = (
-    # 1: initial schema
-    """
-    CREATE TABLE IF NOT EXISTS managed_jobs (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        name TEXT NOT NULL,
-        status TEXT NOT NULL,
-        task_yaml TEXT NOT NULL,
-        task_source TEXT,
-        task_id TEXT NOT NULL,
-        strategy TEXT NOT NULL,
-        max_restarts_on_errors INTEGER NOT NULL,
-        recover_on_exit_codes TEXT NOT NULL,
-        submitted_at REAL NOT NULL,
-        started_at REAL,
-        ended_at REAL,
-        recoveries INTEGER NOT NULL DEFAULT 0,
-        restarts_on_errors INTEGER NOT NULL DEFAULT 0,
-        last_recovery_s REAL,
-        cancel_requested INTEGER NOT NULL DEFAULT 0,
-        failure_reason TEXT,
-        exit_code INTEGER,
-        updated_at REAL NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS managed_jobs_status ON managed_jobs(status);
-    CREATE TABLE IF NOT EXISTS managed_job_attempts (
-        job_id INTEGER NOT NULL REFERENCES managed_jobs(id),
-        attempt INTEGER NOT NULL,
-        cluster_name TEXT NOT NULL UNIQUE,
-        cause TEXT NOT NULL,
-        phase TEXT NOT NULL,
-        cloud TEXT,
-        region TEXT,
-        zone TEXT,
-        instance_type TEXT,
-        num_nodes INTEGER,
-        use_spot INTEGER,
-        node_price REAL,
-        cluster_job_id INTEGER,
-        checkpoint_dir TEXT,
-        created_at REAL NOT NULL,
-        running_at REAL,
-        ended_at REAL,
-        outcome TEXT,
-        exit_code INTEGER,
-        preempted_at REAL,
-        recovery_s REAL,
-        work_lost_s REAL,
-        torn_down_at REAL,
-        node_ids TEXT,
-        outcome_applied INTEGER NOT NULL DEFAULT 0,
-        outcome_reason TEXT,
-        drain_until REAL,
-        PRIMARY KEY (job_id, attempt)
-    );
-    CREATE TABLE IF NOT EXISTS managed_job_events (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        job_id INTEGER NOT NULL REFERENCES managed_jobs(id),
-        at REAL NOT NULL,
-        from_status TEXT,
-        to_status TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        attempt INTEGER
-    );
-    CREATE INDEX IF NOT EXISTS managed_job_events_job ON managed_job_events(job_id);
-    CREATE TABLE IF NOT EXISTS managed_job_blocks (
-        job_id INTEGER NOT NULL REFERENCES managed_jobs(id),
-        cloud TEXT NOT NULL,
-        region TEXT,
-        zone TEXT,
-        until REAL NOT NULL,
-        reason TEXT NOT NULL
-    );
-    """,
-    # v2: in-place node replacement is recorded before it starts (crash safety), and
-    # every gang run of an attempt keeps its logs.
-    """
-    ALTER TABLE managed_job_attempts ADD COLUMN replace_intent TEXT;
-    ALTER TABLE managed_job_attempts ADD COLUMN gang_runs INTEGER NOT NULL DEFAULT 1
-    """,
-    # v3: the replacement intent gets typed columns (v2's JSON `replace_intent` column is
-    # left unused). An intent pending at upgrade keeps its time (= the attempt's
-    # preempted_at, written in the same transaction) and is recovered as interrupted.
-    """
-    ALTER TABLE managed_job_attempts ADD COLUMN replace_lost TEXT;
-    ALTER TABLE managed_job_attempts ADD COLUMN replace_at REAL;
-    ALTER TABLE managed_job_attempts ADD COLUMN replace_reason TEXT;
-    UPDATE managed_job_attempts SET replace_at = COALESCE(preempted_at, created_at),
-        replace_lost = '', replace_intent = NULL WHERE replace_intent IS NOT NULL
-    """,
-    # v4: pipelines (issue 12). Every stage is a job; `pipeline_id` is the first stage's
-    # id, `stage_index` 0-based of `stage_count`; `after_job_id` is the stage that must
-    # have SUCCEEDED before this one starts. NULL for a plain managed job.
-    """
-    ALTER TABLE managed_jobs ADD COLUMN pipeline_id INTEGER;
-    ALTER TABLE managed_jobs ADD COLUMN pipeline_name TEXT;
-    ALTER TABLE managed_jobs ADD COLUMN stage_index INTEGER;
-    ALTER TABLE managed_jobs ADD COLUMN stage_count INTEGER;
-    ALTER TABLE managed_jobs ADD COLUMN after_job_id INTEGER
-    """,
-    # v5: the DEADLINE strategy (issue 13). The job's deadline settings; per attempt the
-    # market the policy asked for and an ON_DEMAND -> SPOT switch's second cluster (its
-    # intent, written before the cloud is asked); the decisions log (deadline_store.py).
-    """
-    ALTER TABLE managed_jobs ADD COLUMN deadline_at REAL;
-    ALTER TABLE managed_jobs ADD COLUMN work_s REAL;
-    ALTER TABLE managed_jobs ADD COLUMN restart_overhead_s REAL;
-    ALTER TABLE managed_jobs ADD COLUMN progress TEXT;
-    ALTER TABLE managed_jobs ADD COLUMN policy TEXT;
-    ALTER TABLE managed_job_attempts ADD COLUMN market TEXT;
-    ALTER TABLE managed_job_attempts ADD COLUMN switch_cluster TEXT;
-    CREATE TABLE IF NOT EXISTS managed_job_deadline_log (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        job_id INTEGER NOT NULL REFERENCES managed_jobs(id),
-        at REAL NOT NULL,
-        kind TEXT NOT NULL,
-        tick INTEGER,
-        mode TEXT,
-        current TEXT,
-        spot_available INTEGER,
-        done_s REAL,
-        slack_s REAL,
-        restart_overhead_s REAL,
-        attempt INTEGER,
-        reason TEXT NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS managed_job_deadline_log_job ON managed_job_deadline_log(job_id)
-    """,
-)
-
-SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 @dataclass(frozen=True)
@@ -429,6 +321,9 @@ class JobStore:
     def __init__(self, db_path: Path | str | None = None) -> None:
         path = Path(db_path) if db_path is not None else paths.state_db_path()
         self.path = path
+        # Set on a controller's store when jobs are leased (server replicas): every write
+        # on a job then checks the job's lease (fencing). None: no check (CLI, API).
+        self.fence: Fence | None = None
         try:
             self._conn = store.connect(path, timeout=30.0, named_rows=True,
                                        check_same_thread=False)
@@ -437,15 +332,12 @@ class JobStore:
         except store.STORAGE_ERRORS as exc:
             raise store.open_error(path, exc) from exc
         try:
-            self._conn.execute("PRAGMA busy_timeout = 30000")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn.execute("PRAGMA secure_delete = ON")  # scrubbed secrets leave no trace
-            self._migrate()
-            state_files.mark_created(path)
+            schema = migrate.ensure_schema(self._conn)
+            store.opened(self._conn, path, schema if self._scrub() else "unchanged")
         except BaseException as exc:
             self._conn.close()
-            if isinstance(exc, store.STORAGE_ERRORS):
+            if isinstance(exc, store.STORAGE_ERRORS) and not isinstance(
+                    exc, state_files.StateError):
                 raise store.open_error(path, exc) from exc
             raise
 
@@ -456,43 +348,45 @@ class JobStore:
     def _tx(self) -> Iterator[store.Connection]:
         with store.immediate(self._conn) as c:
             yield c
-        state_files.maybe_backup(self._conn, self.path)
+        store.after_write(self._conn, self.path)
 
-    def _migrate(self) -> None:
-        """Apply the managed-jobs migrations, then the secrets scrub (once per DB). Backs
-        the DB up after migrating an existing one."""
-        upgraded = False
-        with self._tx() as c:
-            c.execute(
-                "CREATE TABLE IF NOT EXISTS managed_jobs_schema_version (version INTEGER NOT NULL)"
-            )
-            row = c.execute("SELECT version FROM managed_jobs_schema_version").fetchone()
-            current = row["version"] if row else 0
-            if current > SCHEMA_VERSION:
-                raise LauncherError(
-                    f"The state DB's managed-jobs schema (v{current}) is newer than this "
-                    f"launcher (v{SCHEMA_VERSION}); upgrade launcher."
-                )
-            for script in _MIGRATIONS[current:]:
-                for stmt in script.split(";"):
-                    if stmt.strip():
-                        c.execute(stmt)
-            if row is None:
-                c.execute("INSERT INTO managed_jobs_schema_version VALUES (?)", (SCHEMA_VERSION,))
-            elif current != SCHEMA_VERSION:
-                c.execute("UPDATE managed_jobs_schema_version SET version = ?", (SCHEMA_VERSION,))
-                upgraded = True
+    def write(self) -> AbstractContextManager[store.Connection]:
+        """A write transaction on the managed-job tables, for modules that keep their
+        own rows in them (deadline_store.py): committed when the block ends."""
+        return self._tx()
+
+    def _check_fence(self, c: store.Connection, job_id: int) -> None:
+        """Inside a write transaction on job `job_id`: with a fence, lock the job's row
+        and raise LeaseLostError unless its lease is still this fence's (a job no one
+        leases, e.g. one that ended, takes clean-up writes)."""
+        if self.fence is None:
+            return
+        row = c.execute("SELECT lock_holder, lock_token, lock_expires_at FROM managed_jobs "
+                        "WHERE id = ?" + store.for_update(c), (job_id,)).fetchone()
+        if row is None or row[0] is None:
+            return
+        if (row[0] != self.fence.holder or row[1] != self.fence.tokens.get(job_id)
+                or row[2] is None or row[2] < store.db_now(c)):
+            raise LeaseLostError(job_id)
+
+    def rows(self, sql: str, params: Sequence[object] = ()) -> list[store.Row]:
+        """The rows of one read statement (by index or column name)."""
+        return list(self._conn.execute(sql, tuple(params)).fetchall())
+
+    def _scrub(self) -> bool:
+        """The secrets scrub (once per DB, job_secrets.py). Returns False when it
+        rewrote the file and its backups (no further backup is due)."""
         if job_secrets.scrub_needed(self._conn):
             with self._tx() as c:
                 scrubbed = job_secrets.scrub_task_yaml(c, self.path.parent)
-            if scrubbed:
+            handle = store.sqlite_handle(self._conn)
+            if scrubbed and handle is not None:
                 # old pages and older backups held the values: rewrite, start backups anew
-                self._conn.execute("VACUUM")
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                state_files.backup_now(self._conn, self.path, drop_existing=True)
-                upgraded = False
-        if upgraded:
-            state_files.backup_now(self._conn, self.path)
+                handle.execute("VACUUM")
+                handle.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                store.backup_now(self._conn, self.path, drop_existing=True)
+                return False
+        return True
 
     # ---- jobs -------------------------------------------------------------------------
 
@@ -556,14 +450,13 @@ class JobStore:
         caller's transaction. Returns the new job's id."""
         now = time.time()
         codes = ",".join(str(int(x)) for x in spec.recover_on_exit_codes)
-        cur = c.execute(
+        job_id = int(c.execute(
             "INSERT INTO managed_jobs (name, status, task_yaml, task_source, task_id, strategy, "
             "max_restarts_on_errors, recover_on_exit_codes, submitted_at, updated_at) "
-            "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?) RETURNING id",
             (spec.name, ManagedJobStatus.PENDING.value, spec.task_yaml, spec.task_source,
              spec.strategy, spec.max_restarts_on_errors, codes, now, now),
-        )
-        job_id = int(cur.lastrowid or 0)
+        ).fetchone()[0])
         if spec.deadline is not None:
             d = spec.deadline
             c.execute("UPDATE managed_jobs SET deadline_at = ?, work_s = ?, restart_overhead_s = ?, "
@@ -638,7 +531,9 @@ class JobStore:
             raise ValueError("attempt_fields need attempt=")
         now = time.time()
         with self._tx() as c:
-            r = c.execute("SELECT status FROM managed_jobs WHERE id = ?", (job_id,)).fetchone()
+            self._check_fence(c, job_id)
+            r = c.execute("SELECT status FROM managed_jobs WHERE id = ?" + store.for_update(c),
+                          (job_id,)).fetchone()
             if r is None:
                 raise ManagedJobNotFoundError(job_id)
             current = ManagedJobStatus(r["status"])
@@ -664,6 +559,9 @@ class JobStore:
                 "attempt) VALUES (?, ?, ?, ?, ?, ?)",
                 (job_id, now, current.value, new.value, reason, attempt),
             )
+            if new.is_terminal:  # nothing left to lease
+                c.execute("UPDATE managed_jobs SET lock_holder = NULL, lock_token = NULL, "
+                          "lock_expires_at = NULL WHERE id = ?", (job_id,))
         if new.is_terminal:
             job_secrets.forget(self.path.parent, job_id)
         return self.job(job_id)
@@ -686,6 +584,7 @@ class JobStore:
             return
         sets = ", ".join(f"{k} = ?" for k in fields)
         with self._tx() as c:
+            self._check_fence(c, job_id)
             c.execute(
                 f"UPDATE managed_jobs SET {sets}, updated_at = ? WHERE id = ?",
                 (*fields.values(), time.time(), job_id),
@@ -717,6 +616,7 @@ class JobStore:
                     market: str | None = None) -> AttemptRow:
         """Record an attempt (and its cluster name) before anything is provisioned."""
         with self._tx() as c:
+            self._check_fence(c, job_id)
             c.execute(
                 "INSERT INTO managed_job_attempts (job_id, attempt, cluster_name, cause, phase, "
                 "created_at, market) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -730,6 +630,7 @@ class JobStore:
         if fields:
             sets = ", ".join(f"{k} = ?" for k in fields)
             with self._tx() as c:
+                self._check_fence(c, job_id)
                 c.execute(
                     f"UPDATE managed_job_attempts SET {sets} WHERE job_id = ? AND attempt = ?",
                     (*fields.values(), job_id, attempt),
@@ -779,6 +680,7 @@ class JobStore:
         reason: str,
     ) -> None:
         with self._tx() as c:
+            self._check_fence(c, job_id)
             c.execute(
                 "INSERT INTO managed_job_blocks (job_id, cloud, region, zone, until, reason) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -794,3 +696,55 @@ class JobStore:
                 "SELECT * FROM managed_job_blocks WHERE job_id = ? AND until > ?", (job_id, t)
             )
         ]
+
+    # ---- leases (server replicas sharing one database: launcher/jobs/leases.py) ----------
+
+    def claim_jobs(self, holder: str, ttl_s: float, limit: int) -> dict[int, str]:
+        """Lease up to `limit` live jobs no replica holds (never leased, or the lease
+        expired) to `holder` for `ttl_s` seconds. Rows another replica is claiming at the
+        same moment are skipped (`FOR UPDATE SKIP LOCKED`), so concurrent claims split the
+        work. Returns job id -> its new token."""
+        terminal = ",".join(f"'{s.value}'" for s in ManagedJobStatus if s.is_terminal)
+        out: dict[int, str] = {}
+        with self._tx() as c:
+            now = store.db_now(c)
+            rows = c.execute(
+                f"SELECT id FROM managed_jobs WHERE status NOT IN ({terminal}) AND "
+                "(lock_holder IS NULL OR lock_expires_at IS NULL OR lock_expires_at < ?) "
+                "ORDER BY id LIMIT ?" + store.skip_locked(c), (now, limit)).fetchall()
+            for (job_id,) in rows:
+                token = uuid.uuid4().hex
+                c.execute("UPDATE managed_jobs SET lock_holder = ?, lock_token = ?, "
+                          "lock_expires_at = ? WHERE id = ?", (holder, token, now + ttl_s, job_id))
+                out[int(job_id)] = token
+        return out
+
+    def renew_leases(self, holder: str, tokens: Mapping[int, str], ttl_s: float) -> set[int]:
+        """Extend every lease `holder` still holds with its token by `ttl_s` seconds (the
+        heartbeat). Returns the job ids still held; a job missing from it was lost
+        (another replica took it after the lease expired)."""
+        with self._tx() as c:
+            now = store.db_now(c)
+            rows = c.execute("SELECT id, lock_token FROM managed_jobs WHERE lock_holder = ?"
+                             + store.for_update(c), (holder,)).fetchall()
+            held = {int(r[0]) for r in rows if tokens.get(int(r[0])) == r[1]}
+            if held:
+                marks = ",".join("?" * len(held))
+                c.execute(f"UPDATE managed_jobs SET lock_expires_at = ? WHERE lock_holder = ? "
+                          f"AND id IN ({marks})", (now + ttl_s, holder, *sorted(held)))
+        return held
+
+    def release_leases(self, holder: str) -> None:
+        """Give back every lease `holder` holds (a replica shutting down cleanly: the
+        others take its jobs at once instead of after the expiry)."""
+        with self._tx() as c:
+            c.execute("UPDATE managed_jobs SET lock_holder = NULL, lock_token = NULL, "
+                      "lock_expires_at = NULL WHERE lock_holder = ?", (holder,))
+
+    def leases_by_holder(self) -> dict[str, int]:
+        """Replica id -> how many live jobs it holds an unexpired lease on."""
+        now = store.db_now(self._conn)
+        rows = self._conn.execute(
+            "SELECT lock_holder, COUNT(*) FROM managed_jobs WHERE lock_holder IS NOT NULL "
+            "AND lock_expires_at >= ? GROUP BY lock_holder", (now,)).fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}

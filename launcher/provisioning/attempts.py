@@ -1,6 +1,6 @@
 """Every provisioning attempt, recorded in the state DB before the cloud is called.
 
-Own migration chain ("provisioning", see launcher/state/db.py), one table:
+One table of the state DB (launcher/state/schema.py):
 `provision_attempts(cluster, attempt, token, cloud, region, zone, instance_type,
 started_at, outcome, error_class, message, ended_at)`.
 
@@ -25,32 +25,7 @@ import hashlib
 import time
 from dataclasses import dataclass
 
-from launcher.state.db import Migration, StateDB
-
-COMPONENT = "provisioning"
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "provisioning attempts with their idempotency tokens",
-        (
-            """CREATE TABLE IF NOT EXISTS provision_attempts (
-                cluster TEXT NOT NULL,
-                attempt INTEGER NOT NULL,
-                token TEXT NOT NULL,
-                cloud TEXT NOT NULL,
-                region TEXT NOT NULL,
-                zone TEXT,
-                instance_type TEXT NOT NULL,
-                started_at REAL NOT NULL,
-                outcome TEXT,
-                error_class TEXT,
-                message TEXT,
-                ended_at REAL,
-                PRIMARY KEY (cluster, attempt)
-            )""",
-        ),
-    ),
-)
+from launcher.state.db import StateDB
 
 
 def idempotency_token(cluster_name: str, attempt: int) -> str:
@@ -79,17 +54,12 @@ _COLUMNS = ("cluster, attempt, token, cloud, region, zone, instance_type, starte
             "outcome, error_class, message")
 
 
-def _ensure(db: StateDB) -> None:
-    db.migrate(COMPONENT, MIGRATIONS)
-
-
 def begin(db: StateDB, cluster: str, cloud: str, region: str, zone: str | None,
           instance_type: str, *, not_before: float | None = None) -> AttemptRow:
     """Record an attempt about to call the cloud (or reuse the pending one for the same
     placement, if it started at or after `not_before`: the cluster row's launch time, so
     a cluster forgotten and launched again under its name never gets an old token).
     Returns the row whose `token` goes into the ProvisionRequest."""
-    _ensure(db)
     with db.transaction() as conn:
         last = conn.execute(
             f"SELECT {_COLUMNS} FROM provision_attempts WHERE cluster=? "
@@ -118,7 +88,6 @@ def begin(db: StateDB, cluster: str, cloud: str, region: str, zone: str | None,
 def finish(db: StateDB, row: AttemptRow, outcome: str, error_class: str | None = None,
            message: str | None = None) -> None:
     """Record how the attempt ended (`ok`, `failed`). Idempotent."""
-    _ensure(db)
     with db.transaction() as conn:
         conn.execute(
             "UPDATE provision_attempts SET outcome=?, error_class=?, message=?, ended_at=? "
@@ -129,7 +98,6 @@ def finish(db: StateDB, row: AttemptRow, outcome: str, error_class: str | None =
 def abandon_pending(db: StateDB, cluster: str) -> None:
     """Close every pending attempt of `cluster` (its nodes were terminated): their
     tokens are never reused. Idempotent."""
-    _ensure(db)
     with db.transaction() as conn:
         conn.execute(
             "UPDATE provision_attempts SET outcome='abandoned', ended_at=? "
@@ -138,7 +106,6 @@ def abandon_pending(db: StateDB, cluster: str) -> None:
 
 def history(db: StateDB, cluster: str) -> list[AttemptRow]:
     """Every attempt of `cluster`, oldest first."""
-    _ensure(db)
     with db.transaction() as conn:
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM provision_attempts WHERE cluster=? ORDER BY attempt",

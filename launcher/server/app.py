@@ -18,10 +18,12 @@ from fastapi.responses import JSONResponse
 
 from launcher import __version__
 from launcher.errors import LauncherError
+from launcher.jobs.log_mirror import LogPusher
 from launcher.server.auth import FailedAuthLimiter
 from launcher.server.controller import EmbeddedController
 from launcher.server.requests import RequestRunner, error_json
 from launcher.server.settings import Limits
+from launcher.state import logstore
 
 log = logging.getLogger("launcher.server")
 
@@ -87,11 +89,17 @@ def create_app(*, run_controller: bool = True, limits: Limits | None = None) -> 
         import asyncio
 
         await asyncio.to_thread(runner.recover)
+        pusher = None
         if run_controller:
+            if logstore.shared():  # job logs any replica serves (launcher/jobs/log_mirror.py)
+                pusher = LogPusher()
+                pusher.start()
             got = await asyncio.to_thread(controller.start)
             log.info("controller %s", "running" if got else "waiting for the lock")
         yield
         await asyncio.to_thread(controller.stop)
+        if pusher is not None:
+            await asyncio.to_thread(pusher.stop)
 
     app = FastAPI(title="launcher", version=__version__, lifespan=lifespan,
                   docs_url=None, redoc_url=None, openapi_url=None)

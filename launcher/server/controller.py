@@ -9,11 +9,17 @@ lock held and starts no daemon; a server killed with `kill -9` drops the lock wi
 its process, and the next server resumes every job from the DB (the controller's
 crash-safety rules, launcher/jobs/controller/__init__.py). Unlike the daemon it
 never exits when idle.
+
+On a team server (the state DB on PostgreSQL, shared by several replicas, each with its
+own LAUNCHER_HOME) every replica runs one: the jobs are split between them by leases
+(launcher/jobs/leases.py), and a replica killed or cut off has its jobs taken over by
+the others once its leases expire.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 
@@ -31,6 +37,7 @@ class EmbeddedController:
         self._stop: asyncio.Event | None = None
         self._stopping = threading.Event()
         self.holding = threading.Event()  # set while this process holds the lock
+        self.replica_id: str | None = None  # on a team server (launcher/jobs/leases.py)
 
     def start(self, wait_s: float = 10.0) -> bool:
         """Start the thread; True once it holds the controller lock (within `wait_s`).
@@ -74,10 +81,12 @@ class EmbeddedController:
                 return
 
     def _run(self) -> None:
+        from launcher.jobs import leases
         from launcher.jobs.cluster_ops import RealClusterOps
         from launcher.jobs.controller import Controller
         from launcher.jobs.daemon import config_from_env, load_task
         from launcher.jobs.store import JobStore
+        from launcher.state.store import STORAGE_ERRORS
 
         store = JobStore()
         try:
@@ -94,7 +103,16 @@ class EmbeddedController:
             if self._stopping.is_set():
                 return
             ctrl = Controller(RealClusterOps(), load_task, config=cfg)  # type: ignore[arg-type]
-            await ctrl.run(self._stop)
+            if leases.enabled():
+                ctrl.leases = leases.Leases(ctrl.store, leases.REPLICA_ID)
+                self.replica_id = ctrl.leases.replica_id
+                log.info("server replica %s: jobs are leased", self.replica_id)
+            try:
+                await ctrl.run(self._stop)
+            finally:
+                if ctrl.leases is not None and self._stopping.is_set():
+                    with contextlib.suppress(*STORAGE_ERRORS):
+                        ctrl.leases.close()  # a clean stop: the others take the jobs now
 
         log.info("managed-jobs controller runs in the server")
         asyncio.run(runner())

@@ -2,8 +2,9 @@
 log the client streams (and may re-attach to: `launcher api logs REQ`).
 
 A request's row (api_requests) says RUNNING / SUCCEEDED / FAILED / CANCELLED and
-holds its result or error as JSON; its log is `server/requests/<id>.log`, one line
-per line of output, prefixed with the stream it belongs to ("1" the job's output,
+holds its result or error as JSON; its log is `server/requests/<id>.log`, and on a
+team server (state DB on PostgreSQL) the stream `request/<id>` in the DB
+(launcher/state/logstore.py), which every replica reads; one line per line of output, prefixed with the stream it belongs to ("1" the job's output,
 "2" progress), so a client prints each where the embedded CLI would. A client
 that disconnects changes nothing: the work goes on. `cancel` is the only way to
 stop one: its `on_cancel` hook runs at once (a launch cancels its submitted job),
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,8 +29,10 @@ from typing import Any
 
 from launcher.api.server_store import RequestRow
 from launcher.errors import LauncherError
+from launcher.jobs import leases
 from launcher.server.settings import requests_dir
 from launcher.server.store_pool import server_store
+from launcher.state import logstore
 
 Emit = Callable[[str, int], None]  # (line, 1 = output | 2 = progress)
 Work = Callable[[Emit, threading.Event], Any]
@@ -68,8 +72,10 @@ class RequestRunner:
         return requests_dir() / f"{rid}.log"
 
     def recover(self) -> None:
+        team = leases.enabled()
+        heard = time.time() - 3 * leases.LEASE_TTL_S if team else None
         with server_store() as store:
-            for rid in store.interrupted_requests():
+            for rid in store.interrupted_requests(heard):
                 store.end_request(rid, "FAILED", None, json.dumps({
                     "type": "LauncherError", "exit_code": 1,
                     "message": f"Request {rid} was cut short by a server restart; what it "
@@ -81,7 +87,7 @@ class RequestRunner:
         requests_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
         self.log_path(rid).touch(mode=0o600)
         with server_store() as store:
-            store.add_request(rid, user, kind)
+            store.add_request(rid, user, kind, leases.REPLICA_ID if leases.enabled() else None)
         cancel = self._cancel[rid] = threading.Event()
         if on_cancel is not None:
             self._on_cancel[rid] = on_cancel
@@ -91,10 +97,16 @@ class RequestRunner:
     def _run(self, rid: str, work: Work, undo: Undo | None, cancel: threading.Event) -> None:
         path = self.log_path(rid)
 
+        shared = logstore.shared()
+
         def emit(line: str, fd: int = 2) -> None:
+            text = "".join(f"{1 if fd == 1 else 2}{part}\n"
+                           for part in (line.rstrip("\n").split("\n") or [""]))
             with open(path, "a", encoding="utf-8") as f:
-                for part in (line.rstrip("\n").split("\n") or [""]):
-                    f.write(f"{1 if fd == 1 else 2}{part}\n")
+                f.write(text)
+            if shared:
+                with server_store() as store:
+                    logstore.append(store.db, f"request/{rid}", text.encode())
             self._notify()
 
         status, result, error = "SUCCEEDED", None, None
@@ -133,15 +145,23 @@ class RequestRunner:
         with server_store() as store:
             return store.request(rid)
 
+    def _read(self, rid: str, offset: int) -> bytes:
+        """The request's log from byte `offset`: the DB's copy on a team server (another
+        replica may be running it), else the file."""
+        if logstore.shared():
+            with server_store() as store:
+                return logstore.read(store.db, f"request/{rid}", offset)
+        return _read_from(self.log_path(rid), offset)
+
     def stream(self, rid: str, stop: threading.Event | None = None) -> Iterator[dict[str, Any]]:
-        """The request's log lines as they come ({"line"}), then {"request": row}."""
+        """The request's log lines as they come ({"line"}), then {"request": row}. A
+        request another replica runs is polled (once a second: no event crosses servers)."""
         offset = 0
-        path = self.log_path(rid)
         while True:
             with self._changed:
                 row = self.row(rid)
                 done = row is None or row.status != "RUNNING"
-                data = _read_from(path, offset)
+                data = self._read(rid, offset)
                 end = len(data) if done else data.rfind(b"\n") + 1  # whole lines only
                 if end <= 0 and not done:
                     self._changed.wait(1.0)

@@ -1,11 +1,21 @@
-"""The state store: its interface (store), the SQLite DB with its schema and migrations
-(db), the file at rest (files) and storage errors (diskspace).
+"""The state store: its interface (store), its engines (engine: SQLite or PostgreSQL), the
+schema (schema) and its migrations (migrate, legacy), the cluster DB (db), the file at
+rest (files) and storage errors (diskspace).
 
     db         The client-side state DB: clusters, their nodes, events and the cost ledger
+    dburl      Which database the state DB is: the URL's source and its masking
     diskspace  Telling a full disk apart from other storage errors, for messages users can act on
+    engine     The state DB's engines: the embedded SQLite file, or a PostgreSQL server
+    errors     What a failed operation on a PostgreSQL state DB raises
     files      The state DB file at rest: a private home, damage detection and rotating backups
+    legacy     DBs from before Alembic: the hand-written migration chains, run to their end
+    logstore   Logs in the state DB, so every server replica on one PostgreSQL serves them
     locks      Per-cluster locks and the identity of the process holding a cluster
-    node_state Each node's last reported state and health finding (own migration chain)
+    migrate    Bringing a state DB's schema to this launcher's: Alembic, run programmatically
+    node_state Each node's last reported state and health finding
+    rows       What a state-store statement returns: rows by index and by column name
+    schema     The state DB's tables as SQLAlchemy Core metadata
+    sqlite_conn  The SQLite state DB on its hot path: the store's interface over plain sqlite3
     store      The state store's interface: how code outside launcher/state reaches the state DB
 
 Every public name of launcher.state.db is importable from here too
@@ -21,13 +31,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from launcher.state.db import CORE_MIGRATIONS as CORE_MIGRATIONS
     from launcher.state.db import ClusterEvent as ClusterEvent
     from launcher.state.db import ClusterLock as ClusterLock
     from launcher.state.db import ClusterRecord as ClusterRecord
     from launcher.state.db import ClusterStatus as ClusterStatus
     from launcher.state.db import InvalidClusterNameError as InvalidClusterNameError
-    from launcher.state.db import Migration as Migration
     from launcher.state.db import NodeRecord as NodeRecord
     from launcher.state.db import PlacementRecord as PlacementRecord
     from launcher.state.db import StateDamagedError as StateDamagedError
@@ -42,13 +50,11 @@ if TYPE_CHECKING:
     from launcher.state.db import validate_cluster_name as validate_cluster_name
 
 __all__ = [
-    "CORE_MIGRATIONS",
     "ClusterEvent",
     "ClusterLock",
     "ClusterRecord",
     "ClusterStatus",
     "InvalidClusterNameError",
-    "Migration",
     "NodeRecord",
     "PlacementRecord",
     "StateDB",
@@ -66,9 +72,19 @@ __all__ = [
 # The package's modules: never looked up in db (the import system loads them).
 _MODULES = frozenset({
     "db",
+    "dburl",
     "diskspace",
+    "engine",
+    "errors",
     "files",
+    "legacy",
+    "logstore",
     "locks",
+    "migrate",
+    "migrations",
+    "rows",
+    "schema",
+    "sqlite_conn",
     "store",
 })
 

@@ -1,26 +1,25 @@
 """The client-side state DB: clusters, their nodes, events and the cost ledger.
 
 One SQLite file, `$LAUNCHER_HOME/state.db` (default `~/.launcher/state.db`), in WAL
-mode with a busy timeout, so several CLI processes can read and write at once.
-Every table has explicit typed columns; nothing is pickled and there are no JSON
-blobs. Rows come back as frozen dataclasses.
+mode with a busy timeout, so several CLI processes can read and write at once; or,
+for a team server, a PostgreSQL database (`LAUNCHER_DB_URL` / `db:`; see
+launcher/state/engine.py). Every table has explicit typed columns (schema.py);
+nothing is pickled and there are no JSON blobs. Rows come back as frozen dataclasses.
 
-Schema changes are versioned migrations, applied in order inside one
-`BEGIN IMMEDIATE` transaction (so two processes opening a fresh DB at once apply
-each migration exactly once). Each *component* has its own migration chain in
-the `schema_version` table: the core chain (`"core"`, below) owns clusters,
-nodes, events and the ledger; managed jobs (issue 4) keep their tables in their
-own chain by calling `StateDB.migrate("jobs", JOBS_MIGRATIONS)` when they open
-the DB, without editing this file. A DB written by a newer launcher (a version
-above the newest one known here) is refused with `StateError`, never guessed at.
+The schema (every component's tables: clusters, managed jobs, the API server's) is
+versioned by Alembic (migrate.py): opening the DB brings it to this launcher's
+revision inside one write transaction, so two processes opening a fresh DB at once
+migrate it once. A DB written by a newer launcher is refused with `StateError`,
+never downgraded; a SQLite file from before Alembic is upgraded (legacy.py).
 
 The file at rest (launcher/state/files.py): created 0600 in a 0700 home; an empty
 or damaged file raises `StateDamagedError` (how to recover, never a raw sqlite3
 error); rotating backups `state.db.bak.1..3` after migrations and hourly on writes.
 
 Concurrency rules:
-- Short writes use `transaction()` (BEGIN IMMEDIATE, so a writer never deadlocks
-  upgrading a read lock).
+- Short writes use `transaction()` (SQLite: BEGIN IMMEDIATE, so a writer never
+  deadlocks upgrading a read lock; PostgreSQL: BEGIN, and a read that a write
+  depends on locks its rows with `store.for_update`).
 - Long operations on one cluster (launch, exec's sync+setup, stop/start/down)
   hold `cluster_lock(name)` (launcher/state/locks.py, re-exported here): an
   `fcntl.flock` on `$LAUNCHER_HOME/locks/<name>.lock`.
@@ -34,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import re
-import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -45,7 +43,7 @@ from launcher.catalog.money import format_money
 from launcher.clouds.base import ClusterInfo, NodeInfo
 from launcher.errors import ClusterBusyError, ClusterNotFoundError, LauncherError
 from launcher.state import files as state_files
-from launcher.state import store
+from launcher.state import migrate, store
 from launcher.state.files import StateDamagedError, StateError
 from launcher.state.locks import (
     ClusterLock,
@@ -184,91 +182,6 @@ class UsageEntry:
         return max(0.0, end - self.started_at) / 3600.0 * self.hourly_cost
 
 
-# --------------------------------------------------------------------- migrations
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    description: str
-    statements: tuple[str, ...]
-
-
-CORE_MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "clusters, nodes, events, cost ledger",
-        (
-            """CREATE TABLE IF NOT EXISTS clusters (
-                name TEXT PRIMARY KEY,
-                cloud TEXT NOT NULL,
-                region TEXT NOT NULL,
-                zone TEXT,
-                instance_type TEXT NOT NULL,
-                num_nodes INTEGER NOT NULL CHECK (num_nodes >= 1),
-                use_spot INTEGER NOT NULL,
-                accelerator TEXT,
-                accelerator_count REAL NOT NULL DEFAULT 0,
-                status TEXT NOT NULL,
-                hourly_cost REAL NOT NULL DEFAULT 0,
-                autostop_minutes REAL,
-                autostop_down INTEGER NOT NULL DEFAULT 0,
-                launched_at REAL NOT NULL,
-                status_changed_at REAL NOT NULL,
-                task_name TEXT,
-                resources TEXT NOT NULL DEFAULT '',
-                ssh_key_path TEXT,
-                owner TEXT
-            )""",
-            """CREATE TABLE IF NOT EXISTS cluster_nodes (
-                cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
-                rank INTEGER NOT NULL,
-                node_id TEXT NOT NULL,
-                internal_ip TEXT NOT NULL,
-                external_ip TEXT,
-                ssh_user TEXT,
-                ssh_port INTEGER NOT NULL DEFAULT 22,
-                ssh_host_key TEXT,
-                local_root TEXT,
-                PRIMARY KEY (cluster, rank)
-            )""",
-            """CREATE TABLE IF NOT EXISTS cluster_events (
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
-                cluster TEXT NOT NULL,
-                ts REAL NOT NULL,
-                kind TEXT NOT NULL,
-                cloud TEXT,
-                message TEXT NOT NULL
-            )""",
-            "CREATE INDEX IF NOT EXISTS cluster_events_by_cluster ON cluster_events (cluster, id)",
-            """CREATE TABLE IF NOT EXISTS cost_ledger (
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
-                cluster TEXT NOT NULL,
-                cloud TEXT NOT NULL,
-                region TEXT NOT NULL,
-                zone TEXT,
-                instance_type TEXT NOT NULL,
-                num_nodes INTEGER NOT NULL,
-                use_spot INTEGER NOT NULL,
-                hourly_cost REAL NOT NULL,
-                started_at REAL NOT NULL,
-                ended_at REAL,
-                end_reason TEXT,
-                owner TEXT
-            )""",
-            "CREATE INDEX IF NOT EXISTS cost_ledger_by_cluster ON cost_ledger (cluster, ended_at)",
-        ),
-    ),
-    Migration(
-        2,
-        "clusters: the pid and host of the process bringing the cluster up",
-        (
-            "ALTER TABLE clusters ADD COLUMN launch_pid INTEGER",
-            "ALTER TABLE clusters ADD COLUMN launch_host TEXT",
-        ),
-    ),
-)
-
 _CLUSTER_COLUMNS = (
     "name, cloud, region, zone, instance_type, num_nodes, use_spot, accelerator, "
     "accelerator_count, status, hourly_cost, autostop_minutes, autostop_down, launched_at, "
@@ -283,7 +196,7 @@ _USAGE_COLUMNS = (
 )
 
 
-def _cluster_row(r: sqlite3.Row) -> ClusterRecord:
+def _cluster_row(r: store.Row) -> ClusterRecord:
     return ClusterRecord(
         name=r[0],
         cloud=r[1],
@@ -309,7 +222,7 @@ def _cluster_row(r: sqlite3.Row) -> ClusterRecord:
     )
 
 
-def _usage_row(r: sqlite3.Row) -> UsageEntry:
+def _usage_row(r: store.Row) -> UsageEntry:
     return UsageEntry(
         id=int(r[0]),
         cluster=r[1],
@@ -362,49 +275,23 @@ class StateDB:
         except store.STORAGE_ERRORS as exc:
             raise store.open_error(self.path, exc) from exc
         try:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            self._enable_wal(busy_timeout)
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            self.migrate("core", CORE_MIGRATIONS)
-            state_files.mark_created(self.path)
+            store.opened(self._conn, self.path, migrate.ensure_schema(self._conn))
         except BaseException as exc:
             self._conn.close()
-            if isinstance(exc, store.STORAGE_ERRORS):
+            if isinstance(exc, store.STORAGE_ERRORS) and not isinstance(exc, StateError):
                 raise store.open_error(self.path, exc) from exc
             raise
-
-    def _enable_wal(self, busy_timeout: float) -> None:
-        """Put the file in WAL mode (persistent, so only a fresh DB needs the switch).
-
-        Switching a fresh file to WAL needs an exclusive lock, and SQLite may answer
-        SQLITE_BUSY at once instead of calling the busy handler when another process
-        is opening the same fresh file; so that one step is retried for up to
-        `busy_timeout` seconds. Raises sqlite3.OperationalError when it never succeeds.
-        """
-        deadline = time.monotonic() + busy_timeout
-        delay = 0.005
-        while True:
-            try:
-                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    self._conn.execute("PRAGMA journal_mode = WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-                if time.monotonic() + delay > deadline:
-                    raise
-                time.sleep(delay)  # no event to wait on: another process holds the file lock
-                delay = min(delay * 2, 0.2)
 
     def close(self) -> None:
         self._conn.close()
 
     def check_integrity(self) -> None:
         """Run SQLite's `quick_check` over the whole file (O(size)). Raises
-        StateDamagedError naming the file and how to recover."""
-        state_files.verify(self._conn, self.path)
+        StateDamagedError naming the file and how to recover. (A database server
+        checks its own pages: nothing to do.)"""
+        handle = store.sqlite_handle(self._conn)
+        if handle is not None:
+            state_files.verify(handle, self.path)
 
     def __enter__(self) -> StateDB:
         return self
@@ -415,20 +302,23 @@ class StateDB:
     # -- transactions and migrations
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error). Not re-entrant."""
+    def transaction(self) -> Iterator[store.Connection]:
+        """A write transaction (store.immediate): committed at the end of the block,
+        rolled back on error. Not re-entrant."""
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
+            self._conn.begin_write()
+        except store.STORE_ERRORS as exc:
+            if isinstance(exc, StateError):
+                raise
             raise StateError(f"The state DB at {self.path} is busy or locked: {exc}") from exc
         try:
             yield self._conn
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            self._conn.rollback()
             raise
         else:
-            self._conn.execute("COMMIT")
-        state_files.maybe_backup(self._conn, self.path)
+            self._conn.commit()
+        store.after_write(self._conn, self.path)
 
     def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         """The rows of one read statement (SELECT), run outside any transaction: a
@@ -443,53 +333,10 @@ class StateDB:
         rows = self.query(sql, params)
         return rows[0] if rows else None
 
-    def schema_version(self, component: str) -> int:
-        row = self._conn.execute(
-            "SELECT MAX(version) FROM schema_version WHERE component = ?", (component,)
-        ).fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
-
-    def migrate(self, component: str, migrations: Sequence[Migration]) -> int:
-        """Apply `component`'s migrations newer than the DB's, in version order.
-
-        Idempotent and safe against concurrent callers (one transaction, re-reads
-        the version inside it). Returns the resulting version. Raises StateError
-        when the DB is newer than the newest migration given.
-
-        Every migration of an existing DB (anything but creating the core tables of a
-        new one) is followed by a backup (state_files.backup_now).
-        """
-        ordered = sorted(migrations, key=lambda m: m.version)
-        newest = ordered[-1].version if ordered else 0
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version ("
-            " component TEXT NOT NULL, version INTEGER NOT NULL, description TEXT NOT NULL,"
-            " applied_at REAL NOT NULL, PRIMARY KEY (component, version))"
-        )
-        current = self.schema_version(component)
-        if current == newest:
-            return current  # fast path: no write transaction on every CLI call
-        with self.transaction() as conn:
-            current = self.schema_version(component)
-            if current > newest:
-                raise StateError(
-                    f"The state DB at {self.path} has '{component}' schema version {current}, "
-                    f"newer than this launcher knows ({newest}). Upgrade launcher."
-                )
-            for m in ordered:
-                if m.version <= current:
-                    continue
-                for stmt in m.statements:
-                    conn.execute(stmt)
-                conn.execute(
-                    "INSERT INTO schema_version (component, version, description, applied_at)"
-                    " VALUES (?, ?, ?, ?)",
-                    (component, m.version, m.description, time.time()),
-                )
-            upgraded = current > 0 or component != "core"  # an existing DB changed
-        if upgraded:
-            state_files.backup_now(self._conn, self.path)
-        return self.schema_version(component)
+    @property
+    def is_sqlite(self) -> bool:
+        """Whether this is the SQLite file (not a database server)."""
+        return store.is_sqlite(self._conn)
 
     # -- clusters
 
@@ -530,6 +377,17 @@ class StateDB:
         the one launching it (`launch_pid` / `launch_host`).
         """
         now = time.time()
+        try:
+            self._insert_cluster(name, placement, now, task_name, ssh_key_path, owner)
+        except store.INTEGRITY_ERRORS as exc:  # another process inserted it first
+            raise ClusterBusyError(f"Cluster {name!r} already exists.") from exc
+        rec = self.get_cluster(name)
+        assert rec is not None
+        return rec
+
+    def _insert_cluster(self, name: str, placement: PlacementRecord, now: float,
+                        task_name: str | None, ssh_key_path: str | None,
+                        owner: str | None) -> None:
         pid, host = launcher_process()
         with self.transaction() as conn:
             if conn.execute("SELECT 1 FROM clusters WHERE name = ?", (name,)).fetchone():
@@ -560,9 +418,6 @@ class StateDB:
                 ),
             )
             self._event(conn, name, "created", placement.cloud, _describe(placement))
-        rec = self.get_cluster(name)
-        assert rec is not None
-        return rec
 
     def set_placement(self, name: str, placement: PlacementRecord) -> None:
         """Record where the next provisioning attempt goes (before calling the cloud)."""
@@ -688,7 +543,7 @@ class StateDB:
 
     @staticmethod
     def _event(
-        conn: sqlite3.Connection, cluster: str, kind: str, cloud: str | None, message: str
+        conn: store.Connection, cluster: str, kind: str, cloud: str | None, message: str
     ) -> None:
         conn.execute(
             "INSERT INTO cluster_events (cluster, ts, kind, cloud, message) VALUES (?, ?, ?, ?, ?)",
@@ -721,6 +576,9 @@ class StateDB:
     def open_usage(self, rec: ClusterRecord, started_at: float | None = None) -> None:
         """Start billing `rec` (its current placement). No-op if an entry is already open."""
         with self.transaction() as conn:
+            # the cluster's row is the lock two servers opening its entry at once share
+            conn.execute("SELECT 1 FROM clusters WHERE name=?" + store.for_update(conn),
+                         (rec.name,))
             if conn.execute(
                 "SELECT 1 FROM cost_ledger WHERE cluster=? AND ended_at IS NULL", (rec.name,)
             ).fetchone():

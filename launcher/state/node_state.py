@@ -2,7 +2,7 @@
 health finding, so a cluster's page can show per node what is known without asking
 the cloud again.
 
-Own migration chain ("node-state", see launcher/state/db.py), one table:
+One table (launcher/state/schema.py, Alembic revision 0004):
 `node_state(cluster, launched_at, node_id, kind, value, detail, seen_at, source)`,
 kind `state` (the cloud's view: up, preempted, unreachable, stopped, terminated,
 pending) or `health` (the health gate's or `launcher health`'s ok / warn / fail with
@@ -22,28 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from launcher.clouds.base import NodeState
-from launcher.state.db import ClusterRecord, ClusterStatus, Migration, StateDB
-
-COMPONENT = "node-state"
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "each node's last reported state and health finding",
-        (
-            """CREATE TABLE IF NOT EXISTS node_state (
-                cluster TEXT NOT NULL,
-                launched_at REAL NOT NULL,
-                node_id TEXT NOT NULL,
-                kind TEXT NOT NULL CHECK (kind IN ('state', 'health')),
-                value TEXT NOT NULL,
-                detail TEXT NOT NULL,
-                seen_at REAL NOT NULL,
-                source TEXT NOT NULL,
-                PRIMARY KEY (cluster, node_id, kind)
-            )""",
-        ),
-    ),
-)
+from launcher.state.db import ClusterRecord, ClusterStatus, StateDB
 
 # The cloud's NodeState as a node's state on a page.
 WORDS: dict[NodeState, str] = {
@@ -68,7 +47,6 @@ class Report:
 
 def _write(db: StateDB, rec: ClusterRecord, kind: str,
            rows: Sequence[tuple[str, str, str]], seen_at: float, source: str) -> None:
-    db.migrate(COMPONENT, MIGRATIONS)
     with db.transaction() as conn:
         # reports on clusters since taken down (or launched again) go: the table stays
         # as small as the clusters there are (writes are rare: refreshes, health checks)
@@ -77,8 +55,11 @@ def _write(db: StateDB, rec: ClusterRecord, kind: str,
             " c.name = node_state.cluster AND abs(c.launched_at - node_state.launched_at)"
             " < 1e-6)")
         conn.executemany(
-            "INSERT OR REPLACE INTO node_state (cluster, launched_at, node_id, kind, value,"
-            " detail, seen_at, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO node_state (cluster, launched_at, node_id, kind, value, detail,"
+            " seen_at, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (cluster, node_id, kind) DO UPDATE SET launched_at ="
+            " excluded.launched_at, value = excluded.value, detail = excluded.detail,"
+            " seen_at = excluded.seen_at, source = excluded.source",
             [(rec.name, rec.launched_at, node_id, kind, value, detail, seen_at, source)
              for node_id, value, detail in rows])
 
@@ -101,7 +82,6 @@ def record_health(db: StateDB, rec: ClusterRecord, findings: Sequence[tuple[int,
 def load(db: StateDB, rec: ClusterRecord) -> dict[str, dict[str, Report]]:
     """node id -> {"state": Report, "health": Report (only if recorded)} for the nodes of
     `rec`'s current incarnation that have reports (see the module docstring)."""
-    db.migrate(COMPONENT, MIGRATIONS)
     rows = db.query(
         "SELECT node_id, kind, value, detail, seen_at, source, launched_at FROM node_state"
         " WHERE cluster = ?", (rec.name,))

@@ -103,8 +103,8 @@ def test_a_managed_jobs_init_cluster_points_at_the_controller() -> None:
     with StateDB() as db:
         db.create_cluster("mj-3-2", PlacementRecord("local", "local", None, "local-cpu", 1, False),
                           owner="managed-job:3")
-        db._conn.execute("UPDATE clusters SET launch_pid=? WHERE name='mj-3-2'", (dead.pid,))
-        db._conn.commit()
+        with db.transaction() as conn:
+            conn.execute("UPDATE clusters SET launch_pid=? WHERE name='mj-3-2'", (dead.pid,))
     notes: list[str] = []
     api.status(notes=notes)
     (line,) = notes

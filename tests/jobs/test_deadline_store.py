@@ -6,12 +6,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from launcher.jobs import deadline_store as dl
 from launcher.jobs import paths
 from launcher.jobs.controller.deadline import restart_overhead_s
 from launcher.jobs.deadline_store import DeadlineSpec
 from launcher.jobs.store import JobRow, JobStore
 from launcher.task.policies import DEFAULT_RESTART_OVERHEAD_S
+
+# every test runs on both engines (tests/conftest.py, db_engine)
+pytestmark = pytest.mark.usefixtures("db_engine")
 
 
 def _job(store: JobStore, *, overhead: float | None, progress: str = "wall") -> JobRow:

@@ -82,14 +82,15 @@ def test_taken_down_clusters_count_for_who_launched_them(
 
 def test_clusters_launched_before_the_upgrade_keep_their_launcher(
         tokens: dict[str, str]) -> None:
-    """Migration 2 copies who launched each cluster still there into the kept table."""
+    """Revision 0004 copies who launched each cluster still there into the kept table."""
     with StateDB() as db:
         db.create_cluster("old", PlacementRecord("aws", "us-east-1", None, "m5.large", 1,
                                                  False, hourly_cost=1.0))
-        with db.transaction() as conn:  # as the v1 server recorded it
+        with db.transaction() as conn:  # as a server at revision 0003 recorded it
             conn.execute("UPDATE clusters SET launched_by = 'bob' WHERE name = 'old'")
-            conn.execute("DELETE FROM api_cluster_launches")
-            conn.execute("DELETE FROM schema_version WHERE component = 'server' AND version = 2")
+            conn.execute("DROP TABLE api_cluster_launches")
+            conn.execute("DROP TABLE node_state")
+            conn.execute("UPDATE alembic_version SET version_num = '0003'")
     with ServerStore() as s:
         assert [u for _, u in s.cluster_launches()["old"]] == ["bob"]
 

@@ -4,6 +4,7 @@ home, rotating backups (at migrations, hourly on writes, never of a damaged DB).
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -14,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from launcher.state import files as state_files
-from launcher.state.db import Migration, StateDamagedError, StateDB
+from launcher.state.db import StateDamagedError, StateDB
+
+FIXTURES = Path(__file__).with_name("fixtures")
 
 
 def _mode(p: Path) -> int:
@@ -95,25 +98,27 @@ def _backups(home: Path) -> list[str]:
     return sorted(p.name for p in home.glob("state.db.bak.*") if not p.name.endswith("lock"))
 
 
-def test_backups_at_each_migration_rotate_three(launcher_home: Path) -> None:
-    db = StateDB()
-    try:
-        base = len(_backups(launcher_home))
-        assert base == 1  # the first write of a new DB
-        for v in range(1, 5):
-            chain = [Migration(i, f"t{i}", (f"CREATE TABLE t{i} (x INTEGER)",))
-                     for i in range(1, v + 1)]
-            db.migrate("test-component", chain)
-        # v1 created the component (no backup: the hour has not passed); v2..v4 upgraded it
-        assert _backups(launcher_home) == ["state.db.bak.1", "state.db.bak.2", "state.db.bak.3"]
-    finally:
-        db.close()
+def test_a_migrated_db_is_backed_up_and_backups_rotate_three(launcher_home: Path) -> None:
+    """A file from the release before Alembic is backed up once migrated (the backup
+    holds the new schema); backups keep the newest three."""
+    path = launcher_home / "state.db"
+    shutil.copyfile(FIXTURES / "release_state.db", path)
+    os.chmod(path, 0o600)
+    StateDB().close()
+    assert _backups(launcher_home) == ["state.db.bak.1"]
     newest = sqlite3.connect(launcher_home / "state.db.bak.1")
     try:
         tables = {r[0] for r in newest.execute("SELECT name FROM sqlite_master")}
+        assert {"alembic_version", "provision_attempts"} <= tables
     finally:
         newest.close()
-    assert {"t1", "t2", "t3", "t4"} <= tables  # the backup follows the migration it records
+    conn = sqlite3.connect(path)
+    try:
+        for _ in range(4):
+            assert state_files.backup_now(conn, path) is True
+    finally:
+        conn.close()
+    assert _backups(launcher_home) == ["state.db.bak.1", "state.db.bak.2", "state.db.bak.3"]
     assert _mode(launcher_home / "state.db.bak.1") == 0o600
 
 

@@ -16,11 +16,10 @@ import pytest
 
 from launcher.clouds.base import NodeInfo
 from launcher.errors import ClusterBusyError, ClusterNotFoundError
+from launcher.state import legacy, migrate
 from launcher.state.db import (
-    CORE_MIGRATIONS,
     ClusterStatus,
     InvalidClusterNameError,
-    Migration,
     PlacementRecord,
     StateDB,
     StateError,
@@ -40,65 +39,82 @@ PLACEMENT = PlacementRecord(
     resources="2x local-cpu",
 )
 
+# every test runs on both engines (tests/conftest.py, db_engine)
+pytestmark = pytest.mark.usefixtures("db_engine")
 
-def test_fresh_db_is_wal_and_at_newest_core_version(launcher_home: Path) -> None:
+
+@pytest.mark.sqlite_only
+def test_fresh_db_is_wal_and_at_the_newest_revision(launcher_home: Path) -> None:
     with StateDB() as db:
         assert db.path == launcher_home / "state.db"
-        assert db.schema_version("core") == CORE_MIGRATIONS[-1].version
+        assert migrate.current_revision(db._conn) == migrate.HEAD
     conn = sqlite3.connect(str(launcher_home / "state.db"))
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     cols = [r[1] for r in conn.execute("PRAGMA table_info(clusters)")]
     assert {"name", "cloud", "status", "hourly_cost", "autostop_minutes"} <= set(cols)
 
 
-def test_component_migrations_apply_in_order_once_and_refuse_newer_db() -> None:
-    chain = [
-        Migration(2, "add col", ("ALTER TABLE widgets ADD COLUMN size INTEGER",)),
-        Migration(1, "widgets", ("CREATE TABLE widgets (id INTEGER PRIMARY KEY)",)),
-    ]
-    with StateDB() as db:
-        assert db.migrate("widgets", chain) == 2
-        assert db.migrate("widgets", chain) == 2  # idempotent: ALTER not re-run
-        db._conn.execute("INSERT INTO widgets (id, size) VALUES (1, 3)")
-        with pytest.raises(StateError, match="newer than this launcher"):
-            db.migrate("widgets", chain[1:])
-    # a later launcher adds migration 3: only it runs
-    chain.append(Migration(3, "idx", ("CREATE INDEX widgets_size ON widgets (size)",)))
-    with StateDB() as db:
-        assert db.migrate("widgets", chain) == 3
-        rows = db._conn.execute(
-            "SELECT version FROM schema_version WHERE component='widgets' ORDER BY version"
-        ).fetchall()
-        assert [r[0] for r in rows] == [1, 2, 3]
+def test_head_is_the_newest_revision_of_the_scripts() -> None:
+    """migrate.HEAD (the fast path's answer) names the newest script in versions/."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory(str(Path(migrate.__file__).with_name("migrations")))
+    assert scripts.get_heads() == [migrate.HEAD]
+    assert migrate.HEAD in migrate.known_revisions()
 
 
-def test_query_reads_a_components_table_and_refuses_writes() -> None:
+@pytest.mark.sqlite_only
+def test_a_db_from_a_newer_launcher_is_refused_and_left_alone(launcher_home: Path) -> None:
+    StateDB().close()
+    conn = sqlite3.connect(launcher_home / "state.db")
+    conn.execute("UPDATE alembic_version SET version_num = 'a1b2c3'")
+    conn.commit()
+    with pytest.raises(StateError, match=r"revision a1b2c3, which this launcher does not know"
+                                         r".*never downgraded"):
+        StateDB()
+    assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("a1b2c3",)]
+    conn.close()
+
+
+@pytest.mark.sqlite_only
+def test_a_legacy_chain_newer_than_the_launcher_is_refused(launcher_home: Path) -> None:
+    conn = sqlite3.connect(launcher_home / "state.db")
+    conn.execute("CREATE TABLE schema_version (component TEXT NOT NULL, version INTEGER NOT "
+                 "NULL, description TEXT NOT NULL, applied_at REAL NOT NULL)")
+    conn.execute("INSERT INTO schema_version VALUES ('core', 7, 'future', 0)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StateError, match="'core' schema version 7, newer than this launcher"):
+        StateDB()
+
+
+def test_query_reads_a_table_and_refuses_writes() -> None:
     with StateDB() as db:
-        db.migrate("widgets", [Migration(1, "w", ("CREATE TABLE widgets (id INTEGER, n TEXT)",))])
         with db.transaction() as conn:
-            conn.executemany("INSERT INTO widgets VALUES (?, ?)", [(1, "a"), (2, "b")])
-        assert db.query("SELECT id, n FROM widgets ORDER BY id") == [(1, "a"), (2, "b")]
-        assert db.query_one("SELECT n FROM widgets WHERE id = ?", (2,)) == ("b",)
-        assert db.query_one("SELECT n FROM widgets WHERE id = ?", (3,)) is None
+            conn.executemany("INSERT INTO api_audit (at, \"user\", action, target) "
+                             "VALUES (?, 'u', ?, 't')", [(1, "a"), (2, "b")])
+        assert db.query("SELECT at, action FROM api_audit ORDER BY id") == [(1, "a"), (2, "b")]
+        assert db.query_one("SELECT action FROM api_audit WHERE at = ?", (2,)) == ("b",)
+        assert db.query_one("SELECT action FROM api_audit WHERE at = ?", (3,)) is None
         with pytest.raises(ValueError, match="for reads; got 'DELETE'"):
-            db.query("DELETE FROM widgets")
-        assert len(db.query("SELECT * FROM widgets")) == 2
+            db.query("DELETE FROM api_audit")
+        assert len(db.query("SELECT * FROM api_audit")) == 2
 
 
-def _open_and_migrate(home: str, q: mp.Queue) -> None:  # type: ignore[type-arg]
+def _open(home: str, q: mp.Queue) -> None:  # type: ignore[type-arg]
     os.environ["LAUNCHER_HOME"] = home
     try:
-        with StateDB() as db:
-            db.migrate("extra", [Migration(1, "t", ("CREATE TABLE extra (x INTEGER)",))])
+        with StateDB():
+            pass
         q.put("ok")
     except Exception as exc:  # reported to the parent
         q.put(repr(exc))
 
 
-def test_concurrent_first_open_applies_each_migration_once(launcher_home: Path) -> None:
+def test_concurrent_first_open_migrates_once(launcher_home: Path) -> None:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_open_and_migrate, args=(str(launcher_home), q)) for _ in range(4)]
+    procs = [ctx.Process(target=_open, args=(str(launcher_home), q)) for _ in range(4)]
     for p in procs:
         p.start()
     for p in procs:
@@ -106,10 +122,8 @@ def test_concurrent_first_open_applies_each_migration_once(launcher_home: Path) 
     results = [q.get(timeout=5) for _ in procs]
     assert results == ["ok"] * 4
     with StateDB() as db:
-        rows = db._conn.execute("SELECT component, version FROM schema_version").fetchall()
-    assert sorted(rows) == sorted(
-        [("core", m.version) for m in CORE_MIGRATIONS] + [("extra", 1)]
-    )
+        assert db.query("SELECT version_num FROM alembic_version") == [(migrate.HEAD,)]
+        assert db.query("SELECT component, version FROM schema_version") == [("job-secrets", 1)]
 
 
 def test_cluster_rows_roundtrip_typed() -> None:
@@ -242,6 +256,7 @@ def test_lock_wait_succeeds_when_holder_releases() -> None:
         pass
 
 
+@pytest.mark.sqlite_only
 def test_core_migration_2_adds_the_launching_process_to_existing_clusters(
         launcher_home: Path) -> None:
     """A DB written before migration 2 (no launch_pid / launch_host): its clusters are
@@ -251,7 +266,7 @@ def test_core_migration_2_adds_the_launching_process_to_existing_clusters(
     conn.execute("CREATE TABLE schema_version (component TEXT NOT NULL, version INTEGER NOT "
                  "NULL, description TEXT NOT NULL, applied_at REAL NOT NULL, PRIMARY KEY "
                  "(component, version))")
-    for stmt in CORE_MIGRATIONS[0].statements:
+    for stmt in legacy.CORE_MIGRATIONS[0].statements:
         conn.execute(stmt)
     conn.execute("INSERT INTO schema_version VALUES ('core', 1, 'v1', 0)")
     conn.execute("INSERT INTO clusters (name, cloud, region, instance_type, num_nodes, use_spot,"
@@ -261,7 +276,9 @@ def test_core_migration_2_adds_the_launching_process_to_existing_clusters(
     conn.close()
     os.chmod(path, 0o600)
     with StateDB() as db:
-        assert db.schema_version("core") == 2
+        assert migrate.current_revision(db._conn) == migrate.HEAD
+        assert db.query_one("SELECT MAX(version) FROM schema_version WHERE component = 'core'"
+                            ) == (2,)
         old = db.require_cluster("old")
         assert (old.launch_pid, old.launch_host) == (None, None)
         new = db.create_cluster("new", PLACEMENT)

@@ -11,7 +11,11 @@ import pytest
 from launcher.state import store
 from launcher.state.files import StateError
 
+# every test runs on both engines (tests/conftest.py, db_engine)
+pytestmark = pytest.mark.usefixtures("db_engine")
 
+
+@pytest.mark.sqlite_only
 def test_connect_creates_the_file_private_and_reads_rows_by_name(tmp_path: Path) -> None:
     path = tmp_path / "home" / "state.db"
     path.parent.mkdir(mode=0o700)
@@ -38,6 +42,7 @@ def test_immediate_commits_and_rolls_back(tmp_path: Path) -> None:
     conn.close()
 
 
+@pytest.mark.sqlite_only
 def test_readonly_never_creates_nor_writes(tmp_path: Path) -> None:
     missing = tmp_path / "missing.db"
     with pytest.raises(store.STORE_ERRORS):

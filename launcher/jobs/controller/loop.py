@@ -34,9 +34,11 @@ from launcher.jobs.controller.settings import ControllerConfig
 from launcher.jobs.controller.watch import Watcher
 from launcher.jobs.crash import CrashPoints, SimulatedCrash
 from launcher.jobs.state_machine import ManagedJobStatus as S
-from launcher.jobs.store import AttemptPhase, JobRow, JobStore
+from launcher.jobs.store import AttemptPhase, JobRow, JobStore, LeaseLostError
+from launcher.state.store import StoreUnavailableError
 
 if TYPE_CHECKING:
+    from launcher.jobs.leases import Leases
     from launcher.task.model import Task
 
 log = logging.getLogger("launcher.jobs.controller")
@@ -79,6 +81,9 @@ class Controller:
                                self.deadline, self.steps)
         self._drivers: dict[int, asyncio.Task[None]] = {}
         self._driver_failures: dict[int, int] = {}
+        # Server replicas on one database (launcher/jobs/leases.py): only leased jobs are
+        # driven, and the store's fence refuses writes on a job whose lease was lost.
+        self.leases: Leases | None = None
 
     @property
     def store(self) -> JobStore:
@@ -115,11 +120,16 @@ class Controller:
             while not stop.is_set():
                 if ctx.crashed is not None:
                     raise ctx.crashed
-                live = ctx.store.live_job_ids()
+                scanned = self._scan()
+                if scanned is None:  # the state DB is away: try again a scan later
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), timeout=cfg.scan_s)
+                    continue
+                live, cancels = scanned
                 for jid in live:
                     if jid not in self._drivers:
                         self._start_driver(jid)
-                for jid in ctx.store.cancel_requested_ids():
+                for jid in cancels:
                     if jid in self._drivers:
                         ctx.cancels.request(jid)
                 self._reap_drivers()
@@ -142,6 +152,28 @@ class Controller:
             await ctx.poller.stop()
             ctx.shutdown(crashed=crashed)
 
+    def _scan(self) -> tuple[list[int], set[int]] | None:
+        """The live jobs to drive (with leases: those held) and the cancels asked for;
+        None while the state DB cannot be reached (a database server's outage)."""
+        try:
+            live = self.ctx.store.live_job_ids()
+            if self.leases is not None:
+                live = self._leased(live)
+            return live, self.ctx.store.cancel_requested_ids()
+        except StoreUnavailableError as exc:
+            log.warning("the state DB is unreachable: %s", exc)
+            return None
+
+    def _leased(self, live: list[int]) -> list[int]:
+        """Renew and claim leases; stop the drivers of jobs whose lease was lost (their
+        new holder resumes them from the DB). Returns the live jobs held."""
+        assert self.leases is not None
+        held = self.leases.refresh()
+        for jid, task in self._drivers.items():
+            if jid not in held:
+                task.cancel()
+        return [j for j in live if j in held]
+
     def _start_driver(self, job_id: int) -> None:
         self.ctx.cancels.event(job_id)
         self._drivers[job_id] = asyncio.ensure_future(self._drive(job_id))
@@ -158,8 +190,11 @@ class Controller:
             if isinstance(exc, SimulatedCrash):
                 ctx.crashed = exc
                 raise exc
-            if exc is None:
+            if exc is None or isinstance(exc, LeaseLostError):  # lost: its new holder goes on
                 ctx.cancels.forget(jid)
+                continue
+            if isinstance(exc, StoreUnavailableError):  # the DB, not the job: next scan
+                log.warning("job %d: the state DB is unreachable: %s", jid, exc)
                 continue
             n = self._driver_failures.get(jid, 0) + 1
             self._driver_failures[jid] = n

@@ -1,0 +1,1 @@
+"""Alembic's scripts for the state DB (env.py, versions/): run by launcher/state/migrate.py."""
