@@ -624,6 +624,10 @@ def make_node(name: str, *, ip: str, cpu: int = 32, memory_gi: int = 256, gpus: 
                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                    "message": "kubelet is posting ready status",
                                    "lastHeartbeatTime": now(), "lastTransitionTime": now()}],
-                   "nodeInfo": {"architecture": "amd64", "kubeletVersion": "v1.30.0",
-                                "operatingSystem": "linux"}},
+                   "nodeInfo": {"architecture": "amd64", "bootID": str(uuid.uuid4()),
+                                "containerRuntimeVersion": "containerd://1.7.13",
+                                "kernelVersion": "6.1.0", "kubeProxyVersion": "v1.30.0",
+                                "kubeletVersion": "v1.30.0", "machineID": uuid.uuid4().hex,
+                                "operatingSystem": "linux", "osImage": "Ubuntu 22.04.4 LTS",
+                                "systemUUID": str(uuid.uuid4())}},
     }
