@@ -63,7 +63,9 @@ def default_nodes(fake: K8sFake, prefix: str, count: int = 3, gpus: int = 8) -> 
     for i in range(count):
         fake.add_node(make_node(f"{prefix}-gpu-{i}", ip=f"172.30.{len(prefix)}.{i + 1}", cpu=96,
                                 memory_gi=1024, gpus=gpus, labels=H100))
-    fake.add_node(make_node(f"{prefix}-cpu-0", ip=f"172.30.{len(prefix)}.100", cpu=16, memory_gi=64))
+    for i in range(2):
+        fake.add_node(make_node(f"{prefix}-cpu-{i}", ip=f"172.30.{len(prefix)}.{100 + i}", cpu=16,
+                                memory_gi=64))
 
 
 @pytest.fixture
@@ -98,6 +100,27 @@ def _key_of(fake: K8sFake, pod: dict[str, Any]) -> str | None:
     return None
 
 
+def _image(lab: Any, pod: dict[str, Any]) -> dict[str, str]:
+    """A body's session environment: the pod's NCCL_*/FI_* variables, and for a GPU pod
+    fake GPU tools (tests/fakes) showing the H100s its limit asked for."""
+    from tests.fakes import gpu_image
+
+    container = pod["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container.get("env") or []
+           if e["name"].startswith(("NCCL_", "FI_"))}
+    gpus = int(((container.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0))
+    if gpus:
+        if gpus not in _gpu_images:  # written once: a body may be reading it
+            cfg = Path(lab.workdir) / f"gpu-image-k8s-{gpus}"
+            cfg.mkdir(exist_ok=True)
+            _gpu_images[gpus] = gpu_image(cfg, count=gpus, name="NVIDIA H100 80GB HBM3")
+        env.update(_gpu_images[gpus])
+    return env
+
+
+_gpu_images: dict[int, dict[str, str]] = {}
+
+
 @pytest.fixture
 def k8s_bodies(k8s: K8sEnv, request: pytest.FixtureRequest) -> Iterator[K8sEnv]:
     from tests.aws_moto import ConnectGuard
@@ -116,8 +139,7 @@ def k8s_bodies(k8s: K8sEnv, request: pytest.FixtureRequest) -> Iterator[K8sEnv]:
         for fake in k8s.fakes.values():
             for pod in fake.live_pods():
                 uid = pod["metadata"]["uid"]
-                envs[uid] = {e["name"]: e["value"] for c in pod["spec"]["containers"]
-                             for e in c.get("env") or [] if e["name"].startswith(("NCCL_", "FI_"))}
+                envs[uid] = _image(lab, pod)
                 out.append((uid, pod["status"]["podIP"], _key_of(fake, pod)))
         return out
 

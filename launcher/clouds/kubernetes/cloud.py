@@ -12,7 +12,7 @@ of the context can ever hold (GPU type or count no node has, or fewer such nodes
 num_nodes) is a CapacityError at once, naming the largest node, so failover moves on.
 Else create the Secret (the SSH key), the headless Service and num_nodes pods (an
 object that already exists, from a retried call, is adopted), then watch the pods: all
-Running with an IP -> the ClusterInfo; an image pull error -> InvalidRequestError (the
+Running with an IP -> SSH reached in each pod (host keys pinned) -> the ClusterInfo; an image pull error -> InvalidRequestError (the
 image is the user's); a pod that fails, or any still unschedulable after the
 context's `provision_timeout` -> everything is deleted (and waited for) and a
 CapacityError carries the scheduler's FailedScheduling message. Any other error
@@ -71,6 +71,8 @@ from launcher.clouds.kubernetes.states import PodVerdict, unschedulable, verdict
 
 log = logging.getLogger(__name__)
 TEARDOWN_WAIT_S = 120.0
+# a running pod's sshd may first be installed by its start script (an image without one)
+SSH_WAIT_S = 600.0
 _NO_FABRIC = (None, "any", "ethernet")
 # the kinds teardown deletes, in order (pods first: they use the others)
 _KINDS = ("pods", "services", "secrets", "persistentvolumeclaims")
@@ -85,6 +87,11 @@ class KubernetesCloud:
     """See the module docstring."""
 
     name = CLOUD
+
+    def __init__(self, node_waiter: Callable[[ClusterInfo, float], ClusterInfo] | None = None) -> None:
+        """`node_waiter(info, deadline)`: brings the running pods into reach (default:
+        SSH up, host keys pinned, the cluster key installed)."""
+        self._node_waiter = node_waiter
 
     # ---- check -----------------------------------------------------------------------
 
@@ -132,18 +139,33 @@ class KubernetesCloud:
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
         """See Cloud.provision and the module docstring."""
+        import dataclasses
+
+        from launcher.runtime.keys import ensure_user_key
+
         ctx = context(req.region)
         shape, k = self._shape(ctx, req)
-        if not req.ssh_public_key:
-            raise InvalidRequestError("a Kubernetes launch needs the SSH public key sshd in the "
-                                      "pods authorizes.", cloud=CLOUD, region=req.region)
+        user_key = ensure_user_key()
+        req = dataclasses.replace(req, ssh_public_key=req.ssh_public_key or user_key.public_key())
         try:
             self._create(ctx, req, shape, k)
             pods = self._wait_running(ctx, req)
+            info = dataclasses.replace(self._cluster_info(req, pods), ssh_key_path=user_key.private_path)
+            return self._reach(info)
         except BaseException as exc:
             self._rollback(ctx, req.cluster_name, exc)
             raise
-        return self._cluster_info(req, pods)
+
+    def _reach(self, info: ClusterInfo) -> ClusterInfo:
+        """sshd up in every pod, host keys pinned, the cluster key installed (the steps
+        of launcher/clouds/aws/nodes.py, which imports no SDK). Raises CloudError."""
+        from launcher.clouds.aws.nodes import wait_for_ssh
+
+        try:
+            return (self._node_waiter or wait_for_ssh)(info, time.monotonic() + SSH_WAIT_S)
+        except CloudError as exc:
+            exc.cloud, exc.region = CLOUD, info.region
+            raise
 
     def _create(self, ctx: KubeContext, req: ProvisionRequest, shape: Shape, k: int) -> None:
         v1 = core(ctx.name)

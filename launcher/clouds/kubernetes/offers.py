@@ -7,7 +7,7 @@ GPU taints `nvidia.com/gpu` / `amd.com/gpu` a GPU pod always tolerates). One off
 shape and GPUs per pod k (1..G): region = the context, no zone, instance type
 `H100x2of8` (2 of a node's 8 H100s; `cpu4of32` for 4 of a CPU node's 32 vCPUs, in
 powers of two), vCPUs and memory = 90% of the smallest node's allocatable share
-(kubelet and daemonset pods need the rest), price = the context's `pricing` per
+(kubelet and daemonset pods need the rest; a CPU shape's part-node sizes are exact), price = the context's `pricing` per
 GPU-hour x k (0 by default), fabric from the nodes, `max_nodes` = the shape's nodes
 (one pod per node). Nodes are read once per `CACHE_S` per process.
 """
@@ -201,8 +201,9 @@ def cpu_sizes(total: int) -> list[int]:
 def pod_size(shape: Shape, k: int) -> tuple[int, float]:
     """(vCPUs, GiB memory) a pod of `k` (GPUs, or vCPUs of a CPU shape) requests."""
     share = k / shape.gpus if shape.gpus else k / max(1.0, shape.cpus)
-    cpus = max(1, int(shape.cpus * share * SHARE)) if shape.gpus else max(1, int(k * SHARE))
-    return cpus, max(0.5, round(shape.memory_gib * share * SHARE, 2))
+    if not shape.gpus and k < int(shape.cpus):  # part of a CPU node: exactly k vCPUs
+        return k, max(0.5, round(shape.memory_gib * share, 2))
+    return max(1, int(shape.cpus * share * SHARE)), max(0.5, round(shape.memory_gib * share * SHARE, 2))
 
 
 def shape_offers(ctx: KubeContext, found: list[Shape]) -> list[Offer]:
