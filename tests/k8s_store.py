@@ -14,7 +14,8 @@ and a FailedScheduling event whose message counts the nodes per reason, as
 kube-scheduler writes it ("0/3 nodes are available: 2 Insufficient nvidia.com/gpu.").
 
 Deletion is graceful: a deleted pod gets deletionTimestamp at once and is removed
-`delete_delay` seconds later by the reaper thread.
+`delete_delay` seconds later by the reaper thread. A bound pod runs at once, or after
+`start_delay` seconds of ContainerCreating (the reaper starts it).
 """
 
 from __future__ import annotations
@@ -210,8 +211,10 @@ class Store:
         self.rv = 100
         self.pod_net = ipaddress.ip_network(pod_net)
         self.delete_delay = 0.1
+        self.start_delay = 0.0  # a bound pod is ContainerCreating this long before Running
         self.bad_images: set[str] = set()
         self._removals: dict[Key, float] = {}
+        self._starts: dict[Key, float] = {}
         self._stop = threading.Event()
         threading.Thread(target=self._reaper, daemon=True, name="k8s-fake-reaper").start()
         self.reset()
@@ -221,8 +224,10 @@ class Store:
             self.objects.clear()
             self.history.clear()
             self._removals.clear()
+            self._starts.clear()
             self.bad_images.clear()
             self.delete_delay = 0.1
+            self.start_delay = 0.0
             for ns in ("default", "kube-system"):
                 self._put("namespaces", "", {"metadata": {"name": ns}, "spec": {},
                                              "status": {"phase": "Active"}}, "ADDED")
@@ -350,6 +355,22 @@ class Store:
                 due = [k for k, t in self._removals.items() if t <= time.monotonic()]
                 for k in due:
                     self._remove(*k)
+                for k in [k for k, t in self._starts.items() if t <= time.monotonic()]:
+                    self._starts.pop(k)
+                    self._run(k)
+
+    def _run(self, key: Key) -> None:
+        """A ContainerCreating pod's containers start."""
+        pod = self.objects.get(key)
+        if pod is None or pod["status"].get("phase") != "Pending" or "deletionTimestamp" in pod["metadata"]:
+            return
+        pod = copy.deepcopy(pod)
+        pod["status"]["phase"] = "Running"
+        for c in pod["status"]["conditions"]:
+            c["status"] = "True"
+        for cs in pod["status"].get("containerStatuses") or []:
+            cs.update(ready=True, started=True, state={"running": {"startedAt": now()}})
+        self._put("pods", key[1], pod, "MODIFIED")
 
     def _defaults(self, res: str, body: Obj) -> None:
         if res == "pods":
@@ -514,6 +535,14 @@ class Store:
                                         "state": {"waiting": {"reason": "ErrImagePull", "message":
                                                   f'failed to pull and unpack image "{bad}": not found'}}}
                                        for c in pod["spec"]["containers"]]
+        elif self.start_delay > 0:
+            for c in st["conditions"][2:]:
+                c["status"] = "False"
+            st["containerStatuses"] = [{"name": c["name"], "image": c.get("image", ""), "imageID": "",
+                                        "ready": False, "restartCount": 0, "started": False,
+                                        "state": {"waiting": {"reason": "ContainerCreating"}}}
+                                       for c in pod["spec"]["containers"]]
+            self._starts[("pods", ns, name)] = time.monotonic() + self.start_delay
         else:
             st["phase"] = "Running"
             st["containerStatuses"] = [{"name": c["name"], "image": c.get("image", ""),
