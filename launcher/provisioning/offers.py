@@ -67,6 +67,43 @@ def kubernetes_cluster_offers() -> list[Offer]:
     return live()
 
 
+def kubernetes_largest_nodes(contexts: Collection[str | None]) -> str:
+    """"Largest node of Kubernetes context ctx-a: gpu-1 (8x H100, 96 vCPUs, 1024 GiB)."
+    for the named contexts (None: every usable one), from the cached node lists; ""
+    without a kubeconfig or when no context answers."""
+    if not kubernetes_configured():
+        return ""
+    from launcher.clouds.base import CloudError
+    from launcher.clouds.kubernetes.api import contexts as usable
+    from launcher.clouds.kubernetes.offers import largest_node, nodes
+
+    lines = []
+    try:
+        ctxs = usable()
+    except CloudError:
+        return ""
+    for ctx in ctxs:
+        if None in contexts or ctx.name in contexts:
+            try:
+                lines.append(f"Largest node of Kubernetes context {ctx.name}: "
+                             f"{largest_node(nodes(ctx))}.")
+            except CloudError:
+                continue
+    return " ".join(lines)
+
+
+def kubernetes_gpu_nodes() -> list[dict[str, object]]:
+    """Per Kubernetes context and GPU node type: {context, accelerator, gpus_per_node,
+    nodes, free, total} (free: GPUs no live pod requests); [] without a kubeconfig."""
+    if not kubernetes_configured():
+        return []
+    from dataclasses import asdict
+
+    from launcher.clouds.kubernetes.offers import gpu_node_summary
+
+    return [asdict(r) for r in gpu_node_summary()]
+
+
 def pool_regions() -> list[str]:
     """The pool names (the ssh cloud's regions), sorted."""
     return sorted({o.region for o in pool_offers()})

@@ -367,8 +367,14 @@ def plan(
         # only when local actually fits: an instance type or GPU it lacks keeps it out
         notes.append("The local cloud is a candidate because no other cloud is enabled here.")
     if not ranking.placements:
+        why = explain_no_placement(task.num_nodes, cands, offers, blocked, include_local)
+        if any(c.cloud == KUBERNETES_CLOUD for c in cands):
+            from launcher.provisioning.offers import kubernetes_largest_nodes
+
+            largest = kubernetes_largest_nodes({c.region for c in cands if c.cloud == KUBERNETES_CLOUD})
+            why = f"{why} {largest}" if largest else why
         raise UnsatisfiableTaskError(
-            explain_no_placement(task.num_nodes, cands, offers, blocked, include_local),
+            why,
             ranking.rejected,
             hours,
         )

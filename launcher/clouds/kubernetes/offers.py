@@ -277,3 +277,39 @@ def gpu_usage(ctx: KubeContext) -> dict[str, tuple[int, int]]:
                 if key in lim:
                     used[node] = used.get(node, 0) + int(L.quantity(lim[key]))
     return {v.name: (max(0, v.gpus - used.get(v.name, 0)), v.gpus) for v in views}
+
+
+@dataclass(frozen=True)
+class GpuNodes:
+    """One GPU node type of a context: how many nodes, and GPUs free of total."""
+
+    context: str
+    accelerator: str
+    gpus_per_node: int
+    nodes: int
+    free: int
+    total: int
+
+
+def gpu_node_summary() -> list[GpuNodes]:
+    """Per context and GPU node type (accelerator, GPUs per node): nodes, free and total
+    GPUs (live pods' requests counted). A context that does not answer is skipped."""
+    out = []
+    try:
+        ctxs = contexts()
+    except CloudError:
+        return []
+    for ctx in ctxs:
+        try:
+            usage = gpu_usage(ctx)
+            views = [v for v in nodes(ctx) if v.gpus]
+        except CloudError as exc:
+            log.warning("no GPU usage from Kubernetes context '%s': %s", ctx.name, exc)
+            continue
+        groups: dict[tuple[str, int], list[NodeView]] = {}
+        for v in views:
+            groups.setdefault((v.accelerator or "GPU", v.gpus), []).append(v)
+        for (acc, g), members in sorted(groups.items()):
+            free = sum(usage.get(v.name, (0, 0))[0] for v in members if v.schedulable)
+            out.append(GpuNodes(ctx.name, acc, g, len(members), free, g * len(members)))
+    return out
