@@ -90,3 +90,25 @@ def test_kill_9_at_each_step_then_down_leaks_nothing(k8s: K8sEnv, route: str, sk
     assert "kc" in cloud.list_tagged_resources()
     cloud.terminate("kc")
     assert k8s.leftovers() == []
+
+
+def test_orphans_show_in_status_refresh_and_down_orphan_removes_them(k8s: K8sEnv) -> None:
+    """A client killed after its pods were made leaves a gang no cluster record owns:
+    `status --refresh` names it by label, `down --orphan` removes everything."""
+    from tests.cloud_e2e import cli
+
+    fake = k8s.fakes["ctx-b"]
+    fake.hold("create pods", skip=1)
+    child = subprocess.Popen([sys.executable, "-c", _CHILD.replace("_req()", "_req(region='ctx-b')")],
+                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert fake.arrived.wait(30), child.communicate(timeout=5)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+    finally:
+        fake.release()
+    out = cli("status", "--refresh")
+    assert "kc" in out.stdout + out.stderr and "kubernetes" in out.stdout + out.stderr, out
+    cli("down", "--orphan", "kc", "--cloud", "kubernetes")
+    assert k8s.leftovers() == []
