@@ -130,3 +130,14 @@ def test_preempted_pod_is_preempted_then_missing(k8s: K8sEnv) -> None:
     assert cloud.query("kc") == {"kc-0": NodeState.RUNNING, "kc-1": NodeState.PREEMPTED}
     cloud.terminate("kc")
     assert k8s.leftovers() == []
+
+
+def test_a_node_removed_from_the_cluster_is_a_lost_node(k8s: K8sEnv) -> None:
+    cloud = _cloud()
+    cloud.provision(_req(n=1))
+    store = k8s.fakes["ctx-a"].store
+    store.delete("nodes", "", store.get("pods", "default", "kc-0")["spec"]["nodeName"])
+    assert cloud.query("kc") == {"kc-0": NodeState.PREEMPTED}
+    assert "node lost" in (cloud.describe("kc") or "")
+    cloud.terminate("kc")
+    assert k8s.leftovers() == []
