@@ -537,6 +537,7 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
     from launcher.provisioning.offers import (
         SLURM_CLOUD,
         SSH_CLOUD,
+        kubernetes_cluster_offers,
         kubernetes_offers,
         pool_offers,
         slurm_cluster_offers,
@@ -548,6 +549,8 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
     live = pool_offers()
     if any(c.cloud in (None, SLURM_CLOUD) for c in cands):  # asks the clusters: only then
         live += slurm_cluster_offers()
+    if any(c.cloud is None for c in cands):  # your Kubernetes nodes rank beside the clouds
+        live += kubernetes_cluster_offers()
     out: list[Offer] = list(query.offers(accelerators=accs, live=live)) if accs else []
     if wide:
         clouds = (
@@ -565,7 +568,7 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
                 # a host of the user's own pool serves a CPU-only task too
                 out.append(o)
     out.extend(kubernetes_offers(cands))
-    return out
+    return list(dict.fromkeys(out))  # a context's offer read for two candidates: once
 
 
 # ---------------------------------------------------------------- explaining "nothing fits"

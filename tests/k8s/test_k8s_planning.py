@@ -81,3 +81,18 @@ def test_gpus_shows_free_and_total_per_node_type(k8s: K8sEnv) -> None:
         "Kubernetes GPU nodes (free = not requested by a running pod):") + 2:] if ln.strip()]
     assert ["ctx-a", "H100", "8", "3", "21", "24"] in rows, out
     assert ["ctx-b", "H100", "8", "3", "24", "24"] in rows, out
+
+
+def test_owned_capacity_ranks_beside_the_clouds(k8s: K8sEnv) -> None:
+    task = "resources:\n  accelerators: H100:8\nrun: x\n"
+    p = plan(load(task))
+    assert p.placements[p.chosen or 0].cloud == "kubernetes"  # price 0 beats any cloud
+    assert {x.cloud for x in p.placements} > {"kubernetes"}
+    k8s.config(pricing=100.0)  # $800/h a node: every cloud is cheaper
+    p = plan(load(task))
+    assert p.placements[0].cloud != "kubernetes"
+    assert any(x.cloud == "kubernetes" and x.hourly_cost == 800.0 for x in p.placements)
+    # the nodes advertise no RDMA: a 2-node gang asking for it is not placed there
+    rdma = plan(load("num_nodes: 2\nresources:\n  accelerators: H100:8\n"
+                     "  network: {fabric: rdma}\nrun: x\n"))
+    assert all(x.cloud != "kubernetes" for x in rdma.placements)
