@@ -97,15 +97,19 @@ def api_client(name: str) -> Any:
     with _lock:
         if key in _clients:
             return _clients[key]
+        conf = client.Configuration()
         if name == IN_CLUSTER:
-            conf = client.Configuration()
             config.load_incluster_config(client_configuration=conf)
-            cl = client.ApiClient(conf)
         else:
             try:
-                cl = config.new_client_from_config(config_file=path, context=name)
+                config.load_kube_config(config_file=path, context=name, client_configuration=conf,
+                                        persist_config=False)
             except config.ConfigException as exc:
                 raise AuthError(f"context '{name}': {exc}", cloud=CLOUD, region=name) from None
+        # one retry, not urllib3's three: an API server that does not answer costs
+        # 2 x the connect timeout, not 4 x (planning asks every context)
+        conf.retries = 1
+        cl = client.ApiClient(conf)
         _clients[key] = cl
         return cl
 
