@@ -224,9 +224,11 @@ def gpus(
     names = query.accelerator_names()
     accs = [canonical_accelerator(accelerator, names)] if accelerator is not None else list(names)
     clouds = None
-    # every cloud the listing can show: the catalog's, local, and ssh (the user's pools)
-    known_clouds = list(dict.fromkeys([*_catalog_clouds(query), SSH_CLOUD]))
+    # every cloud the listing can show: the catalog's, local, ssh (the user's pools) and
+    # kubernetes (its contexts' nodes, read only when asked for by `cloud`)
+    known_clouds = list(dict.fromkeys([*_catalog_clouds(query), SSH_CLOUD, "kubernetes"]))
     if cloud is not None:
+        cloud = "kubernetes" if cloud.lower() == "k8s" else cloud
         cloud = canonical_cloud(cloud, known_clouds)
         clouds = [cloud]
     if region is not None and cloud != LOCAL_CLOUD:

@@ -33,6 +33,13 @@ NAMED_ONLY_CLOUDS = frozenset({KUBERNETES_CLOUD})
 UNPRICED_CLOUDS = frozenset({KUBERNETES_CLOUD})
 
 
+def request_derived(o: Offer) -> bool:
+    """An offer of NAMED_ONLY_CLOUDS derived from the request itself (no `fetched_at`:
+    no source was read), as opposed to one read live from the user's cluster (a
+    Kubernetes context's nodes), which ranks beside every other cloud's."""
+    return o.cloud in NAMED_ONLY_CLOUDS and not o.fetched_at
+
+
 def fabric_satisfies(have: str | None, wanted: str) -> bool:
     """Does a row with fabric `have` meet a request for `wanted` (a requestable fabric:
     a fabric name, `rdma`, `best` or `any`)? An unknown fabric meets only `any`."""

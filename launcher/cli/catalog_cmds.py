@@ -146,6 +146,27 @@ def gpus_cmd(
         print_json(listing.to_json())
     else:
         _render_gpus(listing, spot=spot, all_regions=all_regions)
+        if cloud is not None and cloud.lower() in ("kubernetes", "k8s"):
+            _render_k8s_nodes(name)
+
+
+def _render_k8s_nodes(accelerator: str | None) -> None:
+    """Free and total GPUs per node type of each Kubernetes context (asked live)."""
+    from launcher.provisioning.offers import kubernetes_gpu_nodes
+
+    rows = [r for r in kubernetes_gpu_nodes()
+            if accelerator is None or str(r["accelerator"]).lower() == accelerator.lower()]
+    if not rows:
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("CONTEXT", "GPU", "PER NODE", "NODES", "FREE GPUS", "TOTAL GPUS"):
+        table.add_column(col, "right" if col not in ("CONTEXT", "GPU") else "left")
+    for r in rows:
+        table.add_row(str(r["context"]), str(r["accelerator"]), str(r["gpus_per_node"]),
+                      str(r["nodes"]), str(r["free"]), str(r["total"]))
+    echo("")
+    echo("Kubernetes GPU nodes (free = not requested by a running pod):")
+    print_table(table)
 
 
 def _render_gpus(listing: GpuListing, *, spot: bool, all_regions: bool) -> None:

@@ -119,6 +119,9 @@ class ProvisionRequest:
     accelerator: str | None = None
     accelerator_count: float = 0
     fabric: str | None = None  # the fabric the placement was chosen for
+    # what the task's `network.fabric` asked ("rdma", "best", "infiniband"...; None: nothing),
+    # for clouds that must request the fabric per node (Kubernetes extended resources)
+    fabric_asked: str | None = None
     disk_size_gb: int | None = None
     image_id: str | None = None
     ports: tuple[str, ...] = ()

@@ -112,10 +112,23 @@ def slurm_status() -> CredentialStatus:
     return CredentialStatus(True, f"Slurm clusters configured: {', '.join(sorted(clusters))}")
 
 
+def kubernetes_status() -> CredentialStatus:
+    """Enabled when a kubeconfig exists (`$KUBECONFIG`, else ~/.kube/config) or launcher
+    runs in a pod (`KUBERNETES_SERVICE_HOST`); which contexts may create pods is
+    `KubernetesCloud.check`'s business. Never raises."""
+    path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser("~/.kube/config")
+    if os.path.exists(path):
+        return CredentialStatus(True, f"kubeconfig {path}")
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return CredentialStatus(True, "in-cluster service account")
+    return CredentialStatus(False, f"no kubeconfig ({path}) and not running in a pod")
+
+
 _PROBES: dict[str, Callable[[], CredentialStatus]] = {
     "local": lambda: LOCAL_STATUS,
     "ssh": ssh_pools_status,
     "slurm": slurm_status,
+    "kubernetes": kubernetes_status,
     "aws": _aws,
     "gcp": _gcp,
     "azure": _azure,

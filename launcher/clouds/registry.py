@@ -28,6 +28,7 @@ IMPLEMENTED: dict[str, str] = {
     "lambda": "launcher.clouds.lambda_.cloud:LambdaCloud",
     "vast": "launcher.clouds.vast.cloud:VastCloud",
     "slurm": "launcher.clouds.slurm.cloud:SlurmCloud",
+    "kubernetes": "launcher.clouds.kubernetes.cloud:KubernetesCloud",
 }
 
 

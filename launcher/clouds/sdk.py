@@ -57,6 +57,7 @@ SDKS: dict[str, SDKInfo] = {
                  "azure.identity"),
                 ("azure", "msal")),
         SDKInfo("nebius", "Nebius", "nebius", ("nebius",), ("nebius", "grpc")),
+        SDKInfo("kubernetes", "Kubernetes", "kubernetes", ("kubernetes",), ("kubernetes",)),
     )
 }
 

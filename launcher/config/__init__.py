@@ -2,6 +2,7 @@
 
     azure       The `azure:` section of `$LAUNCHER_HOME/config.yaml` (how the `azure` cloud provisions)
     gpu_clouds  The `lambda:` and `vast:` sections of `$LAUNCHER_HOME/config.yaml` (REST GPU clouds)
+    kubernetes  The `kubernetes:` section of `$LAUNCHER_HOME/config.yaml` (the `kubernetes` cloud, docs/kubernetes.md)
     nebius      The `nebius:` section of `$LAUNCHER_HOME/config.yaml` (how the `nebius` cloud provisions)
     runpod      The `runpod:` section of `$LAUNCHER_HOME/config.yaml` (how the `runpod` cloud provisions)
     settings    The user's settings: `$LAUNCHER_HOME/config.yaml` (default `~/.launcher/config.yaml`)
@@ -50,6 +51,7 @@ __all__ = [
 _MODULES = frozenset({
     "azure",
     "gpu_clouds",
+    "kubernetes",
     "nebius",
     "runpod",
     "settings",

@@ -51,6 +51,7 @@ One pool = one region of the `ssh` cloud. All hosts of a pool share one identity
     lambda: {...}            # `lambda` and `vast` (launcher/config/gpu_clouds.py)
     vast: {...}
     slurm: {clusters: {...}} # Slurm clusters (the `slurm` cloud, launcher/config/slurm.py)
+    kubernetes: {...}        # Kubernetes contexts (the `kubernetes` cloud, launcher/config/kubernetes.py)
 
     jobs:                    # managed jobs
       checkpoint_store: s3://my-bucket/checkpoints   # default store for tasks (not on the
@@ -70,6 +71,7 @@ from typing import Any
 
 from launcher.config.azure import AzureSettings, parse_azure
 from launcher.config.gpu_clouds import LambdaSettings, VastSettings, parse_lambda, parse_vast
+from launcher.config.kubernetes import KubernetesSettings, parse_kubernetes
 from launcher.config.nebius import NebiusSettings, parse_nebius
 from launcher.config.runpod import RunPodSettings, parse_runpod
 from launcher.config.slurm import SlurmSettings, parse_slurm
@@ -181,13 +183,14 @@ class LauncherConfig:
     lambda_: LambdaSettings = field(default_factory=LambdaSettings)  # the `lambda:` section
     vast: VastSettings = field(default_factory=VastSettings)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     # `db: postgresql://...`: the state DB of a team server (launcher/state/engine.py);
     # None: the SQLite file in LAUNCHER_HOME. LAUNCHER_DB_URL overrides it.
     db: str | None = None
 
 
-_SECTIONS = ("db", "ssh_node_pools", "catalog", "aws", "azure", "gcp", "nebius", "runpod", "jobs", "lambda", "vast",
-             "slurm")
+_SECTIONS = ("db", "ssh_node_pools", "catalog", "aws", "azure", "gcp", "nebius", "runpod", "jobs",
+             "lambda", "vast", "slurm", "kubernetes")
 _GCP_KEYS = ("project", "use_internal_ips", "ssh_user", "network", "subnetwork", "ssh_cidr",
              "api_endpoint")
 _AWS_KEYS = ("use_internal_ips", "ssh_user", "vpc_name", "vpc_id", "security_group_name",
@@ -254,6 +257,7 @@ def parse_config(text: str, source: str = "config.yaml") -> LauncherConfig:
                           lambda_=parse_lambda(data.get("lambda"), source),
                           vast=parse_vast(data.get("vast"), source),
                           slurm=parse_slurm(data.get("slurm"), source),
+                          kubernetes=parse_kubernetes(data.get("kubernetes"), source),
                           db=_parse_db(data.get("db"), source))
 
 

@@ -12,8 +12,9 @@ the first one that fails is the offer's rejection reason):
    decides alone; a host of the user's own SSH pools serves it whatever GPUs it has:
    WHOLE_HOST_CLOUDS);
 2. instance type, cloud, region, zone (the `local` cloud only takes part when the
-   candidate names it, or when the caller passes `include_local=True`; a cloud in
-   NAMED_ONLY_CLOUDS, e.g. kubernetes, only when the candidate names it);
+   candidate names it, or when the caller passes `include_local=True`; a request-derived
+   offer of NAMED_ONLY_CLOUDS, e.g. kubernetes without a kubeconfig, only when the
+   candidate names it; a Kubernetes context's live offers rank beside the clouds);
 3. vCPUs and memory (at least, or exactly; an offer of SIZED_TO_REQUEST_CLOUDS, the
    local cloud's processes, serves an exact request as an at-least one);
 4. the market: a spot price for `use_spot`, an on-demand price otherwise;
@@ -54,11 +55,11 @@ from typing import Protocol
 from launcher.catalog.interruption import InterruptionRate
 from launcher.catalog.money import format_money
 from launcher.catalog.offer import (
-    NAMED_ONLY_CLOUDS,
     SIZED_TO_REQUEST_CLOUDS,
     WHOLE_HOST_CLOUDS,
     Offer,
     fabric_satisfies,
+    request_derived,
 )
 
 # The expected-cost model (module docstring) lives in launcher.optimizer.expected_cost; re-exported.
@@ -277,7 +278,7 @@ def candidate_failures(
         ):
             return out
     elif (
-        (offer.cloud == LOCAL_CLOUD and not include_local) or offer.cloud in NAMED_ONLY_CLOUDS
+        (offer.cloud == LOCAL_CLOUD and not include_local) or request_derived(offer)
     ) and fail(KIND_LOCATION, f"{offer.cloud} cloud is used only when the task names it"):
         return out
     if (
@@ -326,7 +327,7 @@ def candidate_failures(
     # 6. network
     # one node: no inter-node traffic; a request-derived offer (NAMED_ONLY_CLOUDS) has
     # whatever network the user's cluster has, which no one here can check
-    net = cand.network if num_nodes > 1 and offer.cloud not in NAMED_ONLY_CLOUDS else None
+    net = cand.network if num_nodes > 1 and not request_derived(offer) else None
     if net is not None:
         wanted = net.fabric
         if wanted != "any":
@@ -432,7 +433,7 @@ class _Matcher:
         if self.cloud is not None:
             if o.cloud != self.cloud:
                 return None
-        elif (o.cloud == LOCAL_CLOUD and not self.local_ok) or o.cloud in NAMED_ONLY_CLOUDS:
+        elif (o.cloud == LOCAL_CLOUD and not self.local_ok) or request_derived(o):
             return None
         if self.region is not None and o.region != self.region:
             return None
@@ -448,7 +449,7 @@ class _Matcher:
         if o.max_nodes is not None and self.num_nodes > o.max_nodes:
             return None
         fabric = self.fabric
-        unchecked_net = o.cloud in NAMED_ONLY_CLOUDS  # the user's own cluster: see above
+        unchecked_net = request_derived(o)  # the user's own cluster: see above
         if fabric is not None and not unchecked_net and not fabric_satisfies(o.fabric, fabric):
             return None
         if self.min_gbps is not None and not unchecked_net and (

@@ -143,6 +143,7 @@ def provision_request(
         accelerator=p.accelerator,
         accelerator_count=p.accelerator_count,
         fabric=p.fabric,
+        fabric_asked=c.network.fabric if c.network is not None else None,
         disk_size_gb=c.disk_size_gb,
         image_id=c.image_id,
         ports=tuple(c.ports),

@@ -1,6 +1,7 @@
-"""Offers = the catalog's rows plus the live offers of the user's SSH node pools and Slurm
-clusters (`sinfo`/`scontrol` on each cluster's login node), plus
-the plan-only offers of a task that names kubernetes (`kubernetes_offers`).
+"""Offers = the catalog's rows plus the live offers of the user's SSH node pools, Slurm
+clusters (`sinfo`/`scontrol` on each cluster's login node) and Kubernetes contexts (their
+nodes), plus the plan-only offers of a task that names kubernetes where no kubeconfig
+context exists (`kubernetes_offers`).
 
 The catalog never imports a cloud module: the pools' offers are read here (from
 `launcher.clouds.ssh`, only when a config file exists) and handed to
@@ -45,6 +46,64 @@ def slurm_cluster_offers() -> list[Offer]:
     return slurm_offers()
 
 
+KUBERNETES = "kubernetes"
+
+
+def kubernetes_configured() -> bool:
+    """A kubeconfig exists (or launcher runs in a pod): the `kubernetes` cloud's presence."""
+    from launcher.clouds.presence import credentials_present
+
+    found = credentials_present(KUBERNETES)
+    return bool(found and found.enabled)
+
+
+def kubernetes_cluster_offers() -> list[Offer]:
+    """Offers read live from the nodes of the usable Kubernetes contexts (none without a
+    kubeconfig or the SDK)."""
+    if not kubernetes_configured():
+        return []
+    from launcher.clouds.kubernetes.offers import kubernetes_offers as live
+
+    return live()
+
+
+def kubernetes_largest_nodes(contexts: Collection[str | None]) -> str:
+    """"Largest node of Kubernetes context ctx-a: gpu-1 (8x H100, 96 vCPUs, 1024 GiB)."
+    for the named contexts (None: every usable one), from the cached node lists; ""
+    without a kubeconfig or when no context answers."""
+    if not kubernetes_configured():
+        return ""
+    from launcher.clouds.base import CloudError
+    from launcher.clouds.kubernetes.api import contexts as usable
+    from launcher.clouds.kubernetes.offers import largest_node, nodes
+
+    lines = []
+    try:
+        ctxs = usable()
+    except CloudError:
+        return ""
+    for ctx in ctxs:
+        if None in contexts or ctx.name in contexts:
+            try:
+                lines.append(f"Largest node of Kubernetes context {ctx.name}: "
+                             f"{largest_node(nodes(ctx))}.")
+            except CloudError:
+                continue
+    return " ".join(lines)
+
+
+def kubernetes_gpu_nodes() -> list[dict[str, object]]:
+    """Per Kubernetes context and GPU node type: {context, accelerator, gpus_per_node,
+    nodes, free, total} (free: GPUs no live pod requests); [] without a kubeconfig."""
+    if not kubernetes_configured():
+        return []
+    from dataclasses import asdict
+
+    from launcher.clouds.kubernetes.offers import gpu_node_summary
+
+    return [asdict(r) for r in gpu_node_summary()]
+
+
 def pool_regions() -> list[str]:
     """The pool names (the ssh cloud's regions), sorted."""
     return sorted({o.region for o in pool_offers()})
@@ -61,17 +120,22 @@ def catalog_offers(
     live = pool_offers() if wanted is None or SSH_CLOUD in wanted else []
     if wanted is None or SLURM_CLOUD in wanted:
         live = live + slurm_cluster_offers()
+    if wanted is not None and KUBERNETES in wanted:  # asks the API servers: only when named
+        live = live + kubernetes_cluster_offers()
     return query.offers(accelerators=accelerators, clouds=clouds, live=live)
 
 
-# Why a Kubernetes placement is never enabled (planned only, like OCI and TPU VMs).
-KUBERNETES_NOT_LAUNCHABLE = "no Kubernetes backend in this version"
+# Why a request-derived Kubernetes placement is not enabled: no context to launch in.
+KUBERNETES_NOT_LAUNCHABLE = ("no Kubernetes context: no kubeconfig (KUBECONFIG, ~/.kube/config) "
+                             "and not running in a pod")
 # The region of a Kubernetes placement when the task names no context.
 IN_CLUSTER = "in-cluster"
 
 
 def kubernetes_offers(cands: Sequence[ResourceCandidate]) -> list[Offer]:
-    """Plan-only offers for the candidates that name kubernetes (none otherwise).
+    """Offers for the candidates that name kubernetes (none otherwise): the contexts'
+    live offers when a kubeconfig exists (kubernetes_cluster_offers), else plan-only
+    ones derived from the request, as follows.
 
     A user's own cluster has no price catalog, so each offer is the request itself: the
     asked accelerator and count, vCPUs and memory, in the named context (region) or
@@ -81,6 +145,10 @@ def kubernetes_offers(cands: Sequence[ResourceCandidate]) -> list[Offer]:
     enabled (KUBERNETES_NOT_LAUNCHABLE)."""
     from launcher.catalog.offer import KUBERNETES_CLOUD, Offer
 
+    if not any(c.cloud == KUBERNETES_CLOUD for c in cands):
+        return []
+    if kubernetes_configured():
+        return kubernetes_cluster_offers()
     out: dict[Offer, None] = {}
     for c in cands:
         if c.cloud != KUBERNETES_CLOUD:

@@ -77,12 +77,12 @@ TPU_NOT_LAUNCHABLE = (
 )
 
 
-# A task naming kubernetes is planned with offers derived from its own request.
+# A task naming kubernetes, with no kubeconfig here, is planned with offers derived from
+# its own request.
 KUBERNETES_PLAN_ONLY = (
-    "Kubernetes placements are planned only: they are the request itself (no price "
-    "catalog for your cluster, price shown as '-'; whether the cluster has the GPUs and "
-    "network asked for is not checked), and launcher has no Kubernetes backend in this "
-    "version, so a launch never picks them."
+    "Kubernetes placements are planned only: no kubeconfig context exists here, so they "
+    "are the request itself (price shown as '-'; whether a cluster has the GPUs and "
+    "network asked for is not checked), and a launch never picks them."
 )
 
 
@@ -223,9 +223,15 @@ def _rejection_to_dict(r: Rejection) -> dict[str, Any]:
     }
 
 
+def _derived(p: Placement) -> bool:
+    """A Kubernetes placement derived from the request (no kubeconfig): plan only."""
+    return p.cloud == KUBERNETES_CLOUD and not p.offer.fetched_at
+
+
 def price_known(p: Placement) -> bool:
-    """False for a placement whose cloud has no prices (kubernetes: shown as "-")."""
-    return p.cloud not in UNPRICED_CLOUDS
+    """False for a placement whose cloud has no prices (a request-derived Kubernetes
+    placement: shown as "-"); a context's live offers carry `kubernetes.pricing`."""
+    return p.cloud not in UNPRICED_CLOUDS or not _derived(p)
 
 
 def placement_to_dict(p: Placement, enabled: bool) -> dict[str, Any]:
@@ -361,8 +367,14 @@ def plan(
         # only when local actually fits: an instance type or GPU it lacks keeps it out
         notes.append("The local cloud is a candidate because no other cloud is enabled here.")
     if not ranking.placements:
+        why = explain_no_placement(task.num_nodes, cands, offers, blocked, include_local)
+        if any(c.cloud == KUBERNETES_CLOUD for c in cands):
+            from launcher.provisioning.offers import kubernetes_largest_nodes
+
+            largest = kubernetes_largest_nodes({c.region for c in cands if c.cloud == KUBERNETES_CLOUD})
+            why = f"{why} {largest}" if largest else why
         raise UnsatisfiableTaskError(
-            explain_no_placement(task.num_nodes, cands, offers, blocked, include_local),
+            why,
             ranking.rejected,
             hours,
         )
@@ -382,7 +394,7 @@ def plan(
                 enabled=status(cloud).enabled,
                 refused=bool(task.config and task.config.launch_refusal(cloud)),
                 implemented=cloud in IMPLEMENTED,
-                kubernetes=cloud == KUBERNETES_CLOUD,
+                kubernetes=cloud == KUBERNETES_CLOUD and not status(cloud).enabled,
             )
         return by_cloud[cloud]
 
@@ -397,7 +409,7 @@ def plan(
     disabled = {c: s.reason for c, s in sorted(status_cache.items()) if not s.enabled}
     if any(is_tpu(p.accelerator) for p in ranking.placements):
         notes.append(TPU_NOT_LAUNCHABLE)
-    if any(p.cloud == KUBERNETES_CLOUD for p in ranking.placements):
+    if any(_derived(p) for p in ranking.placements):
         notes.append(KUBERNETES_PLAN_ONLY)
     if any(needs_gpudirect(p.cloud, p.instance_type, p.num_nodes) for p in ranking.placements):
         notes.append(GPUDIRECT_NOT_LAUNCHABLE)
@@ -492,9 +504,10 @@ def _status(cloud: str, *, verify: bool) -> CredentialStatus:
     from launcher.clouds.status import CredentialStatus
 
     if cloud == KUBERNETES_CLOUD:
-        from launcher.provisioning.offers import KUBERNETES_NOT_LAUNCHABLE
+        from launcher.provisioning.offers import KUBERNETES_NOT_LAUNCHABLE, kubernetes_configured
 
-        return CredentialStatus(False, KUBERNETES_NOT_LAUNCHABLE)
+        if not kubernetes_configured():
+            return CredentialStatus(False, KUBERNETES_NOT_LAUNCHABLE)
     if cloud not in IMPLEMENTED:  # skip the registry import chain for catalog-only clouds
         return CredentialStatus(False, NO_PROVISIONER)
     return credential_status(cloud, verify=verify)
@@ -524,6 +537,7 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
     from launcher.provisioning.offers import (
         SLURM_CLOUD,
         SSH_CLOUD,
+        kubernetes_cluster_offers,
         kubernetes_offers,
         pool_offers,
         slurm_cluster_offers,
@@ -535,6 +549,8 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
     live = pool_offers()
     if any(c.cloud in (None, SLURM_CLOUD) for c in cands):  # asks the clusters: only then
         live += slurm_cluster_offers()
+    if any(c.cloud is None for c in cands):  # your Kubernetes nodes rank beside the clouds
+        live += kubernetes_cluster_offers()
     out: list[Offer] = list(query.offers(accelerators=accs, live=live)) if accs else []
     if wide:
         clouds = (
@@ -552,7 +568,7 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
                 # a host of the user's own pool serves a CPU-only task too
                 out.append(o)
     out.extend(kubernetes_offers(cands))
-    return out
+    return list(dict.fromkeys(out))  # a context's offer read for two candidates: once
 
 
 # ---------------------------------------------------------------- explaining "nothing fits"

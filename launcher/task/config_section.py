@@ -65,8 +65,8 @@ class KeyRule:
     same_here: tuple[str, ...] = ()
 
 
-_NO_K8S = ("launcher has no Kubernetes backend (Kubernetes placements are planned only, "
-           "never launched)")
+_NO_K8S = ("a task's `config: kubernetes` overrides are not read: set contexts, namespace, "
+           "pod_config and the rest in config.yaml's `kubernetes:` section (docs/kubernetes.md)")
 
 # section -> key -> rule; a section mapped to a KeyRule covers every key under it.
 CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {

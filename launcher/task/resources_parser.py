@@ -54,7 +54,7 @@ UNSUPPORTED_CLOUDS: tuple[str, ...] = ()
 # SkyPilot's short name for a cloud (`infra: k8s/CONTEXT`, `cloud: k8s`).
 CLOUD_ALIASES = {"k8s": "kubernetes"}
 # Keys that configure a Kubernetes pod (preemption / termination hooks): accepted on a
-# resources mapping that names kubernetes (planned only; no Kubernetes backend runs them).
+# resources mapping that names kubernetes (planned only; launcher's pods do not run them).
 POD_ONLY_FIELDS = ("preemption", "termination_hook")
 DISK_TIERS = ("low", "medium", "high", "ultra", "best")
 NETWORK_TIERS = ("standard", "best")
@@ -561,7 +561,7 @@ def _pod_notes(mapping: Mapping[str, object], path: Path) -> list[str]:
     """A note per pod-only key present (accepted for a Kubernetes placement, never run)."""
     return [
         f"{format_path(path + (key,))} configures the Kubernetes pod; the task is planned "
-        "with it but nothing runs it here (no Kubernetes backend in this version)."
+        "with it but nothing runs it here (launcher's pods get no preemption or termination hooks)."
         for key in POD_ONLY_FIELDS
         if mapping.get(key) is not None
     ]
