@@ -66,7 +66,22 @@ def login(driver: Any, server: Server, token: str) -> None:
     driver.find_element(By.ID, "token").send_keys(token)
     button = driver.find_element(By.ID, "login")
     button.click()
-    until(driver, ec.staleness_of(button))  # the answer to the POST has loaded
+    until(driver, lambda _d: _gone(button))  # the answer to the POST has loaded
+
+
+def _gone(element: Any) -> bool:
+    """Whether `element` left the document (a new page loaded). chromedriver says so with
+    a stale-element error or, when it asks mid-navigation, with "does not belong to the
+    document" (which ec.staleness_of does not catch)."""
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" not in str(exc):
+            raise
+        return True
+    return False
 
 
 def _fresh(call: Any) -> Any:
