@@ -12,6 +12,9 @@
           fabric:                       # per partition: Slurm does not say
             gpu: {fabric: infiniband, gbps: 400}
           provision_timeout: 600        # seconds a gang may stay PENDING (then CapacityError)
+          time_limit: 12h               # sbatch --time (whole minutes, rounded up); default:
+                                        # the partition's MaxTime. A task may set its own
+                                        # (`config: {slurm: {time_limit: 90m}}`)
           gpu_models:                   # per partition: the GPU an untyped `gpu:N` GRES is
             plain: A100                 # (typed GRES name it themselves: gpu:a100:4 -> A100)
 
@@ -21,6 +24,7 @@ Stdlib only. Malformed values raise ConfigError naming the field
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -30,7 +34,7 @@ from launcher.errors import ConfigError
 
 LOCALHOST = "localhost"
 _CLUSTER_KEYS = ("login", "user", "identity_file", "port", "partitions", "pricing", "fabric",
-                 "provision_timeout", "gpu_models")
+                 "provision_timeout", "gpu_models", "time_limit")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -54,6 +58,9 @@ class SlurmCluster:
     fabric: dict[str, PartitionFabric] = field(default_factory=dict)
     provision_timeout: float = 600.0
     gpu_models: dict[str, str] = field(default_factory=dict)  # partition -> accelerator name
+    # whole minutes (sbatch --time); None: the partition's MaxTime. The field a task's
+    # `config: {slurm: {time_limit: ...}}` replaces (task_config.apply_overrides).
+    time_limit: int | None = None
 
     @property
     def local(self) -> bool:
@@ -81,6 +88,35 @@ def _number(value: Any, where: str, source: str, *, positive: bool) -> float:
         kind = "a number > 0" if positive else "a number >= 0"
         raise _err(source, where, f"expected {kind}, got {value!r}.")
     return float(value)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def time_limit_minutes(value: Any) -> int | None:
+    """'90m', '12h', '1d12h', '45s' -> whole minutes, rounded up (Slurm's unit); None
+    when `value` is not a positive duration with units."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip().lower()
+    pos, seconds = 0, 0.0
+    while pos < len(text):
+        m = _DURATION.match(text, pos)
+        if m is None:
+            return None
+        seconds += float(m.group(1)) * _UNIT_S[m.group(2)]
+        pos = m.end()
+    return math.ceil(seconds / 60) if seconds > 0 else None
+
+
+def _parse_time_limit(value: Any, where: str, source: str) -> int | None:
+    if value is None:
+        return None
+    minutes = time_limit_minutes(value)
+    if minutes is None:
+        raise _err(source, where, f"expected a duration such as '90m', '12h' or '1d12h', got {value!r}.")
+    return minutes
 
 
 def _parse_fabric(body: Any, where: str, source: str) -> dict[str, PartitionFabric]:
@@ -146,6 +182,7 @@ def _parse_cluster(name: str, body: Any, source: str) -> SlurmCluster:
         fabric=_parse_fabric(body.get("fabric"), f"{where}.fabric", source),
         provision_timeout=_number(body.get("provision_timeout", 600),
                                   f"{where}.provision_timeout", source, positive=True),
+        time_limit=_parse_time_limit(body.get("time_limit"), f"{where}.time_limit", source),
     )  # fmt: skip
 
 

@@ -3,8 +3,8 @@
 Region = the cluster's name in `slurm.clusters`, zone = the partition, instance type
 = a node shape from `offers.py` (`a100x2of4`: 2 of a node's 4 a100 GPUs).
 
-provision: one `sbatch` (`--nodes`, `--gres=gpu[:TYPE]:K`, `--time` = the partition's
-MaxTime, `--job-name=launcher-CLUSTER`, `--comment=launcher-cluster=CLUSTER`,
+provision: one `sbatch` (`--nodes`, `--gres=gpu[:TYPE]:K`, `--time` = the time limit,
+`--job-name=launcher-CLUSTER`, `--comment=launcher-cluster=CLUSTER[,limit=task]`,
 `--no-requeue`, `--wait-all-nodes=1`, `--ntasks-per-node=1`, `--exclusive` when the
 request takes every GPU of the node shape) whose batch script sleeps forever: it
 holds the nodes until `terminate`. The job carries the cluster's name from
@@ -12,6 +12,15 @@ submission on, so `terminate` always finds it, and a retried provision adopts a 
 it finds instead of submitting a second one. A request no partition can hold is an
 InvalidRequestError before anything is submitted; a job still PENDING after the
 cluster's `provision_timeout` is cancelled (and waited for) and raises CapacityError.
+
+Time limit: the task's `config: {slurm: {time_limit}}`, else the cluster's
+`time_limit`, in whole minutes (rounded up), is `--time`, and only partitions whose
+MaxTime allows it are used: a limit no partition of the request allows is an
+InvalidRequestError naming MaxTime (never silently shortened: a job cut short of the
+time it asked for loses work). Without one, `--time` is the partition's MaxTime (a
+warning says so; none when MaxTime is infinite: the site's DefaultTime applies). A
+set limit is recorded in the comment (`,limit=task`), so `final_loss` can tell a job
+that ran out of the time it asked for (final) from one a site limit ended (recovered).
 
 Nodes are reached by `srun --overlap` steps from the login node (steps.SrunRunner);
 node ids are `JOBID:HOSTNAME`, in `scontrol show hostnames` order (rank 0 = head).
@@ -24,6 +33,7 @@ RUNNING; SUSPENDED -> STOPPED; PREEMPTED, or a job Slurm requeued (Restarts > 0)
 
 from __future__ import annotations
 
+import logging
 import time
 
 from launcher.clouds.base import (
@@ -42,8 +52,11 @@ from launcher.clouds.slurm.offers import NodeShape, node_shapes, parse_instance_
 from launcher.clouds.slurm.parse import JobRecord
 from launcher.config.slurm import SlurmCluster
 
+log = logging.getLogger("launcher.clouds.slurm")
+
 JOB_PREFIX = "launcher-"
 TAG = "launcher-cluster="
+TASK_LIMIT = ",limit=task"  # the comment's suffix when the time limit was set, not MaxTime
 _POLL_S = 0.5
 _CANCEL_WAIT_S = 60.0
 
@@ -90,6 +103,20 @@ def end_reason(job: JobRecord) -> str:
     if s == "TIMEOUT" and job.time_limit_min is not None:
         why += f" ({job.time_limit_min} min)"
     return f"Slurm job {job.job_id} {s}: {why}"
+
+
+def tagged_cluster(comment: str) -> str | None:
+    """The launcher cluster a holder job's comment names (`launcher-cluster=NAME[,...]`)."""
+    if not comment.startswith(TAG):
+        return None
+    return comment[len(TAG):].split(",")[0] or None
+
+
+def format_minutes(minutes: int) -> str:
+    """90 -> '1h30m', 1440 -> '1d', 45 -> '45m'."""
+    d, rest = divmod(minutes, 1440)
+    h, m = divmod(rest, 60)
+    return "".join(f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (m, "m")) if v) or "0m"
 
 
 def _live(job: JobRecord) -> bool:
@@ -142,6 +169,14 @@ class SlurmCloud:
 
     # ---- provision -------------------------------------------------------------------
 
+    def time_limit(self, req: ProvisionRequest, cluster: SlurmCluster) -> int | None:
+        """Minutes the allocation asks for: the task's `config.slurm.time_limit`, else the
+        cluster's `time_limit`; None: the partition's MaxTime."""
+        from launcher.task.config_section import apply_overrides
+
+        limit: int | None = apply_overrides(cluster, req.settings.get("slurm", {})).time_limit
+        return limit
+
     def _shape(self, req: ProvisionRequest, client: SlurmClient) -> tuple[NodeShape, int]:
         try:
             gtype, k, g = parse_instance_type(req.instance_type)
@@ -163,10 +198,22 @@ class SlurmCloud:
                 f"{where} can hold at most {most} node(s) of {req.instance_type} "
                 f"(usable nodes, MaxNodes); {req.num_nodes} asked.",
                 cloud=CLOUD, region=req.region, zone=req.zone)
-        return fits[0], k
+        limit = self.time_limit(req, cluster)
+        timed = [s for s in fits if limit is None or s.partition.max_time_min is None
+                 or s.partition.max_time_min >= limit]
+        if not timed:
+            most = max(s.partition.max_time_min or 0 for s in fits)
+            raise InvalidRequestError(
+                f"{where}: time_limit {format_minutes(limit or 0)} is longer than the partition "
+                f"allows (MaxTime {format_minutes(most)}); launcher does not shorten a time "
+                "limit you set. Lower `time_limit` or name a partition that allows it.",
+                cloud=CLOUD, region=req.region, zone=req.zone)
+        return timed[0], k
 
-    def _sbatch_args(self, req: ProvisionRequest, shape: NodeShape, k: int) -> list[str]:
-        args = [f"--job-name={job_name(req.cluster_name)}", f"--comment={TAG}{req.cluster_name}",
+    def _sbatch_args(self, req: ProvisionRequest, shape: NodeShape, k: int,
+                     limit: int | None = None) -> list[str]:
+        comment = f"{TAG}{req.cluster_name}{TASK_LIMIT if limit is not None else ''}"
+        args = [f"--job-name={job_name(req.cluster_name)}", f"--comment={comment}",
                 f"--partition={shape.partition.name}", f"--nodes={req.num_nodes}",
                 "--ntasks-per-node=1", "--no-requeue", "--wait-all-nodes=1",
                 "--output=/dev/null", "--error=/dev/null"]
@@ -174,7 +221,15 @@ class SlurmCloud:
             args.append(f"--gres=gpu:{shape.gpu_type + ':' if shape.gpu_type else ''}{k}")
         if k and k == shape.gpus:
             args.append("--exclusive")
-        if shape.partition.max_time_min is not None:
+        if limit is not None:
+            args.append(f"--time={limit}")
+        elif shape.partition.max_time_min is not None:
+            log.warning(
+                "Slurm cluster '%s': no time_limit set; the allocation of '%s' asks for "
+                "partition '%s''s MaxTime (%s) and Slurm ends it then (set "
+                "slurm.clusters.%s.time_limit or the task's config.slurm.time_limit)",
+                req.region, req.cluster_name, shape.partition.name,
+                format_minutes(shape.partition.max_time_min), req.region)
             args.append(f"--time={shape.partition.max_time_min}")
         return args
 
@@ -182,7 +237,7 @@ class SlurmCloud:
         """Live holder jobs of `cluster` (name and comment both match)."""
         out = []
         for row in client.queue(job_name(cluster)):
-            if row.comment != f"{TAG}{cluster}":
+            if tagged_cluster(row.comment) != cluster:
                 continue
             job = client.job(row.job_id)
             if job is not None and _live(job):
@@ -198,7 +253,8 @@ class SlurmCloud:
         else:
             shape, k = self._shape(req, client)
             script = "#!/bin/sh\n# launcher: holds the allocation until `launcher down`\nexec sleep infinity\n"
-            job_id = client.sbatch(self._sbatch_args(req, shape, k), script)
+            limit = self.time_limit(req, client.cluster)
+            job_id = client.sbatch(self._sbatch_args(req, shape, k, limit), script)
             job = client.job(job_id) or JobRecord(job_id, job_name(req.cluster_name), "PENDING",
                                                   "None", "(null)", 0, "", None, req.num_nodes)
         job = self._wait_running(client, req, job)
@@ -249,7 +305,7 @@ class SlurmCloud:
         for region in self._region_of(cluster):
             client = self.client(region)
             for row in client.queue(job_name(cluster)):
-                if row.comment == f"{TAG}{cluster}":
+                if tagged_cluster(row.comment) == cluster:
                     job = client.job(row.job_id)
                     if job is not None:
                         out.append((client, job))
@@ -272,7 +328,22 @@ class SlurmCloud:
         jobs = self._jobs_everywhere(cluster)
         if not jobs or any(_live(j) for _, j in jobs):
             return None
-        return end_reason(max(jobs, key=lambda cj: int(cj[1].job_id))[1])
+        return end_reason(max(jobs, key=lambda cj: int(cj[1].job_id.split("_")[0]))[1])
+
+    def final_loss(self, cluster: str) -> str | None:
+        """Why the cluster's allocation ended for good, when it ran out of the time limit
+        the task (or the cluster's config) set: a managed job then fails with this
+        reason instead of being recovered into a fresh allocation. None while a holder
+        job lives, and for every other end (preemption, NODE_FAIL, a partition MaxTime
+        the allocation merely inherited: those are recovered)."""
+        jobs = self._jobs_everywhere(cluster)
+        if not jobs or any(_live(j) for _, j in jobs):
+            return None
+        job = max(jobs, key=lambda cj: int(cj[1].job_id.split("_")[0]))[1]
+        if job.state.split()[0].upper() != "TIMEOUT" or \
+                not job.extra.get("Comment", "").endswith(TASK_LIMIT):
+            return None
+        return f"{end_reason(job)}: the time_limit set for it ran out (not recovered)"
 
     def terminate(self, cluster: str) -> None:
         """scancel every live holder job of the cluster and wait until Slurm reports each
@@ -309,8 +380,9 @@ class SlurmCloud:
             rows = client.run(["squeue", "-h", "-o", "%i|%j|%k"])
             for line in rows.splitlines():
                 jid, name, comment = (line.split("|", 2) + ["", ""])[:3]
-                if name.startswith(JOB_PREFIX) and comment.startswith(TAG):
-                    out.setdefault(comment[len(TAG):], []).append(jid)
+                tagged = tagged_cluster(comment)
+                if name.startswith(JOB_PREFIX) and tagged is not None:
+                    out.setdefault(tagged, []).append(jid)
         return out
 
 
