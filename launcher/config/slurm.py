@@ -12,6 +12,7 @@
           fabric:                       # per partition: Slurm does not say
             gpu: {fabric: infiniband, gbps: 400}
           provision_timeout: 600        # seconds a gang may stay PENDING (then CapacityError)
+          command_timeout: 30           # seconds one sinfo/squeue/sbatch/... may take
           time_limit: 12h               # sbatch --time (whole minutes, rounded up); default:
                                         # the partition's MaxTime. A task may set its own
                                         # (`config: {slurm: {time_limit: 90m}}`)
@@ -34,7 +35,7 @@ from launcher.errors import ConfigError
 
 LOCALHOST = "localhost"
 _CLUSTER_KEYS = ("login", "user", "identity_file", "port", "partitions", "pricing", "fabric",
-                 "provision_timeout", "gpu_models", "time_limit")
+                 "provision_timeout", "gpu_models", "time_limit", "command_timeout")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -57,6 +58,7 @@ class SlurmCluster:
     pricing: float = 0.0  # per GPU-hour
     fabric: dict[str, PartitionFabric] = field(default_factory=dict)
     provision_timeout: float = 600.0
+    command_timeout: float = 30.0  # one Slurm command (not an srun step: those run the task)
     gpu_models: dict[str, str] = field(default_factory=dict)  # partition -> accelerator name
     # whole minutes (sbatch --time); None: the partition's MaxTime. The field a task's
     # `config: {slurm: {time_limit: ...}}` replaces (task_config.apply_overrides).
@@ -182,6 +184,8 @@ def _parse_cluster(name: str, body: Any, source: str) -> SlurmCluster:
         fabric=_parse_fabric(body.get("fabric"), f"{where}.fabric", source),
         provision_timeout=_number(body.get("provision_timeout", 600),
                                   f"{where}.provision_timeout", source, positive=True),
+        command_timeout=_number(body.get("command_timeout", 30), f"{where}.command_timeout",
+                                source, positive=True),
         time_limit=_parse_time_limit(body.get("time_limit"), f"{where}.time_limit", source),
     )  # fmt: skip
 

@@ -245,8 +245,29 @@ class SlurmCloud:
         return out
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
-        """See Cloud.provision and the module docstring."""
+        """See Cloud.provision and the module docstring. On any failure (a Slurm command
+        that fails or hangs at any step, Ctrl-C) every live job tagged with the cluster
+        is cancelled and waited for before the error is raised, so no allocation is left
+        behind (an sbatch whose answer was lost included: the tag finds its job); if
+        Slurm cannot be asked even then, the job stays tagged for `terminate`."""
         client = self.client(req.region)
+        try:
+            return self._provision(client, req)
+        except BaseException:
+            self._cancel_tagged(client, req.cluster_name)
+            raise
+
+    def _cancel_tagged(self, client: SlurmClient, cluster: str) -> None:
+        try:
+            ids = [j.job_id for j in self._find(client, cluster)]
+            if ids:
+                self._cancel_and_wait(client, ids)
+        except CloudError as exc:
+            log.warning("Slurm cluster '%s': could not cancel the job(s) of '%s' after a "
+                        "failed provision (`launcher down %s` retries): %s",
+                        client.cluster.name, cluster, cluster, exc)
+
+    def _provision(self, client: SlurmClient, req: ProvisionRequest) -> ClusterInfo:
         existing = self._find(client, req.cluster_name)
         if existing:
             job = existing[0]
