@@ -56,6 +56,10 @@ log = logging.getLogger("launcher.clouds.slurm")
 
 JOB_PREFIX = "launcher-"
 TAG = "launcher-cluster="
+# The runtime's dirs in a node's home (as launcher.clouds.ssh.NODE_RUNTIME_DIRS) and
+# the file naming the allocation that set them up (`_claim_homes`).
+RUNTIME_DIRS = ("~/.launcher-agent", "~/.launcher-setup")
+HOME_MARK = "~/.launcher-slurm-job"
 TASK_LIMIT = ",limit=task"  # the comment's suffix when the time limit was set, not MaxTime
 _POLL_S = 0.5
 _CANCEL_WAIT_S = 60.0
@@ -279,7 +283,41 @@ class SlurmCloud:
             job = client.job(job_id) or JobRecord(job_id, job_name(req.cluster_name), "PENDING",
                                                   "None", "(null)", 0, "", None, req.num_nodes)
         job = self._wait_running(client, req, job)
-        return self._cluster_info(client, req, job)
+        info = self._cluster_info(client, req, job)
+        self._claim_homes(client, job, len(info.nodes))
+        return info
+
+    def _claim_homes(self, client: SlurmClient, job: JobRecord, n: int) -> None:
+        """Make the nodes' launcher runtime dirs this allocation's (one step on every
+        node; two when some must be cleared).
+
+        Homes outlive allocations, and on most sites one home (NFS) is shared by all
+        nodes: the agent's records of an earlier allocation (same launcher cluster or
+        not) would otherwise be read as this one's (a restarted managed-jobs controller
+        would adopt a run that ended with the old allocation). Each home records the
+        allocation that set it up (`~/.launcher-slurm-job`); where that job is no
+        longer live, the runtime dirs are removed and the home is marked with this job.
+        A home marked by another live allocation is left alone, with a warning: two
+        launcher clusters at once on one home share its agent directory (docs/slurm.md)."""
+        def step(script: str) -> list[str]:
+            out = client.run(["srun", "--overlap", f"--jobid={job.job_id}", f"-N{n}", f"-n{n}",
+                              "--ntasks-per-node=1", "--quiet", "bash", "-c", script])
+            return [ln.strip() for ln in out.splitlines()]
+
+        marks = set(step(f"cat {HOME_MARK} 2>/dev/null; echo"))
+        if marks == {job.job_id}:
+            return  # every home is already this allocation's (a retried provision)
+        live = {job.job_id}
+        for m in marks - {"", job.job_id}:
+            rec = client.job(m) if m.replace("_", "").isdigit() else None
+            if rec is not None and _live(rec):
+                live.add(m)
+                log.warning("Slurm cluster '%s': the home of a node of job %s is also used by "
+                            "live launcher job %s; the two share ~/.launcher-agent "
+                            "(docs/slurm.md, limits)", client.cluster.name, job.job_id, m)
+        dirs = " ".join(RUNTIME_DIRS)
+        step(f'm=$(cat {HOME_MARK} 2>/dev/null); case " {" ".join(sorted(live))} " in '
+             f'*" $m "*) ;; *) rm -rf {dirs} && echo {job.job_id} > {HOME_MARK} ;; esac')
 
     def _wait_running(self, client: SlurmClient, req: ProvisionRequest, job: JobRecord) -> JobRecord:
         deadline = time.monotonic() + client.cluster.provision_timeout

@@ -23,7 +23,10 @@ COMMANDS = ("sbatch", "squeue", "sinfo", "scontrol", "srun", "scancel")
 # fail: exit 1 before the command runs (Slurm never saw it); fail-after: the command
 # ran (an sbatch submitted), then its answer is lost (exit 1, no output); hang: never
 # answers, nothing done; hang-after: done, then never answers.
-KINDS = ("fail", "fail-after", "hang", "hang-after")
+# kill / kill-after: SIGKILL of the launcher process that runs the command (the
+# nearest python ancestor: a CLI client, or the managed-jobs controller) before the
+# command runs / once it has acted.
+KINDS = ("fail", "fail-after", "hang", "hang-after", "kill", "kill-after")
 
 _SHIM = r"""#!/bin/bash
 d=__DIR__
@@ -32,6 +35,17 @@ key=$name
 if [ "$name" = scontrol ]; then
   w=(); for a in "$@"; do case $a in -*) ;; *) w+=("$a");; esac; [ ${#w[@]} -ge 2 ] && break; done
   key="scontrol ${w[0]} ${w[1]}"
+fi
+# the launcher process that runs this command: the nearest python ancestor
+victim=""
+p=$PPID
+while [ -n "$p" ] && [ "$p" -gt 1 ]; do
+  case "$(cat /proc/$p/comm 2>/dev/null)" in python*) victim=$p; break ;; esac
+  p=$(ps -o ppid= -p "$p" | tr -d ' ')
+done
+# the test's own commands (lab.sh) are neither logged nor faulted
+if [ -n "$victim" ] && [ -f "$d/protect" ] && [ "$victim" = "$(cat "$d/protect")" ]; then
+  exec __REAL__ "$@"
 fi
 exec 9>>"$d/lock"; flock 9
 echo "$key" >> "$d/calls"
@@ -44,7 +58,7 @@ if [ -f "$d/fault" ] && [ ! -f "$d/fired" ]; then
     if [ -n "$fsub" ]; then
       case "$*" in *"$fsub"*) kind=$fkind ;; esac
     elif [ "$fn" = "$n" ]; then kind=$fkind; fi
-    [ -n "$kind" ] && echo "$key|$n|$kind" >> "$d/fired"
+    [ -n "$kind" ] && printf '%s\n' "$key|$n|$kind|$victim $(tr '\0' ' ' < /proc/$victim/cmdline | head -c 200)|$(printf '%q ' "$@" | head -c 400)" >> "$d/fired"
   fi
 fi
 exec 9>&-
@@ -53,6 +67,8 @@ case $kind in
   hang) exec sleep 3600 ;;
   fail-after) __REAL__ "$@" >/dev/null 2>&1; echo "$name: error: Socket timed out on send/recv operation (injected)" >&2; exit 1 ;;
   hang-after) __REAL__ "$@" >/dev/null 2>&1; exec sleep 3600 ;;
+  kill) kill -9 "$victim"; exit 1 ;;
+  kill-after) __REAL__ "$@" >/dev/null 2>&1; kill -9 "$victim"; exit 1 ;;
 esac
 exec __REAL__ "$@"
 """
@@ -91,6 +107,10 @@ class SlurmShims:
         self.reset()
         (self.state / "fault").write_text(f"{key}|{occurrence}|{kind}|{containing}\n")
 
+    def protect(self, pid: int) -> None:
+        """Commands run by process `pid` (the test itself) go straight to Slurm."""
+        (self.state / "protect").write_text(str(pid))
+
     def real(self, name: str) -> str:
         """The real binary's path (found before the shims went on PATH)."""
         return self.reals[name]
@@ -101,6 +121,10 @@ class SlurmShims:
     def argv(self) -> list[str]:
         """Each call's key and (the first 300 characters of) its arguments, for messages."""
         return (self.state / "argv").read_text().splitlines()
+
+    def fired_at(self) -> str:
+        """What fired: key, occurrence, kind, the victim's pid and command line, the args."""
+        return (self.state / "fired").read_text() if self.fired() else ""
 
     def fired(self) -> bool:
         return (self.state / "fired").exists()

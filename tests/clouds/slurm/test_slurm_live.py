@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -226,3 +227,29 @@ def test_a_client_killed_mid_provision_leaves_nothing_behind(slurm_lab: LabFacto
     cloud.terminate("orphan")
     cloud.terminate("holder")
     assert squeue(lab) == "" and cloud.list_tagged_clusters() == {}
+
+
+def test_a_new_allocation_clears_runtime_dirs_an_ended_one_left_in_the_shared_home(
+        slurm_lab: LabFactory, caplog: pytest.LogCaptureFixture) -> None:
+    """The lab's nodes share one home (like NFS): the agent's records of an ended
+    allocation must not be read as a new one's; a live one's are left alone."""
+    lab = slurm_lab(TYPED)
+    cloud = SlurmCloud()
+    old = cloud.provision(req("h1", "a100x1of4", 1))
+    runner_for(old, old.head).run("mkdir -p ~/.launcher-agent/jobs && touch ~/.launcher-agent/jobs/1").check()
+    cloud.terminate("h1")
+    new = cloud.provision(req("h2", "a100x1of4", 2))
+    try:
+        r = runner_for(new, new.nodes[1])
+        assert r.run("ls ~/.launcher-agent/jobs 2>&1; cat ~/.launcher-slurm-job").stdout.split()[-1] \
+            == new.head.node_id.split(":")[0]
+        assert r.run("test -e ~/.launcher-agent/jobs/1").returncode != 0
+        r.run("mkdir -p ~/.launcher-agent/jobs && touch ~/.launcher-agent/jobs/7").check()
+        with caplog.at_level(logging.WARNING, logger="launcher.clouds.slurm"):
+            third = cloud.provision(req("h3", "a100x1of4", 1))
+        assert "also used by live launcher job" in caplog.text
+        assert runner_for(third, third.head).run("test -e ~/.launcher-agent/jobs/7").returncode == 0
+    finally:
+        cloud.terminate("h2")
+        cloud.terminate("h3")
+    assert squeue(lab) == ""
