@@ -7,6 +7,8 @@
           user: alice                   # SSH user on the login node (default: yours)
           identity_file: ~/.ssh/id_ed25519
           port: 22
+          host_key: ssh-ed25519 AAAA...  # the login's SSH host key (default: the entry
+                                        # for it in ~/.ssh/known_hosts)
           partitions: [gpu, preempt]    # default: every partition sinfo lists
           pricing: 1.25                 # per GPU-hour, for chargeback (default 0)
           fabric:                       # per partition: Slurm does not say
@@ -34,7 +36,7 @@ from typing import Any
 from launcher.errors import ConfigError
 
 LOCALHOST = "localhost"
-_CLUSTER_KEYS = ("login", "user", "identity_file", "port", "partitions", "pricing", "fabric",
+_CLUSTER_KEYS = ("login", "user", "identity_file", "port", "host_key", "partitions", "pricing", "fabric",
                  "provision_timeout", "gpu_models", "time_limit", "command_timeout")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -54,6 +56,7 @@ class SlurmCluster:
     user: str | None = None
     identity_file: str | None = None
     port: int = 22
+    host_key: str | None = None  # "ssh-ed25519 AAAA..."; None: ~/.ssh/known_hosts
     partitions: tuple[str, ...] = ()  # empty: every partition
     pricing: float = 0.0  # per GPU-hour
     fabric: dict[str, PartitionFabric] = field(default_factory=dict)
@@ -167,6 +170,12 @@ def _parse_cluster(name: str, body: Any, source: str) -> SlurmCluster:
     port = body.get("port", 22)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise _err(source, f"{where}.port", f"expected a port number 1-65535, got {port!r}.")
+    host_key = body.get("host_key")
+    if host_key is not None:
+        host_key = _text(host_key, f"{where}.host_key", source)
+        if len(host_key.split()) < 2:
+            raise _err(source, f"{where}.host_key",
+                       f"expected '<type> <base64>' (a line of ssh-keyscan), got {host_key!r}.")
     parts_raw = body.get("partitions") or []
     if isinstance(parts_raw, str):
         parts_raw = [parts_raw]
@@ -179,6 +188,7 @@ def _parse_cluster(name: str, body: Any, source: str) -> SlurmCluster:
     gpu_models = {str(p): _text(m, f"{where}.gpu_models.{p}", source) for p, m in models_raw.items()}
     return SlurmCluster(
         gpu_models=gpu_models, name=name, login=login, user=user, identity_file=identity, port=port,
+        host_key=host_key,
         partitions=partitions,
         pricing=_number(body.get("pricing", 0), f"{where}.pricing", source, positive=False),
         fabric=_parse_fabric(body.get("fabric"), f"{where}.fabric", source),

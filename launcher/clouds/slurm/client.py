@@ -78,8 +78,30 @@ class SlurmClient:
 
         c = self.cluster
         node = NodeInfo(rank=0, node_id=f"{c.name}-login", internal_ip=c.login,
-                        external_ip=c.login, ssh_user=c.user or getpass.getuser(), ssh_port=c.port)
+                        external_ip=c.login, ssh_user=c.user or getpass.getuser(), ssh_port=c.port,
+                        ssh_host_key=c.host_key or self._known_host_key())
         return SSHRunner(node, key_path=c.identity_file)
+
+    def _known_host_key(self) -> str:
+        """The login's key from ~/.ssh/known_hosts (hashed entries too). Raises
+        SlurmUnreachableError when there is none: an unknown key is never trusted."""
+        import paramiko
+
+        c = self.cluster
+        path = os.path.expanduser("~/.ssh/known_hosts")
+        name = c.login if c.port == 22 else f"[{c.login}]:{c.port}"
+        try:
+            keys = paramiko.HostKeys(path).lookup(name) if os.path.exists(path) else None
+        except (OSError, paramiko.SSHException) as exc:
+            raise self._unreachable(f"cannot read {path}: {exc}") from exc
+        if keys:
+            for kind in ("ssh-ed25519", *keys.keys()):
+                if kind in keys:
+                    return f"{kind} {keys[kind].get_base64()}"
+        raise self._unreachable(
+            f"no SSH host key known for {name}: set slurm.clusters.{c.name}.host_key (a line "
+            f"of `ssh-keyscan -p {c.port} {c.login}`, checked out of band) or connect once with "
+            "ssh so that ~/.ssh/known_hosts has it")
 
     def sh(self, command: str, *, stdin: str | None = None, timeout: float | None = None) -> Output:
         """Run a shell command line on the login node (`timeout`: the cluster's

@@ -5,6 +5,7 @@
     lab.env                      # {"SLURM_CONF": ...}: point the Slurm clients at it
     lab.sh("squeue -h")          # run a client command against it
     lab.kill_slurmd("ltn2")      # node failure
+    login = lab.start_login(pub) # an sshd login node on the lab's network (key `pub`)
     lab.close()                  # every daemon killed by pid, namespaces and bridge removed
 
 Every slurmd runs in its node's network namespace and in a mount namespace where the
@@ -23,6 +24,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -57,6 +59,13 @@ class LabNode:
     gpu_type: str | None = None  # None: untyped GRES (`gpu:4`)
     cpus: int = 4
     memory_mib: int = 4000
+
+
+@dataclass(frozen=True)
+class LoginNode:
+    host: str  # its address on the lab's network (sshd on port 22)
+    host_key: str  # "ssh-ed25519 AAAA..."
+    home: Path  # its /root
 
 
 @dataclass(frozen=True)
@@ -238,6 +247,56 @@ class SlurmLab:
                 return
             time.sleep(0.2)
         raise LabError(f"nodes {sorted(want)} not {state} after {timeout}s: {last}")
+
+    def start_login(self, authorized_key: str, env: dict[str, str] | None = None,
+                    timeout: float = 10) -> LoginNode:
+        """An sshd "login node" in a namespace of its own on the lab's bridge (it reaches
+        slurmctld and every slurmd directly), with its own hostname `ltlogin`, its own
+        /root (authorized_key in it) and SLURM_CONF set for every session (sshd's
+        SetEnv, with `env`: PATH included), so the Slurm commands run there answer for
+        this lab. Root login only."""
+        from tests.netns import SSHD, SSHD_CONFIG
+
+        i = len(self.nodes)
+        ns, veth, addr = f"{self.tag}-login", f"{self.veth}-l", self.addr(i)
+        home = self.workdir / "login-home"
+        (home / ".ssh").mkdir(parents=True, mode=0o700)
+        (home / ".ssh" / "authorized_keys").write_text(authorized_key.strip() + "\n")
+        (home / ".ssh" / "authorized_keys").chmod(0o600)
+        key = self.workdir / "login_host_key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                       check=True, capture_output=True)
+        conf = self.workdir / "login_sshd_config"
+        conf.write_text(SSHD_CONFIG.format(listen=addr, port=22, host_key=key,
+                                           pidfile=self.workdir / "login_sshd.pid")
+                        + "SetEnv " + " ".join(f"{k}={v}" for k, v in
+                                               {**(env or {}), **self.env}.items()) + "\n")
+        # a link of this name left by an earlier lab (pid reuse) that the kernel has not
+        # removed yet would make `link add` fail
+        subprocess.run(["ip", "link", "del", veth], capture_output=True, check=False)
+        for args in (["netns", "add", ns],
+                     ["link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns],
+                     ["link", "set", veth, "master", self.bridge, "up"],
+                     ["-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0"],
+                     ["-n", ns, "link", "set", "eth0", "up"], ["-n", ns, "link", "set", "lo", "up"],
+                     ["-n", ns, "route", "add", "default", "via", self.gateway]):
+            subprocess.run(["ip", *args], check=True, capture_output=True)
+            if args[:2] == ["netns", "add"]:
+                self.namespaces.append(ns)
+        self._spawn("login", [
+            "ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private", "--uts",
+            "sh", "-c", f"mount --bind {home} /root && hostname ltlogin && exec {SSHD} -D -e -f {conf}"])
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection((addr, 22), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.procs["login"].poll() is not None:
+                    raise LabError(f"the login sshd did not start: {self.logs()}") from None
+                time.sleep(0.05)
+        host_key = " ".join(Path(f"{key}.pub").read_text().split()[:2])
+        return LoginNode(addr, host_key, home)
 
     def kill_slurmd(self, name: str) -> None:
         proc = self.procs.pop(f"slurmd-{name}")

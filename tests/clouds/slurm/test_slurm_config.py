@@ -56,6 +56,8 @@ def test_full_section_parses() -> None:
         ("slurm: {clusters: {'bad name': {login: h}}}", "slurm.clusters.bad name"),
         ("slurm: {clusters: {lab: {login: h, time_limit: 90}}}", "slurm.clusters.lab.time_limit"),
         ("slurm: {clusters: {lab: {login: h, time_limit: 2 days}}}", "slurm.clusters.lab.time_limit"),
+        ("slurm: {clusters: {lab: {login: h, host_key: AAAAC3Nz}}}", "slurm.clusters.lab.host_key"),
+        ("slurm: {clusters: {lab: {login: h, command_timeout: 0}}}", "slurm.clusters.lab.command_timeout"),
         ("slurm: {nodes: 3}", "slurm.nodes"),
         ("slurm: [1]", "slurm"),
     ],
