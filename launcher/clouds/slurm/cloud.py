@@ -60,7 +60,26 @@ TAG = "launcher-cluster="
 # the file naming the allocation that set them up (`_claim_homes`).
 RUNTIME_DIRS = ("~/.launcher-agent", "~/.launcher-setup")
 HOME_MARK = "~/.launcher-slurm-job"
-TASK_LIMIT = ",limit=task"  # the comment's suffix when the time limit was set, not MaxTime
+TASK_LIMIT = ",limit=task"
+# The holder job's batch script: it holds the allocation until `launcher down` and, on
+# the head (the batch host), hosts the head agent's daemon once launcher has installed
+# it in a home this allocation claimed (`_claim_homes`; `agent` is written by the agent's
+# setup, after its files): processes started here live in
+# the batch step, as long as the allocation, also where proctrack/cgroup kills what a
+# job step leaves behind when it ends. The agent's own commands (steps) never spawn a
+# daemon (steps.SrunRunner sets LAUNCHER_AGENT_DAEMON_HOSTED); a daemon that exits
+# (an agent upgrade stops it) is started again within a second.
+HOLDER_SCRIPT = """#!/bin/bash
+# launcher: holds the allocation until `launcher down`; hosts the head agent's daemon
+a="$HOME/.launcher-agent"
+while :; do
+  if [ "$(cat "$HOME/.launcher-slurm-job" 2>/dev/null)" = "$SLURM_JOB_ID" ] \\
+      && [ -x "$a/agent" ] && flock -n "$a/daemon.lock" true 2>/dev/null; then
+    (cd "$a" && LAUNCHER_AGENT_HOME="$a" exec python3 -S agent.py daemon >>daemon.log 2>&1)
+  fi
+  sleep 1
+done
+"""  # the comment's suffix when the time limit was set, not MaxTime
 _POLL_S = 0.5
 _CANCEL_WAIT_S = 60.0
 
@@ -100,9 +119,18 @@ def node_state(job: JobRecord) -> NodeState:
     return NodeState.UNKNOWN
 
 
+def end_state(job: JobRecord) -> str:
+    """The job's state word; a job still COMPLETING (its processes being killed) after
+    its time limit (Reason=TimeLimit) is already TIMEOUT."""
+    s = job.state.split()[0].upper()
+    if s == "COMPLETING" and job.reason == "TimeLimit":
+        return "TIMEOUT"
+    return s
+
+
 def end_reason(job: JobRecord) -> str:
     """`TIMEOUT: killed at its time limit (30 min)` — why a holder job ended."""
-    s = job.state.split()[0].upper()
+    s = end_state(job)
     why = _WHY.get(s, s.lower())
     if s == "TIMEOUT" and job.time_limit_min is not None:
         why += f" ({job.time_limit_min} min)"
@@ -277,9 +305,8 @@ class SlurmCloud:
             job = existing[0]
         else:
             shape, k = self._shape(req, client)
-            script = "#!/bin/sh\n# launcher: holds the allocation until `launcher down`\nexec sleep infinity\n"
             limit = self.time_limit(req, client.cluster)
-            job_id = client.sbatch(self._sbatch_args(req, shape, k, limit), script)
+            job_id = client.sbatch(self._sbatch_args(req, shape, k, limit), HOLDER_SCRIPT)
             job = client.job(job_id) or JobRecord(job_id, job_name(req.cluster_name), "PENDING",
                                                   "None", "(null)", 0, "", None, req.num_nodes)
         job = self._wait_running(client, req, job)
@@ -391,16 +418,16 @@ class SlurmCloud:
 
     def final_loss(self, cluster: str) -> str | None:
         """Why the cluster's allocation ended for good, when it ran out of the time limit
-        the task (or the cluster's config) set: a managed job then fails with this
-        reason instead of being recovered into a fresh allocation. None while a holder
-        job lives, and for every other end (preemption, NODE_FAIL, a partition MaxTime
+        the task (or the cluster's config) set (TIMEOUT, or still COMPLETING with
+        Reason=TimeLimit): a managed job then fails with this reason instead of being
+        recovered into a fresh allocation. None while the newest holder job runs, and
+        for every other end (preemption, NODE_FAIL, a partition MaxTime
         the allocation merely inherited: those are recovered)."""
         jobs = self._jobs_everywhere(cluster)
-        if not jobs or any(_live(j) for _, j in jobs):
+        if not jobs:
             return None
         job = max(jobs, key=lambda cj: int(cj[1].job_id.split("_")[0]))[1]
-        if job.state.split()[0].upper() != "TIMEOUT" or \
-                not job.extra.get("Comment", "").endswith(TASK_LIMIT):
+        if end_state(job) != "TIMEOUT" or not job.comment.endswith(TASK_LIMIT):
             return None
         return f"{end_reason(job)}: the time_limit set for it ran out (not recovered)"
 

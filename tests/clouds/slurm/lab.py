@@ -85,6 +85,7 @@ class SlurmLab:
     nodes: list[LabNode]
     partitions: list[LabPartition] = field(default_factory=list)
     extra_conf: str = ""
+    proctrack: str = "linuxproc"  # or "cgroup" (cgroup v1 freezer; cgroup.conf written)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     namespaces: list[str] = field(default_factory=list)
 
@@ -136,7 +137,7 @@ class SlurmLab:
             "ClusterName=launchertest", f"SlurmctldHost={os.uname().nodename}({self.gateway})",
             f"SlurmctldPort={self.port}", f"SlurmdPort={self.port + 1}",
             "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_sock}", "ProctrackType=proctrack/linuxproc",
+            f"AuthInfo=socket={self.munge_sock}", f"ProctrackType=proctrack/{self.proctrack}",
             "TaskPlugin=task/none", "MpiDefault=none", "SwitchType=switch/none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
             "SchedulerParameters=sched_interval=1", "SchedulerType=sched/backfill",
@@ -163,6 +164,10 @@ class SlurmLab:
                          f"Default={'YES' if p.default else 'NO'} MaxTime={p.max_time} "
                          f"MaxNodes={p.max_nodes} PriorityTier={p.priority_tier}{mode} State=UP")
         self.conf.write_text("\n".join(lines) + "\n" + self.extra_conf)
+        if self.proctrack == "cgroup":
+            (d / "cgroup.conf").write_text(
+                "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\nConstrainCores=no\n"
+                "ConstrainRAMSpace=no\nConstrainDevices=no\n")
         gres_lines = ["AutoDetect=off"]
         for n in self.nodes:
             if not n.gpus:

@@ -105,3 +105,14 @@ def test_a_task_sets_its_own_time_limit_in_whole_minutes() -> None:
     assert task.config is not None and task.config.provider_overrides() == {"slurm": {"time_limit": 91}}
     with pytest.raises(Exception, match="config.slurm.time_limit.*needs a unit"):
         Task.from_yaml_str("config:\n  slurm:\n    time_limit: 90\nrun: x\n")
+
+
+def test_a_job_completing_after_its_time_limit_is_already_timeout() -> None:
+    from launcher.clouds.slurm.parse import JobRecord
+
+    job = JobRecord("12", "launcher-x", "COMPLETING", "TimeLimit", "ltn1", 0,
+                    "launcher-cluster=x,limit=task", 1, 1)
+    assert end_reason(job) == "Slurm job 12 TIMEOUT: killed at its time limit (1 min)"
+    assert node_state(job) == NodeState.TERMINATED
+    other = JobRecord("13", "launcher-x", "COMPLETING", "None", "ltn1", 0, "", 1, 1)
+    assert end_reason(other).startswith("Slurm job 13 COMPLETING")

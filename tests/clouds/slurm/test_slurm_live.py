@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -252,4 +253,33 @@ def test_a_new_allocation_clears_runtime_dirs_an_ended_one_left_in_the_shared_ho
     finally:
         cloud.terminate("h2")
         cloud.terminate("h3")
+    assert squeue(lab) == ""
+
+
+def test_cli_launch_on_a_proctrack_cgroup_site(slurm_lab: LabFactory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """ProctrackType=proctrack/cgroup (cgroup v1 freezer here): Slurm kills whatever a
+    step leaves behind when the step ends, so the head agent's daemon runs in the
+    holder's batch step; each rank runs in a step cgroup of the allocation, on its node,
+    and a second job on the same cluster runs too (the daemon outlived every step)."""
+    lab = slurm_lab(TYPED, proctrack="cgroup")
+    assert "proctrack/cgroup" in lab.sh("scontrol show config").stdout
+    task = tmp_path / "task.yaml"
+    task.write_text("num_nodes: 2\nresources:\n  infra: slurm/lab\n  accelerators: A100:2\nrun: |\n"
+                    "  sleep 1; echo rank=$LAUNCHER_NODE_RANK cg=$(grep freezer /proc/self/cgroup)\n")
+    cli = [sys.executable, "-c", "from launcher.cli import main; main()"]
+    out = subprocess.run([*cli, "launch", "-y", "-c", "cg", str(task)], capture_output=True,
+                         text=True, env=dict(os.environ), timeout=180)
+    try:
+        assert out.returncode == 0, out.stdout + out.stderr
+        jid = lab.sh("squeue -h -o %i").stdout.split()[0]
+        for rank, node in ((0, "ltn1"), (1, "ltn2")):
+            assert re.search(rf"rank={rank} cg=\S*:freezer:/slurm_{node}/uid_0/job_{jid}/step_\d+",
+                             out.stdout), out.stdout
+        again = subprocess.run([*cli, "exec", "cg", "echo second=$LAUNCHER_NODE_RANK"],
+                               capture_output=True, text=True, env=dict(os.environ), timeout=120)
+        assert again.returncode == 0 and "second=0" in again.stdout, again.stdout + again.stderr
+    finally:
+        down = subprocess.run([*cli, "down", "-y", "cg"], capture_output=True, text=True,
+                              env=dict(os.environ), timeout=120)
+    assert down.returncode == 0, down.stdout + down.stderr
     assert squeue(lab) == ""
