@@ -247,8 +247,8 @@ class SlurmCloud:
         comment = f"{TAG}{req.cluster_name}{TASK_LIMIT if limit is not None else ''}"
         args = [f"--job-name={job_name(req.cluster_name)}", f"--comment={comment}",
                 f"--partition={shape.partition.name}", f"--nodes={req.num_nodes}",
-                "--ntasks-per-node=1", "--no-requeue", "--wait-all-nodes=1",
-                "--output=/dev/null", "--error=/dev/null"]
+                "--ntasks-per-node=1", f"--cpus-per-task={shape.cpus_for(k)}", "--no-requeue",
+                "--wait-all-nodes=1", "--output=/dev/null", "--error=/dev/null"]
         if k:
             args.append(f"--gres=gpu:{shape.gpu_type + ':' if shape.gpu_type else ''}{k}")
         if k and k == shape.gpus:

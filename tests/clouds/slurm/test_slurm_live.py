@@ -69,6 +69,9 @@ def test_two_node_gang_runs_on_both_nodes_and_down_empties_squeue(slurm_lab: Lab
     info = cloud.provision(req("g2", "a100x2of4", 2))
     try:
         assert [n.node_id.split(":")[1] for n in info.nodes] == ["ltn1", "ltn2"]
+        # the allocation holds the vCPUs the offer promised: half of each node's 4
+        shown = lab.sh(f"scontrol show job -o {info.head.node_id.split(':')[0]}").stdout
+        assert "NumCPUs=4 " in shown and "CPUs/Task=2 " in shown, shown
         assert info.nodes[1].internal_ip == lab.addr(1)
         seen = [runner_for(info, n).run("hostname; echo $CUDA_VISIBLE_DEVICES").check().stdout.split()
                 for n in info.nodes]
