@@ -42,6 +42,21 @@ class LabError(RuntimeError):
 _SEQ = 0  # labs started by this process
 
 
+def _free_port_pair(start: int) -> int:
+    """The first port from `start` (stepping by 4, within 20000-39999) where it and the
+    next one are free here: slurmctld dies on a port something else holds."""
+    port = start
+    for _ in range(200):
+        try:
+            for p in (port, port + 1):
+                with socket.socket() as s:
+                    s.bind(("0.0.0.0", p))
+            return port
+        except OSError:
+            port = 20000 + (port - 20000 + 4) % 20000
+    return start
+
+
 def unavailable_reason() -> str | None:
     missing = [b for b in BINARIES if shutil.which(b) is None and not Path("/usr/sbin", b).exists()]
     if missing:
@@ -99,7 +114,7 @@ class SlurmLab:
         self.tag = f"sl{base}"
         self.bridge = f"sb{base}"
         self.veth = f"sv{base}"
-        self.port = 20000 + (pid * 7 + _SEQ * 4) % 20000
+        self.port = _free_port_pair(20000 + (pid * 7 + _SEQ * 4) % 20000)
         self.subnet_x = (pid + _SEQ * 37) % 200 + 20
         self.gateway = f"10.125.{self.subnet_x}.1"
         self.conf = self.workdir / "slurm.conf"

@@ -91,11 +91,20 @@ def test_a_fault_at_each_provisioning_command_leaves_no_allocation(
         for kind in kinds(key):
             name = f"f{len(tried)}"
             shims.arm(key, n, kind)
-            with pytest.raises(TYPED) as err:
+            try:
                 cloud.provision(req(name))
-            assert shims.fired(), (key, n, kind, shims.calls())
-            if kind.startswith("hang"):
-                assert isinstance(err.value, SlurmUnreachableError) and "timed out" in str(err.value)
+            except TYPED as exc:
+                assert shims.fired(), (key, n, kind, shims.calls())
+                if kind.startswith("hang"):
+                    assert isinstance(exc, SlurmUnreachableError) and "timed out" in str(exc)
+            else:
+                # only a later poll (`scontrol show job` while PENDING) may not come at
+                # all in this run: the job started sooner; every fault that fires fails
+                assert not shims.fired() and key == "scontrol show job" and n > 1, \
+                    (key, n, kind, shims.calls())
+                shims.reset()  # disarmed: the teardown is not the point tried
+                cloud.terminate(name)
+                continue
             assert live_jobs(lab, shims) == "", (key, n, kind, after)
             cloud.terminate(name)
             assert live_jobs(lab, shims) == ""
