@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -38,6 +39,8 @@ from launcher.jobs.recovery import PlacementTier
 if TYPE_CHECKING:
     from launcher.provisioning.failover import PlanFn
     from launcher.task.model import Task
+
+log = logging.getLogger("launcher.jobs.cluster_ops")
 
 
 class NoCapacityError(LauncherError):
@@ -222,6 +225,13 @@ class ClusterOps(Protocol):
         reports the node lost (the local cloud: its disk outlives it). False: they went
         with the node, and the controller does not try to reach it (a dead address
         answers nothing for seconds). Cheap; never raises."""
+        ...
+
+    def final_loss(self, cluster_name: str) -> str | None:
+        """Why the cluster's nodes ended for good at a limit the task set (a Slurm
+        allocation killed at the task's time_limit): the job then fails with this reason
+        instead of being recovered. None: a loss to recover from, or the cloud does not
+        say. Never raises."""
         ...
 
     def lost_since(self, cluster_name: str) -> float | None:
@@ -590,6 +600,21 @@ class RealClusterOps:
             where = f"{cloud}/{region}" if region else cloud
             raise TransientOpsError(f"{where} query of {len(cluster_names)} cluster(s) "
                                     f"failed: {exc}") from None
+
+    def final_loss(self, cluster_name: str) -> str | None:
+        """The cloud's `final_loss(cluster)` where it has one (Slurm), else None."""
+        from launcher.provisioning.cloud_access import default_cloud
+
+        cloud = self._cloud_name(cluster_name)
+        if cloud is None:
+            return None
+        try:
+            fn = getattr(default_cloud(cloud), "final_loss", None)
+            why = fn(cluster_name) if fn is not None else None
+        except Exception as exc:
+            log.info("%s: final_loss of %s unreadable: %r", cloud, cluster_name, exc)
+            return None
+        return why if isinstance(why, str) else None
 
     def notices(self, cluster_name: str) -> list[Notice]:
         """Local cloud: the notice files the local cloud drops for the agent (read

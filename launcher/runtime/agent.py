@@ -450,10 +450,24 @@ def read_daemon_info(paths: Paths) -> dict:
         return {}
 
 
+HOSTED_ENV = "LAUNCHER_AGENT_DAEMON_HOSTED"
+
+
 def start_daemon(paths: Paths, wait_ready: float = 5.0) -> None:
-    """Spawn `agent.py daemon` detached (own session, no inherited pipes); wait until ready."""
+    """Spawn `agent.py daemon` detached (own session, no inherited pipes); wait until ready.
+
+    With LAUNCHER_AGENT_DAEMON_HOSTED set, another process hosts the daemon (a Slurm
+    allocation's batch script: under proctrack/cgroup whatever a job step leaves behind
+    dies when the step ends, so a daemon spawned here would take its ranks with it):
+    nothing is spawned; this waits (up to 30 s) until the hosted daemon holds the lock."""
     import select
     import subprocess
+
+    if os.environ.get(HOSTED_ENV):
+        deadline = time.monotonic() + max(wait_ready, 30.0)
+        while not daemon_running(paths) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the host starts it within a second; nothing to wait on
+        return
 
     os.makedirs(paths.home, mode=0o700, exist_ok=True)
     r, w = os.pipe()

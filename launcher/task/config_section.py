@@ -35,6 +35,7 @@ no I/O, stdlib only.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -48,10 +49,11 @@ from launcher.task.fields import (
     expect_mapping,
     expect_str,
     format_path,
+    parse_duration,
 )
 
 Kind = Literal["applied", "no-effect", "refused", "plan-only"]
-ValueType = Literal["bool", "str", "str-list", "any"]
+ValueType = Literal["bool", "str", "str-list", "minutes", "any"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,10 @@ CONFIG_KEYS: Mapping[str, Mapping[str, KeyRule] | KeyRule] = {
             "plan-only", "launcher does not manage identities per task: nodes get no managed "
             "identity and no copy of your local Azure credentials (only the keys a bucket "
             "mount needs)", same_here=("NO_UPLOAD",)),
+    },
+    "slurm": {
+        # launcher's slurm.clusters.NAME.time_limit: sbatch --time, whole minutes
+        "time_limit": KeyRule("applied", value="minutes"),
     },
     "serve": KeyRule("no-effect", "`launch` does not run SkyServe services"),
     "kubernetes": KeyRule("no-effect", _NO_K8S),
@@ -252,6 +258,8 @@ def _typed(value: object, kind: ValueType, path: Path, origin: Origin) -> object
         return expect_bool(value, path, origin)
     if kind == "str":
         return expect_str(value, path, origin).strip()
+    if kind == "minutes":  # a duration -> whole minutes, rounded up
+        return math.ceil(parse_duration(value, path, origin, unit="m", example="90m"))
     if kind == "str-list":
         if isinstance(value, str):
             return (value,)

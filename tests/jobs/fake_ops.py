@@ -111,6 +111,8 @@ class FakeOps:
         self.records_outlive_nodes = False
         self.spot_capacity = True  # False: every spot launch (market "spot") is refused
         self.markets: list[tuple[str, str | None]] = []  # (cluster, market) of every provision
+        # cluster -> why its nodes ended for good (`final_loss`: a Slurm time limit)
+        self.final_losses: dict[str, str] = {}
         self._launches = 0
         self.lock = threading.RLock()
 
@@ -292,6 +294,10 @@ class FakeOps:
 
     def records_survive_loss(self, cluster_name: str) -> bool:
         return self.records_outlive_nodes
+
+    def final_loss(self, cluster_name: str) -> str | None:
+        with self.lock:
+            return self.final_losses.get(cluster_name)
 
     def lost_since(self, cluster_name: str) -> float | None:
         with self.lock:

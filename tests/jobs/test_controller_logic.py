@@ -77,6 +77,26 @@ def test_two_preemptions_eager_moves_away_then_succeeds(store: JobStore) -> None
     assert statuses.count("RECOVERING") == 2
 
 
+def test_a_loss_the_cloud_calls_final_fails_the_job_instead_of_recovering(store: JobStore) -> None:
+    """A Slurm allocation killed at the time limit the task set (`final_loss`) ends the
+    job FAILED with the cloud's reason; no second cluster is launched."""
+    ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=30))
+    r = Running(ops)
+    try:
+        job = submit(store)
+        c = _running_cluster(store, job.id)
+        why = "Slurm job 7 TIMEOUT: killed at its time limit (1 min): the time_limit ran out"
+        ops.final_losses[c] = why
+        ops.preempt(c)
+        assert _done(store, job.id) == S.FAILED
+        wait_for(lambda: ops.live() == [], what="teardown")
+    finally:
+        r.stop()
+    assert len(ops.history) == 1 and store.job(job.id).recoveries == 0
+    (a,) = store.attempts(job.id)
+    assert a.outcome == "FAILED" and a.outcome_reason == why
+
+
 def test_failover_stays_in_region_first(store: JobStore) -> None:
     ops = FakeOps(PLACES, behaviours=lambda n: Behaviour(duration_s=0.4))
     r = Running(ops)

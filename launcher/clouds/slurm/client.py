@@ -2,16 +2,20 @@
 
 `login: localhost` runs them here (subprocess); any other login runs them over SSH
 through the existing SSH runner (`launcher.runtime.ssh_runner`, imported only then).
-Every command has a timeout; a command that fails raises SlurmCommandError naming
-the command and Slurm's own message, and an unreachable login raises
+Every command has a timeout (the cluster's `command_timeout`); a command that fails
+raises SlurmCommandError naming the command and Slurm's own message, and an
+unreachable login or a command that outlives its timeout raises
 SlurmUnreachableError. The version is read once per client (`sinfo --version`) and
 the formats used are the ones that exist on every release from 20.11 to 24.x.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import os
 import shlex
+import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,7 +45,6 @@ if TYPE_CHECKING:
 
 CLOUD = "slurm"
 OLDEST = SlurmVersion(20, 11)
-_TIMEOUT_S = 30.0
 T = TypeVar("T")
 
 
@@ -75,20 +78,38 @@ class SlurmClient:
 
         c = self.cluster
         node = NodeInfo(rank=0, node_id=f"{c.name}-login", internal_ip=c.login,
-                        external_ip=c.login, ssh_user=c.user or getpass.getuser(), ssh_port=c.port)
+                        external_ip=c.login, ssh_user=c.user or getpass.getuser(), ssh_port=c.port,
+                        ssh_host_key=c.host_key or self._known_host_key())
         return SSHRunner(node, key_path=c.identity_file)
 
-    def sh(self, command: str, *, stdin: str | None = None, timeout: float = _TIMEOUT_S) -> Output:
-        """Run a shell command line on the login node. Raises SlurmUnreachableError."""
+    def _known_host_key(self) -> str:
+        """The login's key from ~/.ssh/known_hosts (hashed entries too). Raises
+        SlurmUnreachableError when there is none: an unknown key is never trusted."""
+        import paramiko
+
+        c = self.cluster
+        path = os.path.expanduser("~/.ssh/known_hosts")
+        name = c.login if c.port == 22 else f"[{c.login}]:{c.port}"
+        try:
+            keys = paramiko.HostKeys(path).lookup(name) if os.path.exists(path) else None
+        except (OSError, paramiko.SSHException) as exc:
+            raise self._unreachable(f"cannot read {path}: {exc}") from exc
+        if keys:
+            for kind in ("ssh-ed25519", *keys.keys()):
+                if kind in keys:
+                    return f"{kind} {keys[kind].get_base64()}"
+        raise self._unreachable(
+            f"no SSH host key known for {name}: set slurm.clusters.{c.name}.host_key (a line "
+            f"of `ssh-keyscan -p {c.port} {c.login}`, checked out of band) or connect once with "
+            "ssh so that ~/.ssh/known_hosts has it")
+
+    def sh(self, command: str, *, stdin: str | None = None, timeout: float | None = None) -> Output:
+        """Run a shell command line on the login node (`timeout`: the cluster's
+        command_timeout). Raises SlurmUnreachableError."""
+        if timeout is None:
+            timeout = self.cluster.command_timeout
         if self.cluster.local:
-            try:
-                p = subprocess.run(["bash", "-c", command], input=stdin or "", capture_output=True,
-                                   text=True, timeout=timeout, check=False)
-            except subprocess.TimeoutExpired as exc:
-                raise self._unreachable(f"'{command[:80]}' timed out after {timeout:.0f}s") from exc
-            except OSError as exc:
-                raise self._unreachable(str(exc)) from exc
-            return Output(p.returncode, p.stdout, p.stderr)
+            return self._local(command, stdin, timeout)
         from launcher.runtime.runner import CommandTimeoutError, NodeUnreachableError
 
         try:
@@ -97,12 +118,31 @@ class SlurmClient:
             raise self._unreachable(str(exc)) from exc
         return Output(r.returncode, r.stdout, r.stderr)
 
+    def _local(self, command: str, stdin: str | None, timeout: float) -> Output:
+        """Run `command` here in its own process group: a command that outlives `timeout`
+        is killed with everything it started (a hung child would hold its pipes open)."""
+        try:
+            p = subprocess.Popen(["bash", "-c", command], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True)
+        except OSError as exc:
+            raise self._unreachable(str(exc)) from exc
+        try:
+            out, err = p.communicate(stdin or "", timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.communicate(timeout=5)
+            raise self._unreachable(f"'{command[:80]}' timed out after {timeout:.0f}s") from exc
+        return Output(p.returncode, out, err)
+
     def _unreachable(self, why: str) -> SlurmUnreachableError:
         return SlurmUnreachableError(
             f"Slurm cluster '{self.cluster.name}' (login {self.cluster.login}): {why}",
             cloud=CLOUD, region=self.cluster.name)
 
-    def run(self, argv: list[str], *, stdin: str | None = None, timeout: float = _TIMEOUT_S) -> str:
+    def run(self, argv: list[str], *, stdin: str | None = None, timeout: float | None = None) -> str:
         """Run one Slurm command; its stdout. Raises SlurmCommandError on failure."""
         out = self.sh(shlex.join(argv), stdin=stdin, timeout=timeout)
         if out.returncode != 0:

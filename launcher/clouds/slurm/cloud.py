@@ -3,8 +3,8 @@
 Region = the cluster's name in `slurm.clusters`, zone = the partition, instance type
 = a node shape from `offers.py` (`a100x2of4`: 2 of a node's 4 a100 GPUs).
 
-provision: one `sbatch` (`--nodes`, `--gres=gpu[:TYPE]:K`, `--time` = the partition's
-MaxTime, `--job-name=launcher-CLUSTER`, `--comment=launcher-cluster=CLUSTER`,
+provision: one `sbatch` (`--nodes`, `--gres=gpu[:TYPE]:K`, `--time` = the time limit,
+`--job-name=launcher-CLUSTER`, `--comment=launcher-cluster=CLUSTER[,limit=task]`,
 `--no-requeue`, `--wait-all-nodes=1`, `--ntasks-per-node=1`, `--exclusive` when the
 request takes every GPU of the node shape) whose batch script sleeps forever: it
 holds the nodes until `terminate`. The job carries the cluster's name from
@@ -12,6 +12,15 @@ submission on, so `terminate` always finds it, and a retried provision adopts a 
 it finds instead of submitting a second one. A request no partition can hold is an
 InvalidRequestError before anything is submitted; a job still PENDING after the
 cluster's `provision_timeout` is cancelled (and waited for) and raises CapacityError.
+
+Time limit: the task's `config: {slurm: {time_limit}}`, else the cluster's
+`time_limit`, in whole minutes (rounded up), is `--time`, and only partitions whose
+MaxTime allows it are used: a limit no partition of the request allows is an
+InvalidRequestError naming MaxTime (never silently shortened: a job cut short of the
+time it asked for loses work). Without one, `--time` is the partition's MaxTime (a
+warning says so; none when MaxTime is infinite: the site's DefaultTime applies). A
+set limit is recorded in the comment (`,limit=task`), so `final_loss` can tell a job
+that ran out of the time it asked for (final) from one a site limit ended (recovered).
 
 Nodes are reached by `srun --overlap` steps from the login node (steps.SrunRunner);
 node ids are `JOBID:HOSTNAME`, in `scontrol show hostnames` order (rank 0 = head).
@@ -24,6 +33,7 @@ RUNNING; SUSPENDED -> STOPPED; PREEMPTED, or a job Slurm requeued (Restarts > 0)
 
 from __future__ import annotations
 
+import logging
 import time
 
 from launcher.clouds.base import (
@@ -42,8 +52,34 @@ from launcher.clouds.slurm.offers import NodeShape, node_shapes, parse_instance_
 from launcher.clouds.slurm.parse import JobRecord
 from launcher.config.slurm import SlurmCluster
 
+log = logging.getLogger("launcher.clouds.slurm")
+
 JOB_PREFIX = "launcher-"
 TAG = "launcher-cluster="
+# The runtime's dirs in a node's home (as launcher.clouds.ssh.NODE_RUNTIME_DIRS) and
+# the file naming the allocation that set them up (`_claim_homes`).
+RUNTIME_DIRS = ("~/.launcher-agent", "~/.launcher-setup")
+HOME_MARK = "~/.launcher-slurm-job"
+TASK_LIMIT = ",limit=task"
+# The holder job's batch script: it holds the allocation until `launcher down` and, on
+# the head (the batch host), hosts the head agent's daemon once launcher has installed
+# it in a home this allocation claimed (`_claim_homes`; `agent` is written by the agent's
+# setup, after its files): processes started here live in
+# the batch step, as long as the allocation, also where proctrack/cgroup kills what a
+# job step leaves behind when it ends. The agent's own commands (steps) never spawn a
+# daemon (steps.SrunRunner sets LAUNCHER_AGENT_DAEMON_HOSTED); a daemon that exits
+# (an agent upgrade stops it) is started again within a second.
+HOLDER_SCRIPT = """#!/bin/bash
+# launcher: holds the allocation until `launcher down`; hosts the head agent's daemon
+a="$HOME/.launcher-agent"
+while :; do
+  if [ "$(cat "$HOME/.launcher-slurm-job" 2>/dev/null)" = "$SLURM_JOB_ID" ] \\
+      && [ -x "$a/agent" ] && flock -n "$a/daemon.lock" true 2>/dev/null; then
+    (cd "$a" && LAUNCHER_AGENT_HOME="$a" exec python3 -S agent.py daemon >>daemon.log 2>&1)
+  fi
+  sleep 1
+done
+"""  # the comment's suffix when the time limit was set, not MaxTime
 _POLL_S = 0.5
 _CANCEL_WAIT_S = 60.0
 
@@ -83,13 +119,36 @@ def node_state(job: JobRecord) -> NodeState:
     return NodeState.UNKNOWN
 
 
+def end_state(job: JobRecord) -> str:
+    """The job's state word; a job still COMPLETING (its processes being killed) after
+    its time limit (Reason=TimeLimit) is already TIMEOUT."""
+    s = job.state.split()[0].upper()
+    if s == "COMPLETING" and job.reason == "TimeLimit":
+        return "TIMEOUT"
+    return s
+
+
 def end_reason(job: JobRecord) -> str:
     """`TIMEOUT: killed at its time limit (30 min)` — why a holder job ended."""
-    s = job.state.split()[0].upper()
+    s = end_state(job)
     why = _WHY.get(s, s.lower())
     if s == "TIMEOUT" and job.time_limit_min is not None:
         why += f" ({job.time_limit_min} min)"
     return f"Slurm job {job.job_id} {s}: {why}"
+
+
+def tagged_cluster(comment: str) -> str | None:
+    """The launcher cluster a holder job's comment names (`launcher-cluster=NAME[,...]`)."""
+    if not comment.startswith(TAG):
+        return None
+    return comment[len(TAG):].split(",")[0] or None
+
+
+def format_minutes(minutes: int) -> str:
+    """90 -> '1h30m', 1440 -> '1d', 45 -> '45m'."""
+    d, rest = divmod(minutes, 1440)
+    h, m = divmod(rest, 60)
+    return "".join(f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (m, "m")) if v) or "0m"
 
 
 def _live(job: JobRecord) -> bool:
@@ -142,6 +201,14 @@ class SlurmCloud:
 
     # ---- provision -------------------------------------------------------------------
 
+    def time_limit(self, req: ProvisionRequest, cluster: SlurmCluster) -> int | None:
+        """Minutes the allocation asks for: the task's `config.slurm.time_limit`, else the
+        cluster's `time_limit`; None: the partition's MaxTime."""
+        from launcher.task.config_section import apply_overrides
+
+        limit: int | None = apply_overrides(cluster, req.settings.get("slurm", {})).time_limit
+        return limit
+
     def _shape(self, req: ProvisionRequest, client: SlurmClient) -> tuple[NodeShape, int]:
         try:
             gtype, k, g = parse_instance_type(req.instance_type)
@@ -163,18 +230,38 @@ class SlurmCloud:
                 f"{where} can hold at most {most} node(s) of {req.instance_type} "
                 f"(usable nodes, MaxNodes); {req.num_nodes} asked.",
                 cloud=CLOUD, region=req.region, zone=req.zone)
-        return fits[0], k
+        limit = self.time_limit(req, cluster)
+        timed = [s for s in fits if limit is None or s.partition.max_time_min is None
+                 or s.partition.max_time_min >= limit]
+        if not timed:
+            most = max(s.partition.max_time_min or 0 for s in fits)
+            raise InvalidRequestError(
+                f"{where}: time_limit {format_minutes(limit or 0)} is longer than the partition "
+                f"allows (MaxTime {format_minutes(most)}); launcher does not shorten a time "
+                "limit you set. Lower `time_limit` or name a partition that allows it.",
+                cloud=CLOUD, region=req.region, zone=req.zone)
+        return timed[0], k
 
-    def _sbatch_args(self, req: ProvisionRequest, shape: NodeShape, k: int) -> list[str]:
-        args = [f"--job-name={job_name(req.cluster_name)}", f"--comment={TAG}{req.cluster_name}",
+    def _sbatch_args(self, req: ProvisionRequest, shape: NodeShape, k: int,
+                     limit: int | None = None) -> list[str]:
+        comment = f"{TAG}{req.cluster_name}{TASK_LIMIT if limit is not None else ''}"
+        args = [f"--job-name={job_name(req.cluster_name)}", f"--comment={comment}",
                 f"--partition={shape.partition.name}", f"--nodes={req.num_nodes}",
-                "--ntasks-per-node=1", "--no-requeue", "--wait-all-nodes=1",
-                "--output=/dev/null", "--error=/dev/null"]
+                "--ntasks-per-node=1", f"--cpus-per-task={shape.cpus_for(k)}", "--no-requeue",
+                "--wait-all-nodes=1", "--output=/dev/null", "--error=/dev/null"]
         if k:
             args.append(f"--gres=gpu:{shape.gpu_type + ':' if shape.gpu_type else ''}{k}")
         if k and k == shape.gpus:
             args.append("--exclusive")
-        if shape.partition.max_time_min is not None:
+        if limit is not None:
+            args.append(f"--time={limit}")
+        elif shape.partition.max_time_min is not None:
+            log.warning(
+                "Slurm cluster '%s': no time_limit set; the allocation of '%s' asks for "
+                "partition '%s''s MaxTime (%s) and Slurm ends it then (set "
+                "slurm.clusters.%s.time_limit or the task's config.slurm.time_limit)",
+                req.region, req.cluster_name, shape.partition.name,
+                format_minutes(shape.partition.max_time_min), req.region)
             args.append(f"--time={shape.partition.max_time_min}")
         return args
 
@@ -182,7 +269,7 @@ class SlurmCloud:
         """Live holder jobs of `cluster` (name and comment both match)."""
         out = []
         for row in client.queue(job_name(cluster)):
-            if row.comment != f"{TAG}{cluster}":
+            if tagged_cluster(row.comment) != cluster:
                 continue
             job = client.job(row.job_id)
             if job is not None and _live(job):
@@ -190,19 +277,74 @@ class SlurmCloud:
         return out
 
     def provision(self, req: ProvisionRequest) -> ClusterInfo:
-        """See Cloud.provision and the module docstring."""
+        """See Cloud.provision and the module docstring. On any failure (a Slurm command
+        that fails or hangs at any step, Ctrl-C) every live job tagged with the cluster
+        is cancelled and waited for before the error is raised, so no allocation is left
+        behind (an sbatch whose answer was lost included: the tag finds its job); if
+        Slurm cannot be asked even then, the job stays tagged for `terminate`."""
         client = self.client(req.region)
+        try:
+            return self._provision(client, req)
+        except BaseException:
+            self._cancel_tagged(client, req.cluster_name)
+            raise
+
+    def _cancel_tagged(self, client: SlurmClient, cluster: str) -> None:
+        try:
+            ids = [j.job_id for j in self._find(client, cluster)]
+            if ids:
+                self._cancel_and_wait(client, ids)
+        except CloudError as exc:
+            log.warning("Slurm cluster '%s': could not cancel the job(s) of '%s' after a "
+                        "failed provision (`launcher down %s` retries): %s",
+                        client.cluster.name, cluster, cluster, exc)
+
+    def _provision(self, client: SlurmClient, req: ProvisionRequest) -> ClusterInfo:
         existing = self._find(client, req.cluster_name)
         if existing:
             job = existing[0]
         else:
             shape, k = self._shape(req, client)
-            script = "#!/bin/sh\n# launcher: holds the allocation until `launcher down`\nexec sleep infinity\n"
-            job_id = client.sbatch(self._sbatch_args(req, shape, k), script)
+            limit = self.time_limit(req, client.cluster)
+            job_id = client.sbatch(self._sbatch_args(req, shape, k, limit), HOLDER_SCRIPT)
             job = client.job(job_id) or JobRecord(job_id, job_name(req.cluster_name), "PENDING",
                                                   "None", "(null)", 0, "", None, req.num_nodes)
         job = self._wait_running(client, req, job)
-        return self._cluster_info(client, req, job)
+        info = self._cluster_info(client, req, job)
+        self._claim_homes(client, job, len(info.nodes))
+        return info
+
+    def _claim_homes(self, client: SlurmClient, job: JobRecord, n: int) -> None:
+        """Make the nodes' launcher runtime dirs this allocation's (one step on every
+        node; two when some must be cleared).
+
+        Homes outlive allocations, and on most sites one home (NFS) is shared by all
+        nodes: the agent's records of an earlier allocation (same launcher cluster or
+        not) would otherwise be read as this one's (a restarted managed-jobs controller
+        would adopt a run that ended with the old allocation). Each home records the
+        allocation that set it up (`~/.launcher-slurm-job`); where that job is no
+        longer live, the runtime dirs are removed and the home is marked with this job.
+        A home marked by another live allocation is left alone, with a warning: two
+        launcher clusters at once on one home share its agent directory (docs/slurm.md)."""
+        def step(script: str) -> list[str]:
+            out = client.run(["srun", "--overlap", f"--jobid={job.job_id}", f"-N{n}", f"-n{n}",
+                              "--ntasks-per-node=1", "--quiet", "bash", "-c", script])
+            return [ln.strip() for ln in out.splitlines()]
+
+        marks = set(step(f"cat {HOME_MARK} 2>/dev/null; echo"))
+        if marks == {job.job_id}:
+            return  # every home is already this allocation's (a retried provision)
+        live = {job.job_id}
+        for m in marks - {"", job.job_id}:
+            rec = client.job(m) if m.replace("_", "").isdigit() else None
+            if rec is not None and _live(rec):
+                live.add(m)
+                log.warning("Slurm cluster '%s': the home of a node of job %s is also used by "
+                            "live launcher job %s; the two share ~/.launcher-agent "
+                            "(docs/slurm.md, limits)", client.cluster.name, job.job_id, m)
+        dirs = " ".join(RUNTIME_DIRS)
+        step(f'm=$(cat {HOME_MARK} 2>/dev/null); case " {" ".join(sorted(live))} " in '
+             f'*" $m "*) ;; *) rm -rf {dirs} && echo {job.job_id} > {HOME_MARK} ;; esac')
 
     def _wait_running(self, client: SlurmClient, req: ProvisionRequest, job: JobRecord) -> JobRecord:
         deadline = time.monotonic() + client.cluster.provision_timeout
@@ -249,7 +391,7 @@ class SlurmCloud:
         for region in self._region_of(cluster):
             client = self.client(region)
             for row in client.queue(job_name(cluster)):
-                if row.comment == f"{TAG}{cluster}":
+                if tagged_cluster(row.comment) == cluster:
                     job = client.job(row.job_id)
                     if job is not None:
                         out.append((client, job))
@@ -272,7 +414,22 @@ class SlurmCloud:
         jobs = self._jobs_everywhere(cluster)
         if not jobs or any(_live(j) for _, j in jobs):
             return None
-        return end_reason(max(jobs, key=lambda cj: int(cj[1].job_id))[1])
+        return end_reason(max(jobs, key=lambda cj: int(cj[1].job_id.split("_")[0]))[1])
+
+    def final_loss(self, cluster: str) -> str | None:
+        """Why the cluster's allocation ended for good, when it ran out of the time limit
+        the task (or the cluster's config) set (TIMEOUT, or still COMPLETING with
+        Reason=TimeLimit): a managed job then fails with this reason instead of being
+        recovered into a fresh allocation. None while the newest holder job runs, and
+        for every other end (preemption, NODE_FAIL, a partition MaxTime
+        the allocation merely inherited: those are recovered)."""
+        jobs = self._jobs_everywhere(cluster)
+        if not jobs:
+            return None
+        job = max(jobs, key=lambda cj: int(cj[1].job_id.split("_")[0]))[1]
+        if end_state(job) != "TIMEOUT" or not job.comment.endswith(TASK_LIMIT):
+            return None
+        return f"{end_reason(job)}: the time_limit set for it ran out (not recovered)"
 
     def terminate(self, cluster: str) -> None:
         """scancel every live holder job of the cluster and wait until Slurm reports each
@@ -309,8 +466,9 @@ class SlurmCloud:
             rows = client.run(["squeue", "-h", "-o", "%i|%j|%k"])
             for line in rows.splitlines():
                 jid, name, comment = (line.split("|", 2) + ["", ""])[:3]
-                if name.startswith(JOB_PREFIX) and comment.startswith(TAG):
-                    out.setdefault(comment[len(TAG):], []).append(jid)
+                tagged = tagged_cluster(comment)
+                if name.startswith(JOB_PREFIX) and tagged is not None:
+                    out.setdefault(tagged, []).append(jid)
         return out
 
 

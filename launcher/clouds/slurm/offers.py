@@ -40,6 +40,12 @@ class NodeShape:
     memory_mib: int
     nodes: tuple[NodeRecord, ...]
 
+    def cpus_for(self, k: int) -> int:
+        """The vCPUs an offer of `k` of the node's GPUs promises (its share; all without
+        GPUs): what the allocation asks for per node (`--cpus-per-task`)."""
+        share = k / self.gpus if self.gpus else 1.0
+        return max(1, int(self.cpus * share))
+
     @property
     def label(self) -> str:
         return self.gpu_type or UNTYPED
@@ -110,7 +116,7 @@ def shape_offers(cluster: SlurmCluster, shapes: list[NodeShape], source: str) ->
                 accelerator=(cluster.gpu_models.get(s.partition.name) or accelerator_name(s.gpu_type))
                 if k else None,
                 accelerator_count=float(k), accelerator_memory_gib=None,
-                vcpus=max(1.0, float(int(s.cpus * share))),
+                vcpus=float(s.cpus_for(k)),
                 memory_gib=round(s.memory_mib * share / 1024, 2),
                 price=round(cluster.pricing * k, 6), spot_price=None,
                 fabric=fab.fabric if fab else None, fabric_gbps=fab.gbps if fab else None,

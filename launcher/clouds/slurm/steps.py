@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from launcher.clouds.base import ClusterInfo, NodeInfo
 from launcher.clouds.slurm.client import SlurmClient, SlurmUnreachableError
+from launcher.runtime.agent import HOSTED_ENV
 from launcher.runtime.runner import (
     CommandResult,
     CommandTimeoutError,
@@ -71,7 +72,9 @@ class SrunRunner:
         """See CommandRunner.run. Raises NodeUnreachableError (the step could not start:
         node or allocation gone), CommandTimeoutError."""
         check_env_names(env)
-        script = "cd ~ && " + export_prefix(env)
+        # the head agent's daemon runs in the holder's batch step (cloud.HOLDER_SCRIPT),
+        # never in a step: a step's leftovers die with it under proctrack/cgroup
+        script = f"export {HOSTED_ENV}=1; cd ~ && " + export_prefix(env)
         if cwd:
             script += f"cd {shell_path(cwd)} && "
         script += "bash -c " + shlex.quote(command)

@@ -47,7 +47,18 @@ class Recovery:
                             grace_s: float = 0.0) -> None:
         """Nodes `lost` of running attempt `att` are gone (or noticed: `draining`) since
         `at`: replace them in place when only some of a gang's nodes went and the cloud
-        can, else decide the attempt PREEMPTED."""
+        can, else decide the attempt PREEMPTED; or, when the cloud says the nodes ended
+        for good at a limit the task set (`final_loss`: a Slurm time limit), FAILED."""
+        if not draining:
+            try:
+                final = await self.ctx.watch_call(self.ctx.ops.final_loss, att.cluster_name)
+            except Exception as exc:
+                log.info("job %d: final_loss unreadable: %r", job.id, exc)
+                final = None
+            if final:
+                self.steps.detected_once(job.id)
+                self.decisions.decide(job, att, Outcome.FAILED, reason=final)
+                return
         if (not draining and att.num_nodes and att.num_nodes > 1 and len(lost) < att.num_nodes
                 and att.cluster_job_id is not None
                 and self.ctx.ops.can_replace_nodes(att.cluster_name)):

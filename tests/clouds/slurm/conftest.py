@@ -17,7 +17,7 @@ LabFactory = Callable[..., SlurmLab]
 
 @pytest.fixture
 def slurm_lab(tmp_path: Path, launcher_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LabFactory]:
-    """lab(nodes, partitions=None, cluster_config=None) -> a started SlurmLab, with
+    """lab(nodes, partitions=None, config="", proctrack="linuxproc") -> a started SlurmLab, with
     SLURM_CONF pointing at it and config.yaml naming it `lab`. Torn down after."""
     reason = unavailable_reason()
     if reason:
@@ -25,10 +25,10 @@ def slurm_lab(tmp_path: Path, launcher_home: Path, monkeypatch: pytest.MonkeyPat
     labs: list[SlurmLab] = []
 
     def start(nodes: list[LabNode], partitions: list[LabPartition] | None = None,
-              config: str = "") -> SlurmLab:
+              config: str = "", proctrack: str = "linuxproc") -> SlurmLab:
         workdir = tmp_path / f"slurm{len(labs)}"
         workdir.mkdir()
-        lab = SlurmLab(workdir, nodes, partitions or [])
+        lab = SlurmLab(workdir, nodes, partitions or [], proctrack=proctrack)
         labs.append(lab)
         lab.start()
         for k, v in lab.env.items():

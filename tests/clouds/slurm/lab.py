@@ -5,6 +5,7 @@
     lab.env                      # {"SLURM_CONF": ...}: point the Slurm clients at it
     lab.sh("squeue -h")          # run a client command against it
     lab.kill_slurmd("ltn2")      # node failure
+    login = lab.start_login(pub) # an sshd login node on the lab's network (key `pub`)
     lab.close()                  # every daemon killed by pid, namespaces and bridge removed
 
 Every slurmd runs in its node's network namespace and in a mount namespace where the
@@ -23,6 +24,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -38,6 +40,21 @@ class LabError(RuntimeError):
 
 
 _SEQ = 0  # labs started by this process
+
+
+def _free_port_pair(start: int) -> int:
+    """The first port from `start` (stepping by 4, within 20000-39999) where it and the
+    next one are free here: slurmctld dies on a port something else holds."""
+    port = start
+    for _ in range(200):
+        try:
+            for p in (port, port + 1):
+                with socket.socket() as s:
+                    s.bind(("0.0.0.0", p))
+            return port
+        except OSError:
+            port = 20000 + (port - 20000 + 4) % 20000
+    return start
 
 
 def unavailable_reason() -> str | None:
@@ -60,6 +77,13 @@ class LabNode:
 
 
 @dataclass(frozen=True)
+class LoginNode:
+    host: str  # its address on the lab's network (sshd on port 22)
+    host_key: str  # "ssh-ed25519 AAAA..."
+    home: Path  # its /root
+
+
+@dataclass(frozen=True)
 class LabPartition:
     name: str
     nodes: tuple[str, ...]
@@ -76,6 +100,7 @@ class SlurmLab:
     nodes: list[LabNode]
     partitions: list[LabPartition] = field(default_factory=list)
     extra_conf: str = ""
+    proctrack: str = "linuxproc"  # or "cgroup" (cgroup v1 freezer; cgroup.conf written)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     namespaces: list[str] = field(default_factory=list)
 
@@ -89,7 +114,7 @@ class SlurmLab:
         self.tag = f"sl{base}"
         self.bridge = f"sb{base}"
         self.veth = f"sv{base}"
-        self.port = 20000 + (pid * 7 + _SEQ * 4) % 20000
+        self.port = _free_port_pair(20000 + (pid * 7 + _SEQ * 4) % 20000)
         self.subnet_x = (pid + _SEQ * 37) % 200 + 20
         self.gateway = f"10.125.{self.subnet_x}.1"
         self.conf = self.workdir / "slurm.conf"
@@ -127,7 +152,7 @@ class SlurmLab:
             "ClusterName=launchertest", f"SlurmctldHost={os.uname().nodename}({self.gateway})",
             f"SlurmctldPort={self.port}", f"SlurmdPort={self.port + 1}",
             "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_sock}", "ProctrackType=proctrack/linuxproc",
+            f"AuthInfo=socket={self.munge_sock}", f"ProctrackType=proctrack/{self.proctrack}",
             "TaskPlugin=task/none", "MpiDefault=none", "SwitchType=switch/none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
             "SchedulerParameters=sched_interval=1", "SchedulerType=sched/backfill",
@@ -154,6 +179,10 @@ class SlurmLab:
                          f"Default={'YES' if p.default else 'NO'} MaxTime={p.max_time} "
                          f"MaxNodes={p.max_nodes} PriorityTier={p.priority_tier}{mode} State=UP")
         self.conf.write_text("\n".join(lines) + "\n" + self.extra_conf)
+        if self.proctrack == "cgroup":
+            (d / "cgroup.conf").write_text(
+                "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\nConstrainCores=no\n"
+                "ConstrainRAMSpace=no\nConstrainDevices=no\n")
         gres_lines = ["AutoDetect=off"]
         for n in self.nodes:
             if not n.gpus:
@@ -238,6 +267,56 @@ class SlurmLab:
                 return
             time.sleep(0.2)
         raise LabError(f"nodes {sorted(want)} not {state} after {timeout}s: {last}")
+
+    def start_login(self, authorized_key: str, env: dict[str, str] | None = None,
+                    timeout: float = 10) -> LoginNode:
+        """An sshd "login node" in a namespace of its own on the lab's bridge (it reaches
+        slurmctld and every slurmd directly), with its own hostname `ltlogin`, its own
+        /root (authorized_key in it) and SLURM_CONF set for every session (sshd's
+        SetEnv, with `env`: PATH included), so the Slurm commands run there answer for
+        this lab. Root login only."""
+        from tests.netns import SSHD, SSHD_CONFIG
+
+        i = len(self.nodes)
+        ns, veth, addr = f"{self.tag}-login", f"{self.veth}-l", self.addr(i)
+        home = self.workdir / "login-home"
+        (home / ".ssh").mkdir(parents=True, mode=0o700)
+        (home / ".ssh" / "authorized_keys").write_text(authorized_key.strip() + "\n")
+        (home / ".ssh" / "authorized_keys").chmod(0o600)
+        key = self.workdir / "login_host_key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                       check=True, capture_output=True)
+        conf = self.workdir / "login_sshd_config"
+        conf.write_text(SSHD_CONFIG.format(listen=addr, port=22, host_key=key,
+                                           pidfile=self.workdir / "login_sshd.pid")
+                        + "SetEnv " + " ".join(f"{k}={v}" for k, v in
+                                               {**(env or {}), **self.env}.items()) + "\n")
+        # a link of this name left by an earlier lab (pid reuse) that the kernel has not
+        # removed yet would make `link add` fail
+        subprocess.run(["ip", "link", "del", veth], capture_output=True, check=False)
+        for args in (["netns", "add", ns],
+                     ["link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns],
+                     ["link", "set", veth, "master", self.bridge, "up"],
+                     ["-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0"],
+                     ["-n", ns, "link", "set", "eth0", "up"], ["-n", ns, "link", "set", "lo", "up"],
+                     ["-n", ns, "route", "add", "default", "via", self.gateway]):
+            subprocess.run(["ip", *args], check=True, capture_output=True)
+            if args[:2] == ["netns", "add"]:
+                self.namespaces.append(ns)
+        self._spawn("login", [
+            "ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private", "--uts",
+            "sh", "-c", f"mount --bind {home} /root && hostname ltlogin && exec {SSHD} -D -e -f {conf}"])
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection((addr, 22), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.procs["login"].poll() is not None:
+                    raise LabError(f"the login sshd did not start: {self.logs()}") from None
+                time.sleep(0.05)
+        host_key = " ".join(Path(f"{key}.pub").read_text().split()[:2])
+        return LoginNode(addr, host_key, home)
 
     def kill_slurmd(self, name: str) -> None:
         proc = self.procs.pop(f"slurmd-{name}")

@@ -25,6 +25,7 @@ slurm:
       fabric: {gpu: {fabric: infiniband, gbps: 400}}
       provision_timeout: 120
       gpu_models: {preempt: A100}
+      time_limit: 1d2h30s
 """
 
 
@@ -35,6 +36,7 @@ def test_full_section_parses() -> None:
     assert c.fabric["gpu"].fabric == "infiniband" and c.fabric["gpu"].gbps == 400
     assert c.identity_file is not None and not c.identity_file.startswith("~")
     assert c.gpu_models == {"preempt": "A100"} and not c.local
+    assert c.time_limit == 26 * 60 + 1  # whole minutes, rounded up (Slurm's unit)
     assert parse_config("slurm: {clusters: {here: {login: localhost}}}").slurm.clusters["here"].local
 
 
@@ -52,6 +54,10 @@ def test_full_section_parses() -> None:
         ("slurm: {clusters: {lab: {login: h, colour: red}}}", "slurm.clusters.lab.colour"),
         ("slurm: {clusters: {lab: {login: h, provision_timeout: 0}}}", "slurm.clusters.lab.provision_timeout"),
         ("slurm: {clusters: {'bad name': {login: h}}}", "slurm.clusters.bad name"),
+        ("slurm: {clusters: {lab: {login: h, time_limit: 90}}}", "slurm.clusters.lab.time_limit"),
+        ("slurm: {clusters: {lab: {login: h, time_limit: 2 days}}}", "slurm.clusters.lab.time_limit"),
+        ("slurm: {clusters: {lab: {login: h, host_key: AAAAC3Nz}}}", "slurm.clusters.lab.host_key"),
+        ("slurm: {clusters: {lab: {login: h, command_timeout: 0}}}", "slurm.clusters.lab.command_timeout"),
         ("slurm: {nodes: 3}", "slurm.nodes"),
         ("slurm: [1]", "slurm"),
     ],
@@ -92,3 +98,21 @@ def test_instance_types_round_trip() -> None:
     assert parse_instance_type("cpu") == (None, 0, 0)
     with pytest.raises(ValueError, match="not a Slurm instance type"):
         parse_instance_type("p4d.24xlarge")
+
+
+def test_a_task_sets_its_own_time_limit_in_whole_minutes() -> None:
+    task = Task.from_yaml_str("config:\n  slurm:\n    time_limit: 90.5m\nrun: x\n")
+    assert task.config is not None and task.config.provider_overrides() == {"slurm": {"time_limit": 91}}
+    with pytest.raises(Exception, match="config.slurm.time_limit.*needs a unit"):
+        Task.from_yaml_str("config:\n  slurm:\n    time_limit: 90\nrun: x\n")
+
+
+def test_a_job_completing_after_its_time_limit_is_already_timeout() -> None:
+    from launcher.clouds.slurm.parse import JobRecord
+
+    job = JobRecord("12", "launcher-x", "COMPLETING", "TimeLimit", "ltn1", 0,
+                    "launcher-cluster=x,limit=task", 1, 1)
+    assert end_reason(job) == "Slurm job 12 TIMEOUT: killed at its time limit (1 min)"
+    assert node_state(job) == NodeState.TERMINATED
+    other = JobRecord("13", "launcher-x", "COMPLETING", "None", "ltn1", 0, "", 1, 1)
+    assert end_reason(other).startswith("Slurm job 13 COMPLETING")

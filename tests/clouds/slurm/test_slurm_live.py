@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -67,6 +69,9 @@ def test_two_node_gang_runs_on_both_nodes_and_down_empties_squeue(slurm_lab: Lab
     info = cloud.provision(req("g2", "a100x2of4", 2))
     try:
         assert [n.node_id.split(":")[1] for n in info.nodes] == ["ltn1", "ltn2"]
+        # the allocation holds the vCPUs the offer promised: half of each node's 4
+        shown = lab.sh(f"scontrol show job -o {info.head.node_id.split(':')[0]}").stdout
+        assert "NumCPUs=4 " in shown and "CPUs/Task=2 " in shown, shown
         assert info.nodes[1].internal_ip == lab.addr(1)
         seen = [runner_for(info, n).run("hostname; echo $CUDA_VISIBLE_DEVICES").check().stdout.split()
                 for n in info.nodes]
@@ -226,3 +231,58 @@ def test_a_client_killed_mid_provision_leaves_nothing_behind(slurm_lab: LabFacto
     cloud.terminate("orphan")
     cloud.terminate("holder")
     assert squeue(lab) == "" and cloud.list_tagged_clusters() == {}
+
+
+def test_a_new_allocation_clears_runtime_dirs_an_ended_one_left_in_the_shared_home(
+        slurm_lab: LabFactory, caplog: pytest.LogCaptureFixture) -> None:
+    """The lab's nodes share one home (like NFS): the agent's records of an ended
+    allocation must not be read as a new one's; a live one's are left alone."""
+    lab = slurm_lab(TYPED)
+    cloud = SlurmCloud()
+    old = cloud.provision(req("h1", "a100x1of4", 1))
+    runner_for(old, old.head).run("mkdir -p ~/.launcher-agent/jobs && touch ~/.launcher-agent/jobs/1").check()
+    cloud.terminate("h1")
+    new = cloud.provision(req("h2", "a100x1of4", 2))
+    try:
+        r = runner_for(new, new.nodes[1])
+        assert r.run("ls ~/.launcher-agent/jobs 2>&1; cat ~/.launcher-slurm-job").stdout.split()[-1] \
+            == new.head.node_id.split(":")[0]
+        assert r.run("test -e ~/.launcher-agent/jobs/1").returncode != 0
+        r.run("mkdir -p ~/.launcher-agent/jobs && touch ~/.launcher-agent/jobs/7").check()
+        with caplog.at_level(logging.WARNING, logger="launcher.clouds.slurm"):
+            third = cloud.provision(req("h3", "a100x1of4", 1))
+        assert "also used by live launcher job" in caplog.text
+        assert runner_for(third, third.head).run("test -e ~/.launcher-agent/jobs/7").returncode == 0
+    finally:
+        cloud.terminate("h2")
+        cloud.terminate("h3")
+    assert squeue(lab) == ""
+
+
+def test_cli_launch_on_a_proctrack_cgroup_site(slurm_lab: LabFactory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """ProctrackType=proctrack/cgroup (cgroup v1 freezer here): Slurm kills whatever a
+    step leaves behind when the step ends, so the head agent's daemon runs in the
+    holder's batch step; each rank runs in a step cgroup of the allocation, on its node,
+    and a second job on the same cluster runs too (the daemon outlived every step)."""
+    lab = slurm_lab(TYPED, proctrack="cgroup")
+    assert "proctrack/cgroup" in lab.sh("scontrol show config").stdout
+    task = tmp_path / "task.yaml"
+    task.write_text("num_nodes: 2\nresources:\n  infra: slurm/lab\n  accelerators: A100:2\nrun: |\n"
+                    "  sleep 1; echo rank=$LAUNCHER_NODE_RANK cg=$(grep freezer /proc/self/cgroup)\n")
+    cli = [sys.executable, "-c", "from launcher.cli import main; main()"]
+    out = subprocess.run([*cli, "launch", "-y", "-c", "cg", str(task)], capture_output=True,
+                         text=True, env=dict(os.environ), timeout=180)
+    try:
+        assert out.returncode == 0, out.stdout + out.stderr
+        jid = lab.sh("squeue -h -o %i").stdout.split()[0]
+        for rank, node in ((0, "ltn1"), (1, "ltn2")):
+            assert re.search(rf"rank={rank} cg=\S*:freezer:/slurm_{node}/uid_0/job_{jid}/step_\d+",
+                             out.stdout), out.stdout
+        again = subprocess.run([*cli, "exec", "cg", "echo second=$LAUNCHER_NODE_RANK"],
+                               capture_output=True, text=True, env=dict(os.environ), timeout=120)
+        assert again.returncode == 0 and "second=0" in again.stdout, again.stdout + again.stderr
+    finally:
+        down = subprocess.run([*cli, "down", "-y", "cg"], capture_output=True, text=True,
+                              env=dict(os.environ), timeout=120)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert squeue(lab) == ""
