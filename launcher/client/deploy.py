@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 CLUSTER = "launcher-api"
 REMOTE_PORT = 46590
+DEFAULT_MEMORY = "2+"  # GiB: the server, its controller and pip's install fit with room
 BASE = ".launcher-api"  # on the VM, under the SSH user's home
 Say = Callable[[str], None]
 
@@ -139,7 +140,7 @@ def check_cpus(cpus: str) -> str:
 def _task(opts: DeployOptions) -> Any:
     from launcher.task.model import Task
 
-    resources: dict[str, Any] = {"cpus": opts.cpus, "use_spot": False}
+    resources: dict[str, Any] = {"cpus": opts.cpus, "memory": DEFAULT_MEMORY, "use_spot": False}
     if opts.cloud:
         resources["cloud"] = opts.cloud
     if opts.region:
@@ -209,7 +210,8 @@ def deploy(opts: DeployOptions, say: Say) -> Deployed:
 def _failed(exc: BaseException, progress: _Progress, upgrading: bool) -> DeployError:
     interrupted = isinstance(exc, KeyboardInterrupt)
     reason = "interrupted (Ctrl-C)" if interrupted else (str(exc).strip() or type(exc).__name__)
-    head = f"launcher api deploy failed while {progress.step}: {reason}"
+    first, _, details = reason.partition("\n")  # e.g. a failed launch's attempts table
+    head = f"launcher api deploy failed while {progress.step}: {first}"
     if not head.endswith((".", ")")):
         head += "."
     if upgrading:
@@ -217,7 +219,8 @@ def _failed(exc: BaseException, progress: _Progress, upgrading: bool) -> DeployE
                 "run `launcher api deploy` again to retry the upgrade.")
     else:
         tail = _clean_up()
-    return DeployError(head + tail, 130 if interrupted else 1)
+    return DeployError(head + tail + (f"\n{details}" if details else ""),
+                       130 if interrupted else 1)
 
 
 def _clean_up() -> str:

@@ -17,9 +17,13 @@ import os
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from tests.aws_moto import AWSFake
 from tests.server.conftest import FAST
 
 CLI = [sys.executable, "-c", "from launcher.cli import main; main()"]
@@ -68,3 +72,17 @@ def client_home(root: Path, name: str) -> Path:
     home = root / name
     home.mkdir(mode=0o700)
     return home
+
+
+@pytest.fixture
+def deploy_cloud(aws_cloud: AWSFake, launcher_home: Path, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[AWSFake]:
+    """moto with bodies booting the deploy's "image" (tests/server/deploy_env.py), and an
+    AWS credentials file for `--with-credentials aws` to copy."""
+    assert aws_cloud.bodies is not None
+    image = image_dir(tmp_path_factory.getbasetemp())
+    aws_cloud.bodies.env = body_env(image, aws_cloud.endpoint)
+    aws_cloud.bodies.node_timeout = 30.0
+    creds = Path(os.environ["AWS_SHARED_CREDENTIALS_FILE"])
+    creds.write_text("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
+    yield aws_cloud

@@ -22,17 +22,15 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from tests.aws_moto import CLUSTER_TAG, AWSFake, aws_cloud, aws_moto, moto_server
 from tests.cloud_e2e import NETNS_ONLY
-from tests.server.deploy_env import CLI, REPO, body_env, cli, client_home, image_dir
+from tests.server.deploy_env import CLI, REPO, cli, client_home, deploy_cloud
 from tests.waiting import wait_until
 
-__all__ = ["aws_cloud", "aws_moto", "moto_server"]
+__all__ = ["aws_cloud", "aws_moto", "deploy_cloud", "moto_server"]
 pytestmark = NETNS_ONLY
 
 SPOT_TASK = """\
@@ -45,20 +43,6 @@ resources:
 run: |
   for i in $(seq 1 24); do echo "tick $i on $(hostname)"; sleep 0.5; done
 """
-
-
-@pytest.fixture
-def deploy_cloud(aws_cloud: AWSFake, launcher_home: Path, tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[AWSFake]:
-    """moto with bodies booting the deploy's "image" (tests/server/deploy_env.py), and an
-    AWS credentials file for `--with-credentials aws` to copy."""
-    assert aws_cloud.bodies is not None
-    image = image_dir(tmp_path_factory.getbasetemp())
-    aws_cloud.bodies.env = body_env(image, aws_cloud.endpoint)
-    aws_cloud.bodies.node_timeout = 30.0
-    creds = Path(os.environ["AWS_SHARED_CREDENTIALS_FILE"])
-    creds.write_text("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
-    yield aws_cloud
 
 
 def _instances_of(fake: AWSFake, cluster: str) -> list[str]:
