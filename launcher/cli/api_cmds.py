@@ -265,6 +265,17 @@ def users_delete_cmd(name: Annotated[str, typer.Argument(help="User name.")]) ->
     return 0
 
 
+def _ask(question: str) -> bool:
+    """typer.confirm, with no answer (end of input) read as no."""
+    import click
+
+    try:
+        return bool(typer.confirm(question, default=False, err=True))
+    except click.exceptions.Abort:
+        _say("")
+        return False
+
+
 @api_app.command("deploy")
 def deploy_cmd(
     cloud: Annotated[str | None, typer.Option("--cloud", help="Cloud of the VM (default: the cheapest that fits).")] = None,
@@ -281,7 +292,7 @@ def deploy_cmd(
     from launcher.client import deploy
 
     if down:
-        deploy.undeploy(_say, lambda q: typer.confirm(q, default=False, err=True), yes)
+        deploy.undeploy(_say, _ask, yes)
         return 0
     from launcher.client.deploy_credentials import parse_clouds
 
