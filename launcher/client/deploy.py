@@ -174,7 +174,8 @@ def _run(runner: CommandRunner, what: str, command: str, *, env: dict[str, str] 
          stdin: str | None = None, timeout: float = 900) -> str:
     result = runner.run(command, env=env, stdin=stdin, timeout=timeout)
     if not result.ok:
-        raise LauncherError(f"{what} exited {result.exit_code}: {result.tail(8)}")
+        last = " / ".join(ln.strip() for ln in result.tail(6).splitlines() if ln.strip())
+        raise LauncherError(f"{what} exited {result.returncode} ({last or 'no output'})")
     return result.stdout
 
 
@@ -199,7 +200,8 @@ def deploy(opts: DeployOptions, say: Say) -> Deployed:
                          "deployment is logged in: take it down first (`launcher down "
                          f"{CLUSTER}`), then deploy again.")
     creds = credential_files(opts.credentials, opts.cloud)
-    profile = instance_profile(opts.cloud) if "aws" in opts.credentials else None
+    profile = (instance_profile("aws") if opts.cloud == "aws" and "aws" in opts.credentials
+               else None)
     progress = _Progress()
     try:
         return _deploy(opts, say, prior if upgrading else None, creds, profile, progress)

@@ -18,6 +18,7 @@ import os
 import zipfile
 from email.message import Message
 from pathlib import Path
+from typing import Any
 
 from launcher.errors import LauncherError
 
@@ -64,7 +65,7 @@ def metadata_text() -> str:
     return text
 
 
-def _metadata_from_project(project: dict[str, object], version: str) -> str:
+def _metadata_from_project(project: dict[str, Any], version: str) -> str:
     msg = Message()
     msg["Metadata-Version"] = "2.1"
     msg["Name"] = "launcher"
@@ -73,10 +74,10 @@ def _metadata_from_project(project: dict[str, object], version: str) -> str:
         msg["Summary"] = str(project["description"])
     if project.get("requires-python"):
         msg["Requires-Python"] = str(project["requires-python"])
-    for dep in project.get("dependencies", []) or []:  # type: ignore[union-attr]
+    for dep in project.get("dependencies", []) or []:
         msg["Requires-Dist"] = str(dep)
     extras = project.get("optional-dependencies", {}) or {}
-    for extra, deps in extras.items():  # type: ignore[union-attr]
+    for extra, deps in extras.items():
         msg["Provides-Extra"] = extra
         for dep in deps:
             msg["Requires-Dist"] = f'{dep}; extra == "{extra}"'

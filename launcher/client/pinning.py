@@ -39,7 +39,7 @@ def normalize_fingerprint(text: str) -> str:
 class _PinnedContext(ssl.SSLContext):
     pin: str
 
-    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:  # type: ignore[override]
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
         sock = super().wrap_socket(*args, **kwargs)
         der = sock.getpeercert(binary_form=True) or b""
         got = hashlib.sha256(der).hexdigest()
