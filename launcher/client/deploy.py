@@ -271,6 +271,7 @@ def _deploy(opts: DeployOptions, say: Say, prior: Login | None, creds: list[Any]
                     runner.put_file(str(c.local), f"~/{c.remote}", 0o600)
                     copied.append(f"{c.cloud}: {c.local} -> ~/{c.remote}")
             with progress.at("starting the server"):
+                say("Starting the server on the VM...")
                 token = prior.token if prior is not None else "lk_" + secrets.token_urlsafe(32)
                 host = "127.0.0.1" if opts.ssh_tunnel else "0.0.0.0"
                 out = _run(runner, "starting the server",
@@ -282,6 +283,7 @@ def _deploy(opts: DeployOptions, say: Say, prior: Login | None, creds: list[Any]
         finally:
             runner.close()
     with progress.at("logging in to the deployed server"):
+        say(f"Server up ({vm['mode']}); logging in...")
         login = _log_in(info, token, vm, opts, result.cloud, result.region)
     return Deployed(endpoint=login.endpoint, cloud=result.cloud, region=result.region,
                     instance_type=info.instance_type, hourly_cost=result.hourly_cost,
