@@ -2,7 +2,8 @@
 
 With --ssh-tunnel no port is opened (no per-cluster security group; the server listens
 on the VM's 127.0.0.1 only) and the client's endpoint is an SSH local forward; a
-command finding the tunnel gone opens it again. A managed job live on the server makes
+command finding the tunnel gone opens it again. Deploying again upgrades in place (the
+same VM and admin). A managed job live on the server makes
 `--down` ask: "no" removes nothing; `--yes` cancels the job, takes its cluster down,
 stops the server, takes the VM down, closes the tunnel and logs out: nothing left.
 """
@@ -71,6 +72,16 @@ def test_deploy_over_an_ssh_tunnel_and_down_asking_first(deploy_cloud: AWSFake,
     info = cli(launcher_home, "api", "info", "--json")  # re-opens it on demand
     assert info.rc == 0 and json.loads(info.out)["user"] == "admin", info.err
     assert _tunnel_pid(launcher_home) not in (None, first)
+
+    # re-running deploy upgrades in place: the same VM, the same admin, a new forward
+    token = json.loads((launcher_home / "api_login.json").read_text())["token"]
+    r = cli(launcher_home, "api", "deploy", "--cloud", "aws", "--region", "us-east-1",
+            "--ssh-tunnel", timeout=240)
+    assert r.rc == 0 and "Upgraded launcher" in r.err, r.err
+    assert [i.id for i in fake.instances()] == [vm]
+    assert json.loads((launcher_home / "api_login.json").read_text())["token"] == token
+    info = cli(launcher_home, "api", "info", "--json")
+    assert info.rc == 0 and json.loads(info.out)["user"] == "admin", info.err
 
     task = tmp_path / "long.yaml"
     task.write_text(LONG_TASK)
