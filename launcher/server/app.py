@@ -22,6 +22,7 @@ from launcher.server.auth import FailedAuthLimiter
 from launcher.server.controller import EmbeddedController
 from launcher.server.requests import RequestRunner, error_json
 from launcher.server.settings import Limits
+from launcher.server.uploads_gc import UploadsCollector
 
 log = logging.getLogger("launcher.server")
 
@@ -81,6 +82,7 @@ def create_app(*, run_controller: bool = True, limits: Limits | None = None) -> 
     limits = limits or Limits.from_env()
     controller = EmbeddedController()
     runner = RequestRunner()
+    collector = UploadsCollector()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -90,7 +92,9 @@ def create_app(*, run_controller: bool = True, limits: Limits | None = None) -> 
         if run_controller:
             got = await asyncio.to_thread(controller.start)
             log.info("controller %s", "running" if got else "waiting for the lock")
+        collector.start()
         yield
+        collector.stop()
         await asyncio.to_thread(controller.stop)
 
     app = FastAPI(title="launcher", version=__version__, lifespan=lifespan,
