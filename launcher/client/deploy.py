@@ -360,9 +360,17 @@ def undeploy(say: Say, confirm: Callable[[str], bool], yes: bool) -> None:
                          "deploy; `launcher api logout` first.")
     step = "asking the server what still runs"
     try:
+        work: LiveWork | None = None
         if login is not None:
-            work = live_work(login)
-            if work.jobs or work.clusters:
+            try:
+                work = live_work(login)
+            except LauncherError as exc:  # a VM that is gone or broken must still go
+                if not yes and not confirm(
+                        f"The deployed server does not answer ({exc}), so its live jobs "
+                        "cannot be checked or cancelled. Take its VM down anyway?"):
+                    raise DeployError("Aborted: nothing was removed.", 1) from None
+        if login is not None:
+            if work is not None and (work.jobs or work.clusters):
                 what = ", ".join([f"managed job {i} ({n}, {s})" for i, n, s in work.jobs]
                                  + [f"cluster {c}" for c in work.clusters])
                 if not yes and not confirm(

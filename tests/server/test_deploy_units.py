@@ -151,3 +151,18 @@ def test_deploy_refuses_before_provisioning(launcher_home: Path) -> None:
     with pytest.raises(UsageError, match="logged in to the server at http://10.0.0.9:46590"):
         deploy(DeployOptions(), lambda _: None)
     assert load_login() == Login("http://10.0.0.9:46590", "t" * 40)
+
+
+def test_down_of_a_server_that_does_not_answer_asks_then_goes_on(launcher_home: Path) -> None:
+    from launcher.client.deploy import DeployError, undeploy
+
+    with pytest.raises(UsageError, match="Nothing to take down"):
+        undeploy(lambda _: None, lambda _: True, yes=False)
+    save_login(Login("http://127.0.0.1:9", "t" * 40, deployment={"cluster": "launcher-api"}))
+    asked: list[str] = []
+    with pytest.raises(DeployError, match="Aborted: nothing was removed"):
+        undeploy(lambda _: None, lambda q: asked.append(q) is not None, yes=False)
+    assert len(asked) == 1 and "does not answer" in asked[0] and load_login() is not None
+    said: list[str] = []
+    undeploy(said.append, lambda _: False, yes=True)  # --yes: no question
+    assert load_login() is None and said[-1].startswith("Logged out"), said
