@@ -91,12 +91,21 @@ def server_argv(host: str, port: int, tls: bool) -> list[str]:
 # ---- the service: systemd or the supervisor ---------------------------------------------
 
 
+def _sudo() -> list[str]:
+    """How to run a command as root here (the SSH user of a cloud image is not root
+    but has password-less sudo)."""
+    return [] if os.geteuid() == 0 else ["sudo", "-n"]
+
+
 def _unit_text(argv: list[str]) -> str:
+    import getpass
+
     log = HOME / "server" / "server.log"
+    user = "" if os.geteuid() == 0 else f"User={getpass.getuser()}\n"
     return (
         "[Unit]\nDescription=launcher API server (launcher api deploy)\n"
         "After=network-online.target\nWants=network-online.target\n\n"
-        "[Service]\n"
+        "[Service]\n" + user +
         f"Environment=LAUNCHER_HOME={HOME}\n"
         f"Environment=HOME={Path.home()}\n"
         f"ExecStart={' '.join(argv)}\n"
@@ -121,7 +130,7 @@ def stop_service(timeout: float = 30.0) -> str:
     """Stop whichever service runs the server; what was stopped ("systemd",
     "supervisor" or "none")."""
     if _has_systemd() and UNIT_PATH.exists():
-        subprocess.run(["systemctl", "stop", UNIT], check=False, capture_output=True)
+        subprocess.run([*_sudo(), "systemctl", "stop", UNIT], check=False, capture_output=True)
         return "systemd"
     pid = _supervisor_pid()
     if pid is None:
@@ -141,10 +150,11 @@ def stop_service(timeout: float = 30.0) -> str:
 def start_service(argv: list[str]) -> str:
     """Start the server as a service; which kind ("systemd" or "supervisor")."""
     if _has_systemd():
-        UNIT_PATH.write_text(_unit_text(argv))
+        subprocess.run([*_sudo(), "tee", str(UNIT_PATH)], input=_unit_text(argv).encode(),
+                       check=True, capture_output=True)
         for cmd in (["systemctl", "daemon-reload"], ["systemctl", "enable", UNIT],
                     ["systemctl", "restart", UNIT]):
-            subprocess.run(cmd, check=True, capture_output=True)
+            subprocess.run([*_sudo(), *cmd], check=True, capture_output=True)
         return "systemd"
     env = {**os.environ, "LAUNCHER_HOME": str(HOME)}
     with open(SUPERVISOR_LOG, "ab") as log:

@@ -166,3 +166,26 @@ def test_down_of_a_server_that_does_not_answer_asks_then_goes_on(launcher_home: 
     said: list[str] = []
     undeploy(said.append, lambda _: False, yes=True)  # --yes: no question
     assert load_login() is None and said[-1].startswith("Logged out"), said
+
+
+def test_the_supervisor_restarts_a_failed_server_and_the_unit_says_on_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from launcher.server import deploy_vm
+
+    monkeypatch.setattr(deploy_vm, "HOME", tmp_path / "home")
+    monkeypatch.setattr(deploy_vm, "SUPERVISOR_PID", tmp_path / "supervisor.pid")
+    monkeypatch.setattr(deploy_vm, "RESTART_DELAY_S", 0.0)
+    runs = tmp_path / "runs"
+    # exits 1, then is killed (SIGKILL, as `kill -9`), then exits 0: two restarts, then done
+    script = ("import os, signal, sys; from pathlib import Path; p = Path(sys.argv[1]); "
+              "n = len(p.read_text()) if p.exists() else 0; p.write_text('x' * (n + 1)); "
+              "sys.exit(1) if n == 0 else os.kill(os.getpid(), signal.SIGKILL) if n == 1 "
+              "else sys.exit(0)")
+    assert deploy_vm.supervise([sys.executable, "-c", script, str(runs)]) == 0
+    assert runs.read_text() == "xxx" and not (tmp_path / "supervisor.pid").exists()
+
+    unit = deploy_vm._unit_text(["/v/bin/launcher", "api", "start", "--foreground"])
+    assert "Restart=on-failure" in unit and "ExecStart=/v/bin/launcher api start --foreground" in unit
+    assert f"Environment=LAUNCHER_HOME={tmp_path / 'home'}" in unit
