@@ -101,6 +101,14 @@ def test_deploy_closed_laptop_and_down_leave_nothing(deploy_cloud: AWSFake, laun
     assert made.rc == 0, made.err
     alice = json.loads(made.out)["token"]
 
+    # kill -9 of the server on the VM: the supervisor starts it again
+    pid_file = body.home / ".launcher-api/home/server/server.pid"
+    old_pid = int(json.loads(pid_file.read_text())["pid"])
+    os.kill(old_pid, signal.SIGKILL)
+    wait_until(lambda: int(json.loads(pid_file.read_text())["pid"]) != old_pid, 30,
+               "the server started again by the supervisor")
+    wait_until(lambda: cli(launcher_home, "api", "info").rc == 0, 30, "the server answering")
+
     # a user's laptop: logs in pinning the printed fingerprint, submits, is killed
     laptop = client_home(tmp_path, "laptop")
     r = cli(laptop, "api", "login", "-e", endpoint, "--tls-fingerprint", fingerprint,
