@@ -166,6 +166,9 @@ def login_cmd(
         token = typer.prompt("Token", hide_input=True, err=True)
     login = Login(url, token.strip(), tls_fingerprint=fp, tls_cert_pem=pem)
     info = remote_for(login).info()  # refuse a bad token, endpoint or certificate now
+    from launcher.client import tunnel
+
+    tunnel.stop()  # a deployed server's SSH tunnel, if this home had one, is not needed now
     path = save_login(login)
     _say(f"Logged in to {url} as {info['user']} ({info['role']}); saved in {path}.")
     return 0
