@@ -189,3 +189,24 @@ def test_the_supervisor_restarts_a_failed_server_and_the_unit_says_on_failure(
     unit = deploy_vm._unit_text(["/v/bin/launcher", "api", "start", "--foreground"])
     assert "Restart=on-failure" in unit and "ExecStart=/v/bin/launcher api start --foreground" in unit
     assert f"Environment=LAUNCHER_HOME={tmp_path / 'home'}" in unit
+
+
+def test_a_failed_deploy_is_one_paragraph_and_a_non_zero_exit(tmp_path: Path,
+                                                               launcher_home: Path) -> None:
+    """Through the CLI: AWS without credentials fails at provisioning, before any call."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(LAUNCHER_HOME=str(launcher_home), AWS_EC2_METADATA_DISABLED="true",
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+               AWS_CONFIG_FILE=str(tmp_path / "none"))
+    proc = subprocess.run([sys.executable, "-c", "from launcher.cli import main; main()",
+                           "api", "deploy", "--cloud", "aws", "--region", "us-east-1"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    first = next(ln for ln in proc.stderr.splitlines() if ln.startswith("Error: "))
+    assert first.startswith("Error: launcher api deploy failed while provisioning the VM: ")
+    assert "Nothing was left behind" in first, proc.stderr
+    assert not (launcher_home / "api_login.json").exists()
