@@ -5,6 +5,7 @@ acts at the Nth (kill a process before or after moto handles it; answer with an 
     meter.reset()                                # count from 0
     meter.kill_at(7, pid, when="before")         # request 7: SIGKILL pid, drop the request
     meter.fail(("ec2", "RunInstances"), 5, "InsufficientInstanceCapacity")
+    meter.fail_at(7, "UnauthorizedOperation", 403)  # request 7 alone gets that error
     meter.calls                                  # [("ec2", "DescribeVpcs"), ...]
     meter.handling_s                             # seconds moto spent handling requests
     meter.uninstall()
@@ -81,6 +82,7 @@ class MotoMeter:
         self._kill: _Kill | None = None
         self._fired = False
         self._fails: list[_Fail] = []
+        self._fail_at: tuple[int, str, int] | None = None  # (n, code, status)
         self.on_request: Callable[[int, tuple[str, str]], None] | None = None
 
     @classmethod
@@ -108,6 +110,7 @@ class MotoMeter:
             self._kill = None
             self._fired = False
             self._fails = []
+            self._fail_at = None
 
     def kill_at(self, n: int, pid: int, when: str) -> None:
         """SIGKILL `pid` at counted request `n` (1-based), `when` "before" or "after"
@@ -152,6 +155,11 @@ class MotoMeter:
         with self._lock:
             self._fails.append(_Fail(call, times, code, status))
 
+    def fail_at(self, n: int, code: str, status: int = 400) -> None:
+        """Answer counted request `n` (1-based, from `reset`) alone with EC2's error `code`."""
+        with self._lock:
+            self._fail_at = (n, code, status)
+
     # ---- WSGI -------------------------------------------------------------------------
 
     @staticmethod
@@ -195,6 +203,8 @@ class MotoMeter:
             fail = next((f for f in self._fails if f.call == call and f.remaining > 0), None)
             if fail is not None:
                 fail.remaining -= 1
+            elif self._fail_at is not None and self._fail_at[0] == n:
+                fail = _Fail(call, 0, self._fail_at[1], self._fail_at[2])
         if self.on_request is not None:
             self.on_request(n, call)
         if kill is not None and kill.when == "before":

@@ -163,24 +163,39 @@ def _remote() -> RemoteBackend:
 def login_cmd(
     endpoint: Annotated[str, typer.Option("--endpoint", "-e", help="The server's URL.")],
     token: Annotated[str | None, typer.Option("--token", help="Your token (asked for when not given).")] = None,
+    tls_fingerprint: Annotated[str | None, typer.Option("--tls-fingerprint", help="SHA-256 of a self-signed server certificate to pin (what `api deploy` printed).")] = None,
 ) -> int:
     """Send this machine's commands to a server (endpoint and token stored 0600)."""
+    from launcher.client import remote_for
     from launcher.client.login import Login, normalize_endpoint, save_login
-    from launcher.client.remote import RemoteBackend
 
     url = normalize_endpoint(endpoint)
+    pem = fp = None
+    if tls_fingerprint is not None:
+        from launcher.client.pinning import fetch_certificate, normalize_fingerprint
+
+        fp = normalize_fingerprint(tls_fingerprint)
+        pem = fetch_certificate(url, fp)
     if token is None:
         token = typer.prompt("Token", hide_input=True, err=True)
-    info = RemoteBackend(url, token.strip()).info()  # refuse a bad token or endpoint now
-    path = save_login(Login(url, token.strip()))
+    login = Login(url, token.strip(), tls_fingerprint=fp, tls_cert_pem=pem)
+    info = remote_for(login).info()  # refuse a bad token, endpoint or certificate now
+    from launcher.client import tunnel
+
+    tunnel.stop()  # a deployed server's SSH tunnel, if this home had one, is not needed now
+    path = save_login(login)
     _say(f"Logged in to {url} as {info['user']} ({info['role']}); saved in {path}.")
     return 0
 
 
 @api_app.command("logout")
 def logout_cmd() -> int:
-    """Forget the server: commands run on this machine again."""
+    """Forget the server: commands run on this machine again (an SSH tunnel to a
+    deployed server is closed; the server keeps running)."""
+    from launcher.client import tunnel
     from launcher.client.login import forget_login
+
+    tunnel.stop()
 
     _say("Logged out; commands run on this machine." if forget_login() else "Not logged in.")
     return 0
@@ -264,4 +279,56 @@ def users_delete_cmd(name: Annotated[str, typer.Argument(help="User name.")]) ->
 
     backend().users_delete(name)
     _say(f"Deleted user {name}.")
+    return 0
+
+
+def _ask(question: str) -> bool:
+    """typer.confirm, with no answer (end of input) read as no."""
+    import click
+
+    try:
+        return bool(typer.confirm(question, default=False, err=True))
+    except click.exceptions.Abort:
+        _say("")
+        return False
+
+
+@api_app.command("deploy")
+def deploy_cmd(
+    cloud: Annotated[str | None, typer.Option("--cloud", help="Cloud of the VM (default: the cheapest that fits).")] = None,
+    region: Annotated[str | None, typer.Option("--region", help="Region of the VM.")] = None,
+    cpus: Annotated[str, typer.Option("--cpus", help="vCPUs of the VM: N or N+ (at least N).")] = "2+",
+    with_credentials: Annotated[str | None, typer.Option("--with-credentials", help="Copy these clouds' credential files to the VM, e.g. aws,gcp.")] = None,
+    ssh_tunnel: Annotated[bool, typer.Option("--ssh-tunnel", help="Open no port: reach the server through an SSH tunnel.")] = False,
+    down: Annotated[bool, typer.Option("--down", help="Remove the deployed server, its VM and everything it made.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (with --down: even when managed jobs are live).")] = False,
+) -> int:
+    """The API server on a small on-demand CPU VM (TLS with a pinned certificate, or an
+    SSH tunnel); this machine ends logged in to it. Run again to upgrade it; --down
+    removes it all."""
+    from launcher.client import deploy
+
+    if down:
+        deploy.undeploy(_say, _ask, yes)
+        return 0
+    from launcher.client.deploy_credentials import parse_clouds
+
+    opts = deploy.DeployOptions(cloud=cloud, region=region, cpus=cpus,
+                                credentials=parse_clouds(with_credentials), ssh_tunnel=ssh_tunnel)
+    done = deploy.deploy(opts, _say)
+    for line in done.copied:
+        _say(f"Copied {line}")
+    if done.instance_profile:
+        _say(f"AWS credentials: none copied; the VM uses its instance profile "
+             f"{done.instance_profile} (aws.iam_instance_profile).")
+    verb = "Upgraded" if done.upgraded else "Deployed"
+    _say(f"{verb} launcher {done.version} on {done.cloud} {done.region} ({done.instance_type}, "
+         f"${done.hourly_cost:.3f}/h), running under {done.mode}.")
+    if done.fingerprint:
+        _say(f"TLS certificate SHA-256 (pinned): {done.fingerprint}")
+        _say(f"Others log in with: launcher api login -e {done.endpoint} "
+             f"--tls-fingerprint {done.fingerprint} --token <their token>")
+    else:
+        _say("Reached through an SSH tunnel (no port open); each command re-opens it on demand.")
+    _out(f"Logged in to {done.endpoint} as admin.")
     return 0

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from launcher.api.backend import Backend
+    from launcher.client.login import Login
+    from launcher.client.remote import RemoteBackend
 
 
 def backend() -> Backend:
@@ -22,6 +24,17 @@ def backend() -> Backend:
         from launcher.api.backend import EmbeddedBackend
 
         return EmbeddedBackend()
+    return remote_for(login)
+
+
+def remote_for(login: Login) -> RemoteBackend:
+    """The backend of `login`: its certificate pinned, its SSH tunnel (re)opened first."""
     from launcher.client.remote import RemoteBackend
 
-    return RemoteBackend(login.endpoint, login.token)
+    if login.tunnel:
+        from launcher.client import tunnel
+
+        tunnel.ensure(tunnel.TunnelSpec.from_dict(login.tunnel))
+    pin = ((login.tls_cert_pem, login.tls_fingerprint)
+           if login.tls_cert_pem and login.tls_fingerprint else None)
+    return RemoteBackend(login.endpoint, login.token, pin=pin)

@@ -1,11 +1,17 @@
 """The endpoint and token this home is logged in with: `$LAUNCHER_HOME/api_login.json`,
-written 0600 (the token is a password). Cheap to import."""
+written 0600 (the token is a password). Cheap to import.
+
+A login to a server with a self-signed certificate also holds the certificate and its
+SHA-256 fingerprint (`tls_cert_pem`, `tls_fingerprint`: the client trusts exactly that
+certificate). A deployed server (`launcher api deploy`) adds `deployment` (its cluster,
+cloud and service) and, reached through SSH, `tunnel` (launcher.client.tunnel)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from launcher.errors import LauncherError, UsageError
 
@@ -14,6 +20,10 @@ from launcher.errors import LauncherError, UsageError
 class Login:
     endpoint: str
     token: str
+    tls_fingerprint: str | None = None  # SHA-256 of the pinned certificate (hex)
+    tls_cert_pem: str | None = None  # the pinned (self-signed) certificate
+    tunnel: dict[str, Any] | None = None  # launcher.client.tunnel.TunnelSpec, as a dict
+    deployment: dict[str, Any] | None = None  # what `launcher api deploy` made
 
 
 def login_path() -> Path:
@@ -34,7 +44,8 @@ def load_login() -> Login | None:
             or not isinstance(data.get("token"), str):
         raise LauncherError(f"The login file {login_path()} is malformed; `launcher api "
                             "logout` removes it, then log in again.")
-    return Login(data["endpoint"], data["token"])
+    extra = {k: data.get(k) for k in ("tls_fingerprint", "tls_cert_pem", "tunnel", "deployment")}
+    return Login(data["endpoint"], data["token"], **extra)
 
 
 def normalize_endpoint(url: str) -> str:
@@ -49,8 +60,8 @@ def save_login(login: Login) -> Path:
 
     path = login_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    state_files.write_private(path, json.dumps({"endpoint": login.endpoint,
-                                                "token": login.token}).encode())
+    body = {k: v for k, v in asdict(login).items() if v is not None}
+    state_files.write_private(path, json.dumps(body).encode())
     return path
 
 

@@ -115,18 +115,31 @@ def _tar_stream(blobs: dict[str, tuple[str, int]]) -> Iterator[bytes]:
 class RemoteBackend:
     remote = True
 
-    def __init__(self, endpoint: str, token: str, *, timeout: float = 60.0) -> None:
+    def __init__(self, endpoint: str, token: str, *, timeout: float = 60.0,
+                 pin: tuple[str, str] | None = None) -> None:
+        """`pin`: (certificate PEM, its SHA-256) of a self-signed server: trusted alone
+        (launcher.client.pinning). Otherwise LAUNCHER_API_CA_BUNDLE, else the system CAs."""
         self._uploaded: dict[int, tuple[Task | None, dict[str, Any] | None]] = {}
         self.endpoint = endpoint
+        verify: Any = os.environ.get("LAUNCHER_API_CA_BUNDLE") or True
+        if pin is not None:
+            from launcher.client.pinning import pinned_context
+
+            verify = pinned_context(*pin)
         self._http = httpx.Client(base_url=endpoint, timeout=httpx.Timeout(timeout, connect=5.0),
                                   headers={"Authorization": f"Bearer {token}",
                                            "X-Launcher-Version": __version__},
-                                  # a self-signed server: LAUNCHER_API_CA_BUNDLE=its cert
-                                  verify=os.environ.get("LAUNCHER_API_CA_BUNDLE") or True)
+                                  verify=verify)
 
     # ---- transport
 
     def _unreachable(self, exc: Exception) -> LauncherError:
+        if "not the pinned one" in str(exc):
+            return LauncherError(
+                f"The server at {self.endpoint} presented a TLS certificate other than the "
+                f"one this client pinned ({exc}). Refusing to talk to it: if the server was "
+                "redeployed, log in again with its new fingerprint (`launcher api login -e "
+                "URL --tls-fingerprint FP`).")
         return LauncherError(
             f"Cannot reach the launcher server at {self.endpoint} ({type(exc).__name__}: "
             f"{exc}). Is it running? On the server's machine, `launcher api status` says so "

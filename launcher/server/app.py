@@ -23,6 +23,7 @@ from launcher.server.auth import FailedAuthLimiter
 from launcher.server.controller import EmbeddedController
 from launcher.server.requests import RequestRunner, error_json
 from launcher.server.settings import Limits
+from launcher.server.uploads_gc import UploadsCollector
 from launcher.state import logstore
 
 log = logging.getLogger("launcher.server")
@@ -83,6 +84,7 @@ def create_app(*, run_controller: bool = True, limits: Limits | None = None) -> 
     limits = limits or Limits.from_env()
     controller = EmbeddedController()
     runner = RequestRunner()
+    collector = UploadsCollector()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -96,7 +98,9 @@ def create_app(*, run_controller: bool = True, limits: Limits | None = None) -> 
                 pusher.start()
             got = await asyncio.to_thread(controller.start)
             log.info("controller %s", "running" if got else "waiting for the lock")
+        collector.start()
         yield
+        collector.stop()
         await asyncio.to_thread(controller.stop)
         if pusher is not None:
             await asyncio.to_thread(pusher.stop)

@@ -120,7 +120,10 @@ class RequestRunner:
         except RequestCancelled:
             status = "CANCELLED"
         except BaseException as exc:  # noqa: BLE001 - every failure is the request's result
-            status, error = "FAILED", json.dumps(error_json(exc))
+            if cancel.is_set():  # the work unwound because it was cancelled (interrupted)
+                status = "CANCELLED"
+            else:
+                status, error = "FAILED", json.dumps(error_json(exc))
         with server_store() as store:
             store.end_request(rid, status, result, error)
         self._cancel.pop(rid, None)

@@ -10,6 +10,8 @@ that replace the task's local paths. Cheap to import (no FastAPI).
 - A tree is named by the hash of its manifest, so the same workdir launched again reuses
   it; it is built in a temporary directory and renamed into place (never half there).
   Managed jobs keep pointing at their tree: every recovery syncs from it again.
+- Unused uploads are garbage-collected (launcher.server.uploads_gc): blobs and trees
+  carry their last use in their mtime.
 - `server_task` is the only way a submitted task becomes a `Task` on the server: every
   local path in it must be one of the user's uploads, so a client can never make the
   server read (and ship to a node) a file of the server's own.
@@ -65,7 +67,13 @@ class UploadStore:
         bad = [d for d in digests if not _SHA.match(d)]
         if bad:
             raise UploadError(f"Not a SHA-256 digest: {bad[0][:80]!r}.")
-        return [d for d in dict.fromkeys(digests) if not self.blob_path(d).exists()]
+        out = []
+        for d in dict.fromkeys(digests):
+            try:
+                os.utime(self.blob_path(d))  # in use again: kept from garbage collection
+            except FileNotFoundError:
+                out.append(d)
+        return out
 
     def ingest_tar(self, tar_path: Path, max_member: int) -> tuple[int, int]:
         """Store every member of the tar at `tar_path` (each named by its SHA-256) as a
@@ -115,6 +123,7 @@ class UploadStore:
         tree = self.trees / digest[:32]
         paths = [tree / str(i) for i in range(len(manifest.roots))]
         if tree.exists():
+            os.utime(tree)  # reused: kept from garbage collection (uploads_gc.py)
             return paths
         tmp = Path(tempfile.mkdtemp(dir=self.trees, prefix=".build-"))
         try:
@@ -154,6 +163,7 @@ class UploadStore:
                               "again.")
         shutil.copyfile(blob, dest)
         os.chmod(dest, (mode & 0o777) | 0o600)
+        os.utime(blob)
 
 
 def check_manifest(manifest: UploadManifest, max_root_bytes: int) -> None:

@@ -4,8 +4,9 @@ embedded CLI prints them; its result is the LaunchResult.
 
 A request follows its job to the end (unless detach_run), on the server: `--down`
 takes the cluster down after the job even with no client connected. Cancelling the
-request cancels its job at once; while provisioning, the next progress line unwinds
-the launch (what it was creating is terminated, as Ctrl-C does embedded)."""
+request cancels its job at once; before the job is submitted (provisioning, waiting for
+the nodes, setup), the launch is interrupted at once and unwinds as Ctrl-C does
+embedded (what it was creating is terminated)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ class ExecBody(BaseModel):
     detach_run: bool = False
 
 
+class LaunchCancelled(KeyboardInterrupt):
+    """Raised in a launch request's thread when the request is cancelled before its job
+    was submitted (a KeyboardInterrupt: the launch unwinds as for Ctrl-C)."""
+
+
 class _Tracker:
     """The request's output callbacks: they note the submitted job (so a cancel can
     cancel it), claim the cluster for the user once it exists, and unwind the work
@@ -58,6 +64,8 @@ class _Tracker:
         self.cluster: str | None = None
         self.job_id: int | None = None
         self.claimed = False
+        self.thread: int | None = None  # the worker thread while the launch runs
+        self.lock = threading.Lock()
 
     def _check(self) -> None:
         if self.cancel.is_set():
@@ -81,6 +89,18 @@ class _Tracker:
             self.job_id = int(m.group(1))
         self._check()
         self.emit(line, 2)
+
+    def interrupt(self) -> None:
+        """Unwind a launch that has not submitted its job yet at once, wherever it
+        waits (the wait for a new node's SSH prints nothing for minutes): a
+        LaunchCancelled (a KeyboardInterrupt) is raised in its thread, so it unwinds
+        exactly as Ctrl-C does embedded, terminating what it was creating."""
+        import ctypes
+
+        with self.lock:
+            if self.thread is not None and self.job_id is None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self.thread), ctypes.py_object(LaunchCancelled))
 
     def cancel_job(self) -> None:
         if self.cluster is not None and self.job_id is not None:
@@ -111,11 +131,19 @@ def launch(body: LaunchBody, request: Request,
     box: dict[str, _Tracker] = {}
 
     def work(emit: Emit, cancel: threading.Event) -> dict[str, Any]:
+        t = box["t"] = _Tracker(user.name, emit, cancel)
+        t.thread = threading.get_ident()
+        try:
+            return _launch_work(t)
+        finally:
+            with t.lock:  # no interrupt may reach this thread once the work is over
+                t.thread = None
+
+    def _launch_work(t: _Tracker) -> dict[str, Any]:
         from launcher.api.launch import generate_cluster_name
         from launcher.api.launch import launch as api_launch
         from launcher.state.db import StateDB
 
-        t = box["t"] = _Tracker(user.name, emit, cancel)
         name = body.cluster
         if name is None:
             with StateDB() as db:
@@ -135,6 +163,7 @@ def launch(body: LaunchBody, request: Request,
 
     def on_cancel() -> None:
         if "t" in box:
+            box["t"].interrupt()
             box["t"].cancel_job()
 
     rid = request.app.state.runner.submit(user.name, "launch", work, None, on_cancel)
