@@ -406,7 +406,13 @@ def _client(name: str, *, read_only: bool = False) -> tuple[AgentClient, Cluster
         rec = db.require_cluster(name)
         if not (read_only and rec.status is ClusterStatus.PREEMPTED and _head_alive(db, rec)):
             require_up(rec)
-        return agent_client(db.cluster_info(name)), rec
+        info = db.cluster_info(name)
+    if not info.nodes:  # e.g. a DB row written by hand, or a launch killed mid-record
+        raise ClusterNotReadyError(
+            f"Cluster {name!r} is {rec.status.value} but has no nodes recorded, so there is "
+            f"no head agent to ask: run `launcher status --refresh {name}`, or take it down "
+            f"with `launcher down {name}`.")
+    return agent_client(info), rec
 
 
 def _head_alive(db: StateDB, rec: ClusterRecord) -> bool:
