@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from launcher.clouds.base import NodeState, ProvisionRequest, query_many
 from launcher.clouds.local import LocalCloud
-from launcher.jobs.cluster_ops import (
+from launcher.jobs.ops_interface import (
     AttemptLaunch,
     JobRun,
     LaunchAbortedError,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from launcher.clouds.base import NodeState
-from launcher.jobs.cluster_ops import (
+from launcher.jobs.ops_interface import (
     AttemptLaunch,
     HealthAlarm,
     JobRun,

@@ -7,7 +7,8 @@ import pytest
 
 from launcher.clouds.base import NodeState, ProvisionRequest
 from launcher.clouds.local import LocalCloud
-from launcher.jobs.cluster_ops import RealClusterOps, TransientOpsError
+from launcher.jobs.cluster_ops import RealClusterOps
+from launcher.jobs.ops_interface import TransientOpsError
 
 
 def _provision(name: str) -> None:

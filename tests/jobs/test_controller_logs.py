@@ -201,7 +201,7 @@ class _ReplaceFails(FakeOps):
     """A cloud that can replace nodes in place, but whose replacement fails."""
 
     def replace_nodes(self, cluster_name, lost_node_ids, req):  # type: ignore[no-untyped-def]
-        from launcher.jobs.cluster_ops import TransientOpsError
+        from launcher.jobs.ops_interface import TransientOpsError
 
         raise TransientOpsError("no capacity for the replacement (injected)")
 

@@ -43,7 +43,7 @@ class _DeadHead(FakeOps):
 
     def job_status(self, cluster_name: str, cluster_job_id: int):  # type: ignore[no-untyped-def]
         if cluster_name.endswith("-1"):
-            from launcher.jobs.cluster_ops import TransientOpsError
+            from launcher.jobs.ops_interface import TransientOpsError
 
             self.dead_polls.append(time.monotonic())
             raise TransientOpsError("head unreachable (injected)")

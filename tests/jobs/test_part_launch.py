@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from launcher.jobs.cluster_ops import LaunchRequest
 from launcher.jobs.controller.context import Context, RecoverySteps
 from launcher.jobs.controller.deadline_events import DeadlineEvents
 from launcher.jobs.controller.finish import Finisher
@@ -20,6 +19,7 @@ from launcher.jobs.controller.outcomes import Decisions, Outcome
 from launcher.jobs.controller.placement import LaunchRequests
 from launcher.jobs.controller.running import RunningRecorder
 from launcher.jobs.crash import SimulatedCrash
+from launcher.jobs.ops_interface import LaunchRequest
 from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptPhase, JobRow
 from tests.jobs.fake_ops import Behaviour, FakeOps

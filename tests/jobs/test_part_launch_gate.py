@@ -122,7 +122,8 @@ def test_a_relaunch_takes_the_next_free_slot_before_waiting_first_launches() -> 
 
 def test_a_failover_refused_only_for_too_many_requests_is_a_rate_limited_launch() -> None:
     from launcher.clouds.base import FailoverAttempt, ProvisionFailedError
-    from launcher.jobs.cluster_ops import RateLimitedOpsError, _raise_if_throttled
+    from launcher.jobs.cluster_ops import _raise_if_throttled
+    from launcher.jobs.ops_interface import RateLimitedOpsError
 
     def attempt(error: str) -> FailoverAttempt:
         return FailoverAttempt("aws", "us-east-1", "use1-az1", "g5.xlarge", error, "...")

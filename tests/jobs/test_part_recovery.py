@@ -12,7 +12,6 @@ import time
 import pytest
 
 from launcher.jobs import paths
-from launcher.jobs.cluster_ops import Placed
 from launcher.jobs.controller.context import Context, RecoverySteps
 from launcher.jobs.controller.finish import Finisher
 from launcher.jobs.controller.logs import AttemptLogs
@@ -20,6 +19,7 @@ from launcher.jobs.controller.loss import LossDetector
 from launcher.jobs.controller.outcomes import Decisions, Outcome
 from launcher.jobs.controller.placement import LaunchRequests
 from launcher.jobs.controller.preemption import Recovery
+from launcher.jobs.ops_interface import Placed
 from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptRow, JobRow
 from launcher.optimizer.ranking import Blocked

@@ -7,12 +7,12 @@ from __future__ import annotations
 import time
 
 from launcher.clouds.base import NodeState
-from launcher.jobs.cluster_ops import JobRun, RunState
 from launcher.jobs.controller.context import Context, RecoverySteps
 from launcher.jobs.controller.logs import AttemptLogs
 from launcher.jobs.controller.loss import LossDetector
 from launcher.jobs.controller.outcomes import Decisions, Outcome
 from launcher.jobs.controller.watch import Watcher
+from launcher.jobs.ops_interface import JobRun, RunState
 from launcher.jobs.store import AttemptRow, JobRow
 from tests.jobs.fake_ops import Behaviour, FakeOps
 from tests.jobs.parts import PLACES, NoDeadline, RecordingRecovery, context, run, running_job

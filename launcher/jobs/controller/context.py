@@ -21,11 +21,11 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from launcher.jobs.cluster_ops import ClusterOps
 from launcher.jobs.controller.launch_gate import LaunchGate
 from launcher.jobs.controller.poller import CloudPoller
 from launcher.jobs.controller.settings import ControllerConfig
 from launcher.jobs.crash import CrashPoints, SimulatedCrash
+from launcher.jobs.ops_interface import ClusterOps
 from launcher.jobs.store import JobRow, JobStore
 
 if TYPE_CHECKING:

@@ -55,7 +55,6 @@ import threading
 from typing import TYPE_CHECKING
 
 from launcher.jobs import deadline_store as dl
-from launcher.jobs.cluster_ops import AttemptLaunch, NoCapacityError, lost_nodes
 from launcher.jobs.controller.clock import DeadlineClock
 from launcher.jobs.controller.context import Cancelled, Context
 from launcher.jobs.controller.deadline_events import IDLE, ON_DEMAND, SPOT, DeadlineEvents
@@ -66,6 +65,7 @@ from launcher.jobs.controller.placement import LaunchRequests
 from launcher.jobs.controller.running import RunningRecorder
 from launcher.jobs.controller.settings import cluster_name_for
 from launcher.jobs.crash import SimulatedCrash
+from launcher.jobs.ops_interface import AttemptLaunch, NoCapacityError, lost_nodes
 from launcher.jobs.store import AttemptRow, JobRow
 
 if TYPE_CHECKING:

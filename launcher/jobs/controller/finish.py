@@ -15,11 +15,11 @@ import logging
 import time
 from typing import Any
 
-from launcher.jobs.cluster_ops import lost_nodes
 from launcher.jobs.controller.context import Context
 from launcher.jobs.controller.logs import AttemptLogs
 from launcher.jobs.controller.loss import LossDetector
 from launcher.jobs.controller.outcomes import FINAL_STATUS, Outcome
+from launcher.jobs.ops_interface import lost_nodes
 from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptPhase, AttemptRow, JobRow
 

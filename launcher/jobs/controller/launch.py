@@ -11,16 +11,6 @@ import time
 
 from launcher.clouds.sdk import error_text
 from launcher.jobs import log_sync
-from launcher.jobs.cluster_ops import (
-    AttemptLaunch,
-    LaunchAbortedError,
-    LaunchRequest,
-    NoCapacityError,
-    PermanentLaunchError,
-    RateLimitedOpsError,
-    SetupFailedError,
-    UnhealthyNodeError,
-)
 from launcher.jobs.controller.context import Cancelled, Context, RecoverySteps
 from launcher.jobs.controller.deadline import DeadlineDriver
 from launcher.jobs.controller.deadline_events import SPOT, DeadlineEvents
@@ -32,6 +22,16 @@ from launcher.jobs.controller.preemption import Recovery
 from launcher.jobs.controller.running import RunningRecorder
 from launcher.jobs.controller.settings import ControllerConfig, cluster_name_for
 from launcher.jobs.crash import SimulatedCrash
+from launcher.jobs.ops_interface import (
+    AttemptLaunch,
+    LaunchAbortedError,
+    LaunchRequest,
+    NoCapacityError,
+    PermanentLaunchError,
+    RateLimitedOpsError,
+    SetupFailedError,
+    UnhealthyNodeError,
+)
 from launcher.jobs.store import AttemptPhase, AttemptRow, JobRow
 
 log = logging.getLogger("launcher.jobs.controller")

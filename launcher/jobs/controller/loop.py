@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher.jobs.cluster_ops import ClusterOps
 from launcher.jobs.controller.clock import WALL
 from launcher.jobs.controller.context import Cancelled, Context, RecoverySteps
 from launcher.jobs.controller.deadline import DeadlineDriver
@@ -33,6 +32,7 @@ from launcher.jobs.controller.running import RunningRecorder
 from launcher.jobs.controller.settings import ControllerConfig
 from launcher.jobs.controller.watch import Watcher
 from launcher.jobs.crash import CrashPoints, SimulatedCrash
+from launcher.jobs.ops_interface import ClusterOps
 from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptPhase, JobRow, JobStore, LeaseLostError
 from launcher.state.store import StoreUnavailableError

@@ -12,8 +12,8 @@ import asyncio
 import logging
 import time
 
-from launcher.jobs.cluster_ops import JobRun, lost_nodes
 from launcher.jobs.controller.context import Context
+from launcher.jobs.ops_interface import JobRun, lost_nodes
 from launcher.jobs.store import AttemptRow
 
 log = logging.getLogger("launcher.jobs.controller")

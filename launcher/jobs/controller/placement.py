@@ -12,10 +12,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from launcher.jobs.cluster_ops import LaunchRequest, Placed
 from launcher.jobs.controller.context import Context, RecoverySteps
 from launcher.jobs.controller.finish import Finisher
 from launcher.jobs.controller.logs import AttemptLogs
+from launcher.jobs.ops_interface import LaunchRequest, Placed
 from launcher.jobs.recovery import (
     DEADLINE,
     EAGER_NEXT_REGION,

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.clouds.base import NodeState
-from launcher.jobs.cluster_ops import ClusterOps, Notice, TransientOpsError, lost_nodes
 from launcher.jobs.controller.settings import ControllerConfig
+from launcher.jobs.ops_interface import ClusterOps, Notice, TransientOpsError, lost_nodes
 
 log = logging.getLogger("launcher.jobs.controller")
 

@@ -14,12 +14,12 @@ import logging
 import time
 
 from launcher.jobs import accounting, paths
-from launcher.jobs.cluster_ops import LaunchAbortedError
 from launcher.jobs.controller.context import Cancelled, Context, RecoverySteps
 from launcher.jobs.controller.logs import AttemptLogs
 from launcher.jobs.controller.outcomes import Decisions, Outcome
 from launcher.jobs.controller.placement import LaunchRequests, placement_strategy
 from launcher.jobs.crash import SimulatedCrash
+from launcher.jobs.ops_interface import LaunchAbortedError
 from launcher.jobs.recovery import Where, blocks_after_preemption
 from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptRow, JobRow

@@ -7,9 +7,9 @@ import logging
 import time
 from typing import Any
 
-from launcher.jobs.cluster_ops import AttemptLaunch
 from launcher.jobs.controller.context import Context, RecoverySteps
 from launcher.jobs.controller.deadline_events import DeadlineEvents
+from launcher.jobs.ops_interface import AttemptLaunch
 from launcher.jobs.state_machine import ManagedJobStatus as S
 from launcher.jobs.store import AttemptPhase, AttemptRow, JobRow
 

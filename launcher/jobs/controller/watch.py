@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from launcher.clouds.base import NodeState
-from launcher.jobs.cluster_ops import JobRun, RunState, TransientOpsError, lost_nodes
 from launcher.jobs.controller.context import Cancelled, Context, RecoverySteps
 from launcher.jobs.controller.deadline import DeadlineDriver
 from launcher.jobs.controller.logs import AttemptLogs
@@ -31,6 +30,7 @@ from launcher.jobs.controller.loss import LossDetector
 from launcher.jobs.controller.outcomes import Decisions, Outcome
 from launcher.jobs.controller.poller import Watched
 from launcher.jobs.controller.preemption import Recovery
+from launcher.jobs.ops_interface import JobRun, RunState, TransientOpsError, lost_nodes
 from launcher.jobs.recovery import ExitDecision, decide_exit
 from launcher.jobs.store import AttemptRow, JobRow
 
