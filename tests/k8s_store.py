@@ -228,6 +228,10 @@ class Store:
             self.bad_images.clear()
             self.delete_delay = 0.1
             self.start_delay = 0.0
+            from tests.k8s_claims import DEFAULT_CLASS, DEFAULT_CLASSES
+
+            self.storage_classes: dict[str, str] = dict(DEFAULT_CLASSES)  # class -> binding mode
+            self.default_class: str | None = DEFAULT_CLASS
             for ns in ("default", "kube-system"):
                 self._put("namespaces", "", {"metadata": {"name": ns}, "spec": {},
                                              "status": {"phase": "Active"}}, "ADDED")
@@ -294,9 +298,15 @@ class Store:
                 raise ApiError(409, "AlreadyExists", f'{res} "{name}" already exists',
                                {"name": name, "kind": res})
             body.pop("status", None) if res == "pods" else None
+            if res == "persistentvolumeclaims":
+                from tests import k8s_claims
+
+                k8s_claims.validate(name, body, self.default_class)
             self._defaults(res, body)
             obj = self._put(res, ns, body, "ADDED")
-            if res in ("pods", "nodes"):
+            if res == "persistentvolumeclaims":
+                k8s_claims.after_create(self, obj)
+            if res in ("pods", "nodes", "persistentvolumeclaims"):
                 self.schedule()
             return obj
 
@@ -383,9 +393,6 @@ class Store:
             if spec.get("clusterIP") != "None":
                 spec["clusterIP"] = f"10.96.0.{len(self.items('services')) + 10}"
             spec.setdefault("type", "ClusterIP")
-        elif res == "persistentvolumeclaims":
-            body["status"] = {"phase": "Bound", "accessModes": body.get("spec", {}).get("accessModes"),
-                              "capacity": (body.get("spec", {}).get("resources") or {}).get("requests")}
         elif res == "namespaces":
             body["status"] = {"phase": "Active"}
         elif res == "secrets":
@@ -474,6 +481,14 @@ class Store:
                 if pod["spec"].get("nodeName") or "deletionTimestamp" in pod["metadata"] \
                         or pod["status"].get("phase") != "Pending":
                     continue
+                from tests import k8s_claims
+
+                blocked = k8s_claims.problem(self, pod)
+                if blocked:
+                    self._unschedulable(pod, f"0/{len(nodes)} nodes are available: {blocked}. "
+                                        f"preemption: 0/{len(nodes)} nodes are available: "
+                                        f"{len(nodes)} Preemption is not helpful for scheduling.")
+                    continue
                 reasons: dict[str, int] = {}
                 chosen = None
                 for node in nodes:
@@ -550,6 +565,9 @@ class Store:
                                         "started": True, "state": {"running": {"startedAt": ts}}}
                                        for c in pod["spec"]["containers"]]
         self._put("pods", ns, pod, "MODIFIED")
+        from tests import k8s_claims
+
+        k8s_claims.on_pod_bound(self, pod)
         self.event(pod, "Scheduled", f"Successfully assigned {ns}/{name} to {node['metadata']['name']}")
         if bad:
             self.event(pod, "Failed", f'Failed to pull image "{bad}": not found', "Warning", "kubelet")

@@ -61,7 +61,7 @@ def _kill_controller() -> None:
     os.kill(info.pid, signal.SIGKILL)
 
 
-def peak_live_pods(history: list[tuple[int, str, str, dict]]) -> tuple[int, int]:  # type: ignore[type-arg]
+def peak_live_pods(history: list[tuple[int, str, str, dict]]) -> tuple[int, int]:
     """(most live launcher pods at once, the resourceVersion where) over the history."""
     live: set[str] = set()
     peak, where = 0, 0
@@ -133,7 +133,7 @@ def test_controller_kill9_then_restart_finishes_with_one_gang_and_leaves_nothing
 def test_the_duplicate_check_sees_two_live_gangs() -> None:
     """peak_live_pods counts a second pod created before the first is gone, and not one
     created after the first failed or began deleting."""
-    def pod(uid: str, **extra: object) -> dict:  # type: ignore[type-arg]
+    def pod(uid: str, **extra: object) -> dict:
         meta = {"uid": uid, "labels": {"launcher.dev/cluster": "c"}}
         meta.update(extra.pop("meta", {}))  # type: ignore[call-overload]
         return {"metadata": meta, "status": extra}

@@ -10,8 +10,10 @@ it costs.
 provision (all or nothing): read the context's nodes afresh; a request no node shape
 of the context can ever hold (GPU type or count no node has, or fewer such nodes than
 num_nodes) is a CapacityError at once, naming the largest node, so failover moves on.
-Else create the Secret (the SSH key), the headless Service and num_nodes pods (an
-object that already exists, from a retried call, is adopted), then watch the pods: all
+Else create the Secret (the SSH key), the headless Service, the task's volumes' PVCs
+(volumes.py: made when missing, a user's existing one used and never deleted) and
+num_nodes pods mounting them (an object that already exists, from a retried call, is
+adopted), then watch the pods: all
 Running with an IP -> SSH reached in each pod (host keys pinned) -> the ClusterInfo; an image pull error -> InvalidRequestError (the
 image is the user's); a pod that fails, or any still unschedulable after the
 context's `provision_timeout` -> everything is deleted (and waited for) and a
@@ -68,6 +70,7 @@ from launcher.clouds.kubernetes.offers import (
     shapes,
 )
 from launcher.clouds.kubernetes.states import PodVerdict, unschedulable, verdict
+from launcher.clouds.kubernetes.volumes import ensure_claims, pod_volumes
 
 log = logging.getLogger(__name__)
 TEARDOWN_WAIT_S = 120.0
@@ -179,13 +182,15 @@ class KubernetesCloud:
                 _request_timeout=TIMEOUT))
         self._create_one("service", lambda: v1.create_namespaced_service(
             ns, M.service(cluster, req.num_nodes), _request_timeout=TIMEOUT), ctx)
+        claims = ensure_claims(v1, ns, ctx.name, cluster, req.num_nodes, req.volumes)
+        mounts = pod_volumes(claims)
         s = ctx.settings
         for rank in range(req.num_nodes):
             body = M.pod(cluster, rank, req.num_nodes, image=req.image_id or s.image,
                          gpus=k if shape.gpus else 0, gpu_resource=shape.gpu_resource,
                          cpus=cpus, memory_gib=mem, fabric=fab, node_terms=shape.label_terms(),
                          service_account=s.service_account, priority_class=s.priority_class,
-                         pod_config=s.pod_config)
+                         pod_config=s.pod_config, volumes=mounts)
             self._create_one(f"pod {rank}", lambda b=body: v1.create_namespaced_pod(  # type: ignore[misc]
                 ns, b, _request_timeout=TIMEOUT), ctx)
 

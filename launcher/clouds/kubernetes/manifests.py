@@ -97,9 +97,11 @@ def nccl_env(fabric: Fabric | None) -> dict[str, str]:
 def pod(cluster: str, rank: int, num_nodes: int, *, image: str, gpus: int,
         gpu_resource: str | None, cpus: int, memory_gib: float, fabric: Fabric | None,
         node_terms: list[dict[str, Any]], service_account: str | None,
-        priority_class: str | None, pod_config: dict[str, Any]) -> dict[str, Any]:
+        priority_class: str | None, pod_config: dict[str, Any],
+        volumes: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])) -> dict[str, Any]:
     """Pod `rank` of the gang (see the module docstring). `fabric`: request its
-    resource and set NCCL_* (None: no RDMA asked)."""
+    resource and set NCCL_* (None: no RDMA asked). `volumes`: (pod volumes, container
+    volumeMounts) of the task's PVCs (volumes.pod_volumes)."""
     limits: dict[str, str] = {"memory": f"{int(memory_gib * 1024)}Mi"}
     if gpus:
         limits[gpu_resource or NVIDIA_GPU] = str(gpus)
@@ -127,11 +129,11 @@ def pod(cluster: str, rank: int, num_nodes: int, *, image: str, gpus: int,
             "resources": {"requests": {"cpu": str(cpus), "memory": limits["memory"]},
                           "limits": limits},
             "volumeMounts": [{"name": "ssh", "mountPath": SSH_DIR, "readOnly": True},
-                             {"name": "dshm", "mountPath": "/dev/shm"}],
+                             {"name": "dshm", "mountPath": "/dev/shm"}, *volumes[1]],
         }],
         "volumes": [{"name": "ssh", "secret": {"secretName": secret_name(cluster),
                                                "defaultMode": 0o400}},
-                    {"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                    {"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes[0]],
     }
     if service_account:
         spec["serviceAccountName"] = service_account
