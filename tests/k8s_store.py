@@ -232,6 +232,8 @@ class Store:
 
             self.storage_classes: dict[str, str] = dict(DEFAULT_CLASSES)  # class -> binding mode
             self.default_class: str | None = DEFAULT_CLASS
+            self.kueue_queues: set[str] = set()  # Kueue's LocalQueues (tests/k8s_kueue.py)
+            self.kueue_withhold = False  # Kueue admits nothing
             for ns in ("default", "kube-system"):
                 self._put("namespaces", "", {"metadata": {"name": ns}, "spec": {},
                                              "status": {"phase": "Active"}}, "ADDED")
@@ -302,6 +304,10 @@ class Store:
                 from tests import k8s_claims
 
                 k8s_claims.validate(name, body, self.default_class)
+            if res == "pods":
+                from tests import k8s_kueue
+
+                k8s_kueue.webhook(body)
             self._defaults(res, body)
             obj = self._put(res, ns, body, "ADDED")
             if res == "persistentvolumeclaims":
@@ -388,6 +394,11 @@ class Store:
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("schedulerName", "default-scheduler")
             body["status"] = {"phase": "Pending", "qosClass": "BestEffort", "conditions": []}
+            if spec.get("schedulingGates"):
+                body["status"]["conditions"] = [{
+                    "type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastProbeTime": None, "lastTransitionTime": now()}]
         elif res == "services":
             spec = body.setdefault("spec", {})
             if spec.get("clusterIP") != "None":
@@ -474,12 +485,16 @@ class Store:
         return None
 
     def schedule(self) -> None:
-        """Bind every Pending unbound pod that fits (see the module docstring)."""
+        """Bind every Pending unbound pod that fits (see the module docstring); Kueue
+        (tests/k8s_kueue.py) admits first, and a pod with scheduling gates waits."""
+        from tests import k8s_kueue
+
         with self.lock:
+            k8s_kueue.admit(self)
             nodes = self.items("nodes")
             for pod in self.items("pods"):
                 if pod["spec"].get("nodeName") or "deletionTimestamp" in pod["metadata"] \
-                        or pod["status"].get("phase") != "Pending":
+                        or pod["status"].get("phase") != "Pending" or k8s_kueue.gated(pod):
                     continue
                 from tests import k8s_claims
 

@@ -185,12 +185,13 @@ class KubernetesCloud:
         claims = ensure_claims(v1, ns, ctx.name, cluster, req.num_nodes, req.volumes)
         mounts = pod_volumes(claims)
         s = ctx.settings
+        kueue = (s.kueue_queue, M.pod_group(cluster, req.idempotency_token)) if s.kueue_queue else None
         for rank in range(req.num_nodes):
             body = M.pod(cluster, rank, req.num_nodes, image=req.image_id or s.image,
                          gpus=k if shape.gpus else 0, gpu_resource=shape.gpu_resource,
                          cpus=cpus, memory_gib=mem, fabric=fab, node_terms=shape.label_terms(),
                          service_account=s.service_account, priority_class=s.priority_class,
-                         pod_config=s.pod_config, volumes=mounts)
+                         pod_config=s.pod_config, volumes=mounts, kueue=kueue)
             self._create_one(f"pod {rank}", lambda b=body: v1.create_namespaced_pod(  # type: ignore[misc]
                 ns, b, _request_timeout=TIMEOUT), ctx)
 
@@ -264,9 +265,13 @@ class KubernetesCloud:
     def _wait_running(self, ctx: KubeContext, req: ProvisionRequest) -> Pods:
         timeout = ctx.settings.provision_timeout
         last: dict[str, str] = {}
+        gated: set[str] = set()
 
         def done(pods: Pods) -> Any:
             mine = {n: p for n, p in pods.items() if n in _names(req)}
+            gated.clear()
+            gated.update(n for n, p in mine.items() if any(
+                g.get("name") == M.KUEUE_GATE for g in (p.get("spec") or {}).get("schedulingGates") or []))
             for p in mine.values():
                 v = verdict(p)
                 if v.why == "image error":
@@ -284,6 +289,11 @@ class KubernetesCloud:
 
         got = self._watch_pods(ctx, req.cluster_name, done, timeout)
         where = {"cloud": CLOUD, "region": req.region}
+        if got is None and gated:
+            raise CapacityError(
+                f"Kubernetes context '{ctx.name}': Kueue did not admit the gang ({len(gated)} of "
+                f"{req.num_nodes} pod(s) still gated, LocalQueue '{ctx.settings.kueue_queue}') "
+                f"within {timeout:g}s (provision_timeout); the gang was deleted.", **where)
         if got is None:
             names = sorted(last) or sorted(_names(req))
             why = next(iter(last.values()), "the pods did not start")
