@@ -6,7 +6,9 @@ Steps are API requests the controller sends (the fake's `trap`: the controller i
 SIGKILLed when the request arrives, before the API server acts on it, or after it did
 and before the answer is sent) and the controller's own crash points
 (launcher/jobs/crash.py, `LAUNCHER_CONTROLLER_CRASH_AT`). Launch: the Secret, the
-Service and the pod created (before/after), the watch of the starting gang. Recovery
+Service and the pod created (before/after), the watch of the starting gang; with a
+volume, its PVC created (after); through Kueue, the watch while the gang waits gated
+for an admission the fake withholds until the controller is dead. Recovery
 (armed once the job runs, then the pod is evicted): the old gang's pods deleted, the
 new Service and pod created. Only the controller sends these requests: the test
 process plans (list nodes) before the controller starts and reads the fake directly.
@@ -45,6 +47,8 @@ POINTS = [
     ("recovery", "deletecollection pods", 0, True),
     ("recovery", "create services", 0, False),
     ("recovery", "create pods", 0, True),
+    ("launch+pvc", "create persistentvolumeclaims", 0, True),
+    ("launch+kueue", "watch pods", 0, True),
     ("crash:provisioned", "", 0, False),
     ("crash:running_recorded", "", 0, False),
     ("crash:preemption_recorded", "", 0, False),
@@ -97,12 +101,19 @@ def test_controller_kill9_then_restart_finishes_with_one_gang_and_leaves_nothing
         killed.append(route)
         _kill_controller()
 
+    extra = ""
+    if stage == "launch+pvc":
+        extra = "volumes:\n  /mnt/scratch: {size: 1Gi}\n"
+    if stage == "launch+kueue":
+        env.config(contexts={"ctx-a": {"kueue": {"local_queue_name": "q"}}})
+        fake.store.kueue_queues = {"q"}
+        fake.store.kueue_withhold = True
     if stage.startswith("crash:"):
         monkeypatch.setenv("LAUNCHER_CONTROLLER_CRASH_AT", stage.split(":", 1)[1])
-    elif stage == "launch":
+    elif stage.startswith("launch"):
         fake.trap(route, kill, skip=skip, after=after)
     recovery = stage in ("recovery", "crash:preemption_recorded")
-    job_id, ckpt = _job(tmp_path, monkeypatch, 15)
+    job_id, ckpt = _job(tmp_path, monkeypatch, 15, extra)
     try:
         if recovery:
             _wait(lambda: api.jobs_status(job_id).status == "RUNNING", what="running")
@@ -113,6 +124,11 @@ def test_controller_kill9_then_restart_finishes_with_one_gang_and_leaves_nothing
         _wait(lambda: not api.jobs_controller_status().running, what="the controller killed")
         if not stage.startswith("crash:"):
             assert killed == [route]
+        if stage == "launch+kueue":  # the queue frees up: Kueue admits the waiting group
+            assert all(p["spec"].get("schedulingGates") for p in fake.store.items("pods"))
+            with fake.store.lock:
+                fake.store.kueue_withhold = False
+                fake.store.schedule()
         monkeypatch.delenv("LAUNCHER_CONTROLLER_CRASH_AT", raising=False)
         api.jobs_controller_start(wait_s=30)
         final = api.jobs_wait(job_id, timeout=180)
@@ -128,6 +144,13 @@ def test_controller_kill9_then_restart_finishes_with_one_gang_and_leaves_nothing
     peak, where = peak_live_pods(list(fake.store.history))
     assert peak == 1, f"{peak} live pods of the 1-node job at resourceVersion {where}"
     assert env.leftovers() == []
+    if stage == "launch+pvc":  # made again by the restarted attempt or adopted, never twice at once
+        live, peak = 0, 0
+        for _, typ, res, _o in fake.store.history:
+            if res == "persistentvolumeclaims":
+                live += {"ADDED": 1, "DELETED": -1}.get(typ, 0)
+                peak = max(peak, live)
+        assert peak == 1, peak
 
 
 def test_the_duplicate_check_sees_two_live_gangs() -> None:
