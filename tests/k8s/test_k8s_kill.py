@@ -52,6 +52,8 @@ POINTS = [
     ("crash:provisioned", "", 0, False),
     ("crash:running_recorded", "", 0, False),
     ("crash:preemption_recorded", "", 0, False),
+    ("crash:job_finished", "", 0, False),
+    ("crash:teardown_done", "", 0, False),
 ]
 
 
