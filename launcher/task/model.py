@@ -160,7 +160,7 @@ class Task:
     plan_only_fields: tuple[str, ...] = field(default=(), compare=False)
     # SkyPilot extras (issue 12): per-task config overrides (task/config_section.py), a git
     # workdir cloned on the nodes (task/git_workdir.py; `workdir` is then None), and volumes
-    # (task/volumes.py: planned only, a real launch refuses them in `check_values`).
+    # (task/volumes.py: launched on Kubernetes only; elsewhere `check_values` refuses them).
     config: TaskConfig | None = None
     git_workdir: GitWorkdir | None = None
     volumes: tuple[VolumeMount, ...] = ()
