@@ -13,6 +13,10 @@ that fits nowhere stays Pending with condition PodScheduled=False reason Unsched
 and a FailedScheduling event whose message counts the nodes per reason, as
 kube-scheduler writes it ("0/3 nodes are available: 2 Insufficient nvidia.com/gpu.").
 
+PersistentVolumeClaims are validated and bound as tests/k8s_claims.py says (a pod whose
+claim is missing or unbound waits), and a minimal Kueue (tests/k8s_kueue.py) gates
+queued pods and admits their groups whole; a pod with scheduling gates is never bound.
+
 Deletion is graceful: a deleted pod gets deletionTimestamp at once and is removed
 `delete_delay` seconds later by the reaper thread. A bound pod runs at once, or after
 `start_delay` seconds of ContainerCreating (the reaper starts it).
