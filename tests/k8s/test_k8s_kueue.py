@@ -145,3 +145,15 @@ def test_withheld_admission_fails_over_to_the_next_context(k8s_bodies: K8sEnv, t
         down_all()
     assert env.leftovers() == []
 
+
+
+def test_an_admitted_gang_not_running_in_time_is_deleted_too(k8s: K8sEnv) -> None:
+    """waitForPodsReady-like: admission is not enough, the gang must run within
+    provision_timeout."""
+    _kueue(k8s, timeout=1.5)
+    store = k8s.fakes["ctx-a"].store
+    store.start_delay = 30  # admitted and bound, the containers never start in time
+    with pytest.raises(CapacityError, match="within 1.5s|after 1.5s"):
+        _cloud().provision(_req())
+    assert any(e["reason"] == "Admitted" for e in store.items("events"))
+    assert k8s.leftovers() == []
