@@ -27,7 +27,10 @@ requests named `name` ("create pods", "list pods", "watch pods", "delete service
 letting `skip` through, with a Status of that code (`apply`: carried out first, only the
 answer is lost). `hold(name, skip=0)` carries the request out but holds its answer
 until `release()` (`arrived` is set when it comes): a client can be killed there.
-`calls` records (name, code) per request.
+`trap(name, action, skip=0, after=False)` calls `action()` (e.g. a SIGKILL of the
+process that sent it) when request `name` arrives, before it is carried out (the
+request is dropped: the connection closes unanswered) or, with `after`, once it has
+been carried out (the answer is never sent). `calls` records (name, code) per request.
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ class K8sFake:
         self.faults: list[list[Any]] = []  # [name, code, times, skip, apply]
         self.calls: list[tuple[str, int]] = []
         self._hold: list[Any] = []
+        self._trap: list[Any] = []  # [name, skip, action, after]
         self._release = threading.Event()
         self.arrived = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -126,6 +130,7 @@ class K8sFake:
             self.faults.clear()
             self.calls.clear()
             self._hold = []
+            self._trap = []
 
     # ---- test helpers ----
 
@@ -146,6 +151,22 @@ class K8sFake:
         with self.store.lock:
             self._hold = []
         self._release.set()
+
+    def trap(self, name: str, action: Callable[[], None], skip: int = 0, after: bool = False) -> None:
+        with self.store.lock:
+            self._trap = [name, skip, action, after]
+
+    def _trapped(self, name: str, after: bool) -> Callable[[], None] | None:
+        """The trap's action, once, when request `name` reaches it (see the docstring)."""
+        with self.store.lock:
+            t = self._trap
+            if not t or t[0] != name or t[3] != after:
+                return None
+            if t[1] > 0:
+                t[1] -= 1
+                return None
+            self._trap = []
+            return t[2]
 
     def objects(self, res: str, selector: str | None = None) -> list[Obj]:
         return self.store.items(res, None, selector)
@@ -338,6 +359,11 @@ def _handler(fake: K8sFake) -> type[BaseHTTPRequestHandler]:
             token = auth[len("Bearer "):] if auth.startswith("Bearer ") else None
             ctype = self.headers.get("Content-Type", "")
             route = None
+            action = fake._trapped(_route_of(self.command, url.path, query), after=False)
+            if action is not None:
+                action()
+                self.close_connection = True
+                return
             try:
                 try:
                     code, out, route = fake.handle(self.command, url.path, query, body, token, ctype)
@@ -356,6 +382,11 @@ def _handler(fake: K8sFake) -> type[BaseHTTPRequestHandler]:
                 if route:
                     fake.calls.append((route, code))
                 held = route is not None and fake._held(route)
+            action = fake._trapped(route, after=True) if route else None
+            if action is not None:
+                action()
+                self.close_connection = True
+                return
             if held:
                 fake.arrived.set()
                 fake._release.wait(30)

@@ -13,6 +13,10 @@ that fits nowhere stays Pending with condition PodScheduled=False reason Unsched
 and a FailedScheduling event whose message counts the nodes per reason, as
 kube-scheduler writes it ("0/3 nodes are available: 2 Insufficient nvidia.com/gpu.").
 
+PersistentVolumeClaims are validated and bound as tests/k8s_claims.py says (a pod whose
+claim is missing or unbound waits), and a minimal Kueue (tests/k8s_kueue.py) gates
+queued pods and admits their groups whole; a pod with scheduling gates is never bound.
+
 Deletion is graceful: a deleted pod gets deletionTimestamp at once and is removed
 `delete_delay` seconds later by the reaper thread. A bound pod runs at once, or after
 `start_delay` seconds of ContainerCreating (the reaper starts it).
@@ -228,6 +232,12 @@ class Store:
             self.bad_images.clear()
             self.delete_delay = 0.1
             self.start_delay = 0.0
+            from tests.k8s_claims import DEFAULT_CLASS, DEFAULT_CLASSES
+
+            self.storage_classes: dict[str, str] = dict(DEFAULT_CLASSES)  # class -> binding mode
+            self.default_class: str | None = DEFAULT_CLASS
+            self.kueue_queues: set[str] = set()  # Kueue's LocalQueues (tests/k8s_kueue.py)
+            self.kueue_withhold = False  # Kueue admits nothing
             for ns in ("default", "kube-system"):
                 self._put("namespaces", "", {"metadata": {"name": ns}, "spec": {},
                                              "status": {"phase": "Active"}}, "ADDED")
@@ -294,9 +304,19 @@ class Store:
                 raise ApiError(409, "AlreadyExists", f'{res} "{name}" already exists',
                                {"name": name, "kind": res})
             body.pop("status", None) if res == "pods" else None
+            if res == "persistentvolumeclaims":
+                from tests import k8s_claims
+
+                k8s_claims.validate(name, body, self.default_class)
+            if res == "pods":
+                from tests import k8s_kueue
+
+                k8s_kueue.webhook(body)
             self._defaults(res, body)
             obj = self._put(res, ns, body, "ADDED")
-            if res in ("pods", "nodes"):
+            if res == "persistentvolumeclaims":
+                k8s_claims.after_create(self, obj)
+            if res in ("pods", "nodes", "persistentvolumeclaims"):
                 self.schedule()
             return obj
 
@@ -378,14 +398,16 @@ class Store:
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("schedulerName", "default-scheduler")
             body["status"] = {"phase": "Pending", "qosClass": "BestEffort", "conditions": []}
+            if spec.get("schedulingGates"):
+                body["status"]["conditions"] = [{
+                    "type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastProbeTime": None, "lastTransitionTime": now()}]
         elif res == "services":
             spec = body.setdefault("spec", {})
             if spec.get("clusterIP") != "None":
                 spec["clusterIP"] = f"10.96.0.{len(self.items('services')) + 10}"
             spec.setdefault("type", "ClusterIP")
-        elif res == "persistentvolumeclaims":
-            body["status"] = {"phase": "Bound", "accessModes": body.get("spec", {}).get("accessModes"),
-                              "capacity": (body.get("spec", {}).get("resources") or {}).get("requests")}
         elif res == "namespaces":
             body["status"] = {"phase": "Active"}
         elif res == "secrets":
@@ -467,12 +489,24 @@ class Store:
         return None
 
     def schedule(self) -> None:
-        """Bind every Pending unbound pod that fits (see the module docstring)."""
+        """Bind every Pending unbound pod that fits (see the module docstring); Kueue
+        (tests/k8s_kueue.py) admits first, and a pod with scheduling gates waits."""
+        from tests import k8s_kueue
+
         with self.lock:
+            k8s_kueue.admit(self)
             nodes = self.items("nodes")
             for pod in self.items("pods"):
                 if pod["spec"].get("nodeName") or "deletionTimestamp" in pod["metadata"] \
-                        or pod["status"].get("phase") != "Pending":
+                        or pod["status"].get("phase") != "Pending" or k8s_kueue.gated(pod):
+                    continue
+                from tests import k8s_claims
+
+                blocked = k8s_claims.problem(self, pod)
+                if blocked:
+                    self._unschedulable(pod, f"0/{len(nodes)} nodes are available: {blocked}. "
+                                        f"preemption: 0/{len(nodes)} nodes are available: "
+                                        f"{len(nodes)} Preemption is not helpful for scheduling.")
                     continue
                 reasons: dict[str, int] = {}
                 chosen = None
@@ -550,6 +584,9 @@ class Store:
                                         "started": True, "state": {"running": {"startedAt": ts}}}
                                        for c in pod["spec"]["containers"]]
         self._put("pods", ns, pod, "MODIFIED")
+        from tests import k8s_claims
+
+        k8s_claims.on_pod_bound(self, pod)
         self.event(pod, "Scheduled", f"Successfully assigned {ns}/{name} to {node['metadata']['name']}")
         if bad:
             self.event(pod, "Failed", f'Failed to pull image "{bad}": not found', "Warning", "kubelet")

@@ -13,10 +13,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from launcher.clouds.status import CredentialStatus
 from launcher.errors import LauncherError
+
+if TYPE_CHECKING:
+    from launcher.task.volumes import VolumeMount
 
 __all__ = ["CredentialStatus"]  # re-exported: defined in launcher.clouds.status
 
@@ -136,6 +139,8 @@ class ProvisionRequest:
     # ("--shm-size=16g",)}}: a provisioner applies its section over config.yaml's
     # (`task_config.apply_overrides(load_config().aws, req.settings.get("aws", {}))`).
     settings: dict[str, dict[str, object]] = field(default_factory=dict)
+    # the task's `volumes:` (launched on Kubernetes only, as PersistentVolumeClaims)
+    volumes: tuple[VolumeMount, ...] = ()
 
 
 @dataclass(frozen=True)

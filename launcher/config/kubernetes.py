@@ -7,6 +7,7 @@ docs/kubernetes.md).
       pricing: 1.5                  # per GPU-hour, for chargeback (default 0)
       provision_timeout: 600        # seconds a gang may stay unschedulable (then rolled back)
       image: ubuntu:22.04           # the pods' image (sshd is installed when it lacks one)
+      kueue: {local_queue_name: team-a}   # gangs queue through Kueue (SkyPilot's key)
       contexts:                     # per-context overrides of the defaults above, and:
         gke-a:
           namespace: ml             # default: the context's namespace, else "default"
@@ -16,6 +17,7 @@ docs/kubernetes.md).
           image: ghcr.io/acme/train:latest
           pricing: 2.0
           provision_timeout: 120
+          kueue: {local_queue_name: gke-queue}   # null: no Kueue in this context
 
 Stdlib only. Malformed values raise ConfigError naming the field
 (`kubernetes.contexts.gke-a.pricing`).
@@ -23,15 +25,17 @@ Stdlib only. Malformed values raise ConfigError naming the field
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.errors import ConfigError
 
 DEFAULT_IMAGE = "ubuntu:22.04"
-_TOP_KEYS = ("allowed_contexts", "pricing", "provision_timeout", "image", "contexts")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_TOP_KEYS = ("allowed_contexts", "pricing", "provision_timeout", "image", "kueue", "contexts")
 _CTX_KEYS = ("namespace", "service_account", "priority_class", "pod_config", "image", "pricing",
-             "provision_timeout")
+             "provision_timeout", "kueue")
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class ContextSettings:
     image: str = DEFAULT_IMAGE
     pricing: float = 0.0  # per GPU-hour
     provision_timeout: float = 600.0
+    kueue_queue: str | None = None  # Kueue's LocalQueue the gangs go through (None: no Kueue)
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class KubernetesSettings:
     pricing: float = 0.0
     provision_timeout: float = 600.0
     image: str = DEFAULT_IMAGE
+    kueue_queue: str | None = None
     contexts: dict[str, dict[str, Any]] = field(default_factory=dict)  # raw, validated
 
     def for_context(self, name: str) -> ContextSettings:
@@ -63,6 +69,7 @@ class KubernetesSettings:
             priority_class=o.get("priority_class"), pod_config=dict(o.get("pod_config") or {}),
             image=o.get("image", self.image), pricing=float(o.get("pricing", self.pricing)),
             provision_timeout=float(o.get("provision_timeout", self.provision_timeout)),
+            kueue_queue=o.get("kueue", self.kueue_queue),
         )  # fmt: skip
 
 
@@ -82,6 +89,20 @@ def _text(value: Any, where: str, source: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _err(source, where, f"expected a non-empty string, got {value!r}.")
     return value.strip()
+
+
+def _kueue(body: Any, where: str, source: str) -> str | None:
+    """`kueue: {local_queue_name: Q}` -> Q; null -> None (no Kueue)."""
+    if body is None:
+        return None
+    if not isinstance(body, dict) or set(body) - {"local_queue_name"}:
+        raise _err(source, where, "expected {local_queue_name: NAME} (Kueue's LocalQueue in the "
+                                  "namespace), or null.")
+    name = _text(body.get("local_queue_name"), f"{where}.local_queue_name", source)
+    if not _DNS_LABEL.match(name):
+        raise _err(source, f"{where}.local_queue_name",
+                   f"{name!r} is not a LocalQueue name (lowercase letters, digits and '-').")
+    return name
 
 
 def _context(name: str, body: Any, source: str) -> dict[str, Any]:
@@ -108,6 +129,8 @@ def _context(name: str, body: Any, source: str) -> dict[str, Any]:
     if "provision_timeout" in body:
         out["provision_timeout"] = _number(body["provision_timeout"], f"{where}.provision_timeout",
                                            source, positive=True)
+    if "kueue" in body:
+        out["kueue"] = _kueue(body["kueue"], f"{where}.kueue", source)
     return out
 
 
@@ -137,5 +160,6 @@ def parse_kubernetes(body: Any, source: str) -> KubernetesSettings:
                                   source, positive=True),
         image=_text(body["image"], "kubernetes.image", source) if body.get("image") is not None
         else DEFAULT_IMAGE,
+        kueue_queue=_kueue(body.get("kueue"), "kubernetes.kueue", source),
         contexts={str(n): _context(str(n), b, source) for n, b in ctx_raw.items()},
     )

@@ -348,7 +348,7 @@ def _one_round(
         config = getattr(task, "config", None)  # the task's `config:` overrides, if any
         req = replace(provision_request(cluster_name, placement, public_key,
                                         config.provider_overrides() if config else None),
-                      idempotency_token=row.token)
+                      idempotency_token=row.token, volumes=tuple(getattr(task, "volumes", ())))
         # billed from the provision call on (the cloud bills booting nodes too)
         provision_started = time.time()
         try:

@@ -64,7 +64,12 @@ from launcher.task.storage import (
     placeholder_notes,
     placeholder_refusal,
 )
-from launcher.task.volumes import VOLUMES_NOT_LAUNCHABLE, VolumeMount, parse_volumes
+from launcher.task.volumes import (
+    VOLUMES_NOT_LAUNCHABLE,
+    VolumeMount,
+    parse_volumes,
+    volumes_launchable,
+)
 
 __all__ = [
     "AutostopSpec",
@@ -155,7 +160,7 @@ class Task:
     plan_only_fields: tuple[str, ...] = field(default=(), compare=False)
     # SkyPilot extras (issue 12): per-task config overrides (task/config_section.py), a git
     # workdir cloned on the nodes (task/git_workdir.py; `workdir` is then None), and volumes
-    # (task/volumes.py: planned only, a real launch refuses them in `check_values`).
+    # (task/volumes.py: launched on Kubernetes only; elsewhere `check_values` refuses them).
     config: TaskConfig | None = None
     git_workdir: GitWorkdir | None = None
     volumes: tuple[VolumeMount, ...] = ()
@@ -308,7 +313,7 @@ class Task:
         for key, names in (("envs", self.unset_envs), ("secrets", self.unset_secrets)):
             if names:
                 raise self.error(f"{key}.{names[0]}", _missing_message(key, names))
-        if self.volumes:
+        if self.volumes and not volumes_launchable([c.cloud for c in self.candidates()]):
             raise self.error("volumes", VOLUMES_NOT_LAUNCHABLE)
         if "pool" in self.plan_only_fields:
             raise self.error("pool", POOL_NOT_LAUNCHABLE)
@@ -584,7 +589,9 @@ def _build_task(
         unset_secrets=unset_secrets,
         notes=origin.warnings + legacy_notes + resources.dropped + _set_aside_notes(top, origin)
         + (config.notes if config else ())
-        + ((VOLUMES_NOT_LAUNCHABLE,) if volumes else ()) + placeholder_notes(storage_mounts)
+        + ((VOLUMES_NOT_LAUNCHABLE,) if volumes and not volumes_launchable(
+            [c.cloud for c in resources.candidates()]) else ())
+        + placeholder_notes(storage_mounts)
         + list_source_notes(storage_mounts) + (job_recovery.notes if job_recovery else ()),
         config=config,
         git_workdir=git_workdir,

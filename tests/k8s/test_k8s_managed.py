@@ -27,7 +27,9 @@ def _count(ckpt: Path) -> int:
         return 0
 
 
-def _job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count_to: int) -> tuple[int, Path]:
+def _job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count_to: int,
+         extra: str = "") -> tuple[int, Path]:
+    """A managed 1-node job counting to `count_to` (`extra`: more task YAML)."""
     for k, v in {"LAUNCHER_JOBS_POLL_MIN_S": "0.2", "LAUNCHER_JOBS_POLL_MAX_S": "0.5",
                  "LAUNCHER_JOBS_CONFIRM_S": "0.3", "LAUNCHER_JOBS_IDLE_EXIT_S": "120"}.items():
         monkeypatch.setenv(k, v)
@@ -39,7 +41,7 @@ def _job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count_to: int) -> tupl
         f"name: count\nworkdir: {EXAMPLES}\ncheckpoint: {ckpt}\nresources:\n"
         "  infra: k8s/ctx-a\n  accelerators: H100:8\n"
         f"envs:\n  COUNT_TO: '{count_to}'\n  STEP_S: '0.2'\n  CKPT_EVERY: '1'\n"
-        "run: python3 count_resumable.py\n")
+        "run: python3 count_resumable.py\n" + extra)
     return api.jobs_launch(str(task)).id, ckpt
 
 

@@ -10,8 +10,10 @@ it costs.
 provision (all or nothing): read the context's nodes afresh; a request no node shape
 of the context can ever hold (GPU type or count no node has, or fewer such nodes than
 num_nodes) is a CapacityError at once, naming the largest node, so failover moves on.
-Else create the Secret (the SSH key), the headless Service and num_nodes pods (an
-object that already exists, from a retried call, is adopted), then watch the pods: all
+Else create the Secret (the SSH key), the headless Service, the task's volumes' PVCs
+(volumes.py: made when missing, a user's existing one used and never deleted) and
+num_nodes pods mounting them (an object that already exists, from a retried call, is
+adopted), then watch the pods: all
 Running with an IP -> SSH reached in each pod (host keys pinned) -> the ClusterInfo; an image pull error -> InvalidRequestError (the
 image is the user's); a pod that fails, or any still unschedulable after the
 context's `provision_timeout` -> everything is deleted (and waited for) and a
@@ -68,6 +70,7 @@ from launcher.clouds.kubernetes.offers import (
     shapes,
 )
 from launcher.clouds.kubernetes.states import PodVerdict, unschedulable, verdict
+from launcher.clouds.kubernetes.volumes import ensure_claims, pod_volumes
 
 log = logging.getLogger(__name__)
 TEARDOWN_WAIT_S = 120.0
@@ -179,13 +182,16 @@ class KubernetesCloud:
                 _request_timeout=TIMEOUT))
         self._create_one("service", lambda: v1.create_namespaced_service(
             ns, M.service(cluster, req.num_nodes), _request_timeout=TIMEOUT), ctx)
+        claims = ensure_claims(v1, ns, ctx.name, cluster, req.num_nodes, req.volumes)
+        mounts = pod_volumes(claims)
         s = ctx.settings
+        kueue = (s.kueue_queue, M.pod_group(cluster, req.idempotency_token)) if s.kueue_queue else None
         for rank in range(req.num_nodes):
             body = M.pod(cluster, rank, req.num_nodes, image=req.image_id or s.image,
                          gpus=k if shape.gpus else 0, gpu_resource=shape.gpu_resource,
                          cpus=cpus, memory_gib=mem, fabric=fab, node_terms=shape.label_terms(),
                          service_account=s.service_account, priority_class=s.priority_class,
-                         pod_config=s.pod_config)
+                         pod_config=s.pod_config, volumes=mounts, kueue=kueue)
             self._create_one(f"pod {rank}", lambda b=body: v1.create_namespaced_pod(  # type: ignore[misc]
                 ns, b, _request_timeout=TIMEOUT), ctx)
 
@@ -259,9 +265,13 @@ class KubernetesCloud:
     def _wait_running(self, ctx: KubeContext, req: ProvisionRequest) -> Pods:
         timeout = ctx.settings.provision_timeout
         last: dict[str, str] = {}
+        gated: set[str] = set()
 
         def done(pods: Pods) -> Any:
             mine = {n: p for n, p in pods.items() if n in _names(req)}
+            gated.clear()
+            gated.update(n for n, p in mine.items() if any(
+                g.get("name") == M.KUEUE_GATE for g in (p.get("spec") or {}).get("schedulingGates") or []))
             for p in mine.values():
                 v = verdict(p)
                 if v.why == "image error":
@@ -279,6 +289,11 @@ class KubernetesCloud:
 
         got = self._watch_pods(ctx, req.cluster_name, done, timeout)
         where = {"cloud": CLOUD, "region": req.region}
+        if got is None and gated:
+            raise CapacityError(
+                f"Kubernetes context '{ctx.name}': Kueue did not admit the gang ({len(gated)} of "
+                f"{req.num_nodes} pod(s) still gated, LocalQueue '{ctx.settings.kueue_queue}') "
+                f"within {timeout:g}s (provision_timeout); the gang was deleted.", **where)
         if got is None:
             names = sorted(last) or sorted(_names(req))
             why = next(iter(last.values()), "the pods did not start")

@@ -24,6 +24,12 @@ from typing import Any
 from launcher.clouds.kubernetes.labels import AMD_GPU, NVIDIA_GPU, Fabric
 
 CLUSTER_LABEL = "launcher.dev/cluster"
+# Kueue's plain-pod group integration (KEP-976): the pods' queue, their group, its size,
+# and the scheduling gate Kueue removes when it admits the group
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+KUEUE_GATE = "kueue.x-k8s.io/admission"
 RANK_LABEL = "launcher.dev/rank"
 NODES_ANNOTATION = "launcher.dev/num-nodes"
 MANAGED = {"app.kubernetes.io/managed-by": "launcher"}
@@ -97,9 +103,14 @@ def nccl_env(fabric: Fabric | None) -> dict[str, str]:
 def pod(cluster: str, rank: int, num_nodes: int, *, image: str, gpus: int,
         gpu_resource: str | None, cpus: int, memory_gib: float, fabric: Fabric | None,
         node_terms: list[dict[str, Any]], service_account: str | None,
-        priority_class: str | None, pod_config: dict[str, Any]) -> dict[str, Any]:
+        priority_class: str | None, pod_config: dict[str, Any],
+        volumes: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], []),
+        kueue: tuple[str, str] | None = None) -> dict[str, Any]:
     """Pod `rank` of the gang (see the module docstring). `fabric`: request its
-    resource and set NCCL_* (None: no RDMA asked)."""
+    resource and set NCCL_* (None: no RDMA asked). `volumes`: (pod volumes, container
+    volumeMounts) of the task's PVCs (volumes.pod_volumes). `kueue`: (LocalQueue, pod
+    group name): the pod carries Kueue's queue and pod-group labels, the group's size
+    and is created gated (`kueue.x-k8s.io/admission`, as Kueue's webhook would gate it)."""
     limits: dict[str, str] = {"memory": f"{int(memory_gib * 1024)}Mi"}
     if gpus:
         limits[gpu_resource or NVIDIA_GPU] = str(gpus)
@@ -127,21 +138,34 @@ def pod(cluster: str, rank: int, num_nodes: int, *, image: str, gpus: int,
             "resources": {"requests": {"cpu": str(cpus), "memory": limits["memory"]},
                           "limits": limits},
             "volumeMounts": [{"name": "ssh", "mountPath": SSH_DIR, "readOnly": True},
-                             {"name": "dshm", "mountPath": "/dev/shm"}],
+                             {"name": "dshm", "mountPath": "/dev/shm"}, *volumes[1]],
         }],
         "volumes": [{"name": "ssh", "secret": {"secretName": secret_name(cluster),
                                                "defaultMode": 0o400}},
-                    {"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                    {"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes[0]],
     }
     if service_account:
         spec["serviceAccountName"] = service_account
     if priority_class:
         spec["priorityClassName"] = priority_class
-    body = {"metadata": {"name": pod_name(cluster, rank),
-                         "labels": {**labels(cluster), RANK_LABEL: str(rank)},
-                         "annotations": {NODES_ANNOTATION: str(num_nodes)}},
-            "spec": spec}
+    body: dict[str, Any] = {"metadata": {"name": pod_name(cluster, rank),
+                                         "labels": {**labels(cluster), RANK_LABEL: str(rank)},
+                                         "annotations": {NODES_ANNOTATION: str(num_nodes)}},
+                            "spec": spec}
+    if kueue is not None:
+        body["metadata"]["labels"].update({KUEUE_QUEUE_LABEL: kueue[0], KUEUE_GROUP_LABEL: kueue[1]})
+        body["metadata"]["annotations"][KUEUE_TOTAL_ANNOTATION] = str(num_nodes)
+        spec["schedulingGates"] = [{"name": KUEUE_GATE}]
     return merge(body, pod_config)
+
+
+def pod_group(cluster: str, token: str | None) -> str:
+    """The gang's Kueue pod group: one per provision attempt (a relaunch after a
+    preemption is a new group, not replacement pods of the old one's Workload), the same
+    for every retry of one attempt (`token`: the request's idempotency token)."""
+    import hashlib
+
+    return f"{cluster[:54]}-{hashlib.sha256((token or '').encode()).hexdigest()[:8]}"
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
