@@ -12,6 +12,8 @@ for an admission the fake withholds until the controller is dead. Recovery
 (armed once the job runs, then the pod is evicted): the old gang's pods deleted, the
 new Service and pod created. Only the controller sends these requests: the test
 process plans (list nodes) before the controller starts and reads the fake directly.
+By default the first step of each stage runs (all crash points, each launch flavour, one
+recovery step); LAUNCHER_FULL_SWEEPS=1 runs every step (tests/sweeps.py).
 
 No duplicate gang: instead of sampling, the fake's whole change history (every write,
 in resourceVersion order) is replayed; at no point may more pods labelled with
@@ -31,6 +33,7 @@ from launcher.api import jobs as api
 from tests.cloud_e2e import NETNS_ONLY, down_all
 from tests.k8s.conftest import K8sEnv
 from tests.k8s.test_k8s_managed import _count, _job, _running_pod
+from tests.sweeps import first_of_each
 from tests.waiting import wait_until
 
 pytestmark = NETNS_ONLY
@@ -90,7 +93,12 @@ def _evict(env: K8sEnv) -> None:
     env.bodies.kill([pod["metadata"]["uid"]])  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("stage", "route", "skip", "after"), POINTS, ids=[_id(p) for p in POINTS])
+# by default the first point of each stage (every crash point, each launch flavour, a
+# recovery); every point with LAUNCHER_FULL_SWEEPS=1 (tests/sweeps.py)
+_RUN = first_of_each(POINTS, lambda p: p[0])
+
+
+@pytest.mark.parametrize(("stage", "route", "skip", "after"), _RUN, ids=[_id(p) for p in _RUN])
 def test_controller_kill9_then_restart_finishes_with_one_gang_and_leaves_nothing(
         k8s_bodies: K8sEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         stage: str, route: str, skip: int, after: bool) -> None:
