@@ -6,7 +6,11 @@ An admin sees every line; a user the lines of their own managed jobs and cluster
 including clusters already taken down: the server keeps who launched each cluster
 (`ServerStore.cluster_launches`), and a ledger interval belongs to the launch of that
 name that came last before it started (a name reused by another user later is theirs
-from then on; the report splits the lines so)."""
+from then on; the report splits the lines so).
+
+Speed: the ledger comes from the process's cache (`launcher.api.ledger_cache`, refreshed
+with what changed on each view), the lines are summed as `cost_report.Group`s and only
+the shown page's `CostLine`s are built (`CostView.page_lines`)."""
 
 from __future__ import annotations
 
