@@ -83,6 +83,8 @@ class Owners:
         self.jobs = store.job_owners()
         self.current = store.cluster_owners(self.jobs)
         self.launches = store.cluster_launches()
+        # a managed job's ledger owner -> who launched the job (of_entry, per interval)
+        self.by_owner = {f"managed-job:{j}": who for j, who in self.jobs.items()}
 
     def launcher(self, cluster: str, at: float) -> str | None:
         """Who launched `cluster` last before `at` (its current owner without records)."""
@@ -96,6 +98,8 @@ class Owners:
         return who
 
     def of_entry(self, e: UsageEntry) -> str | None:
+        if e.owner in self.by_owner:
+            return self.by_owner[e.owner]
         if e.owner and e.owner.startswith("managed-job:"):
             tail = e.owner.split(":", 1)[1]
             return self.jobs.get(int(tail)) if tail.isdigit() else None
