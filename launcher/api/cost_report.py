@@ -119,8 +119,8 @@ class Group:
     most of a line's cost; a page that shows 100 of 4,000 lines sorts and sums groups
     and builds only the lines it shows (`line`)."""
 
-    __slots__ = ("cluster", "owner", "entries", "secs", "hours", "node_hours", "cost",
-                 "running", "first_start")
+    __slots__ = ("cluster", "owner", "entries", "hours", "node_hours", "cost", "running",
+                 "first_start")
 
     def __init__(self, cluster: str, owner: str | None, entries: list[UsageEntry],
                  since: float, until: float) -> None:
@@ -131,14 +131,13 @@ class Group:
             s = (end if end < until else until) - (
                 e.started_at if e.started_at > since else since)
             s = s if s > 0.0 else 0.0  # = _overlap(e, since, until)
-            self.secs = [s]
             self.hours = round(s / 3600.0, 6)
             self.node_hours = round(s / 3600.0 * e.num_nodes, 6)
             self.cost = round(s / 3600.0 * e.hourly_cost, 6)
             self.running = e.ended_at is None
         else:
             entries.sort(key=lambda e: (e.started_at, e.id))
-            secs = self.secs = [_overlap(e, since, until) for e in entries]
+            secs = [_overlap(e, since, until) for e in entries]
             self.hours = round(sum(secs) / 3600.0, 6)
             self.node_hours = round(sum(
                 s / 3600.0 * e.num_nodes for s, e in zip(secs, entries, strict=True)), 6)
