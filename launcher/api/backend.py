@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from launcher.api.cluster_common import LaunchResult
-    from launcher.api.clusters import ClusterStatusView
+    from launcher.api.clusters import ClusterStatusView, NodeView
     from launcher.api.cost_report import CostReport
     from launcher.api.jobs import ManagedJob, ManagedJobDetail
     from launcher.api.ssh_pools import PoolView
@@ -82,6 +82,7 @@ class Backend(Protocol):
     def cluster_names(self) -> list[str]: ...
     def unknown_clusters(self, names: Sequence[str]) -> list[tuple[str, LauncherError]]: ...
     def queue(self, cluster: str) -> list[JobRecord]: ...
+    def cluster_nodes(self, cluster: str) -> list[NodeView]: ...
     def logs(self, cluster: str, job_id: int | None, follow: bool,
              on_line: LineCallback) -> JobRecord: ...
     def cancel(self, cluster: str, job_ids: Sequence[int] | None) -> CancelResult: ...
@@ -161,6 +162,11 @@ class EmbeddedBackend:
         from launcher.api.clusters import queue
 
         return queue(cluster)
+
+    def cluster_nodes(self, cluster: str) -> list[NodeView]:
+        from launcher.api.clusters import cluster_nodes
+
+        return cluster_nodes(cluster)
 
     def logs(self, cluster: str, job_id: int | None, follow: bool,
              on_line: LineCallback) -> JobRecord:

@@ -625,7 +625,8 @@ class NodeView:
     (launcher/state/node_state.py). `state`: up, preempted, unreachable, stopped,
     terminated, pending, or the cluster's status (provisioning, ...) when nothing newer
     was reported (`state_source` "cluster status", `state_seen_at` None). `health`: ok,
-    warn, fail, or None when never checked."""
+    warn, fail, or None when never checked. `*_source`: who reported it (`status
+    --refresh`, the health gate, ...)."""
 
     rank: int
     node_id: str
@@ -640,6 +641,7 @@ class NodeView:
     health: str | None = None
     health_detail: str | None = None
     health_seen_at: float | None = None
+    health_source: str | None = None  # who checked: the health gate, `launcher health`
 
 
 def cluster_nodes(cluster_name: str) -> list[NodeView]:
@@ -660,7 +662,8 @@ def cluster_nodes(cluster_name: str) -> list[NodeView]:
                 n.rank, n.node_id, n.internal_ip, n.external_ip, n.ssh_user, n.ssh_port,
                 state=st.value, state_detail=st.detail, state_seen_at=st.seen_at,
                 state_source=st.source, health=h.value if h else None,
-                health_detail=h.detail if h else None, health_seen_at=h.seen_at if h else None))
+                health_detail=h.detail if h else None, health_seen_at=h.seen_at if h else None,
+                health_source=h.source if h else None))
         return out
 
 

@@ -19,6 +19,7 @@ managed-job tables). Read-only; blocking; needs no credentials and no network.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -85,7 +86,7 @@ def _overlap(e: UsageEntry, since: float, until: float) -> float:
     return max(0.0, min(end, until) - max(e.started_at, since))
 
 
-def _attempts(path: str) -> dict[str, tuple[int, int]]:
+def read_attempts(path: str) -> dict[str, tuple[int, int]]:
     """cluster name -> (job id, attempt) from the managed-job tables, if there are any."""
     try:
         conn = store.connect_readonly(path, timeout=10.0)
@@ -102,13 +103,109 @@ def _attempts(path: str) -> dict[str, tuple[int, int]]:
         conn.close()
 
 
-def _job_of(owner: str | None) -> int | None:
+def job_of(owner: str | None) -> int | None:
+    """The managed job id in a ledger owner `managed-job:<id>` (None for any other)."""
     if owner and owner.startswith("managed-job:"):
         try:
             return int(owner.split(":", 1)[1])
         except ValueError:
             return None
     return None
+
+
+class Group:
+    """One report line's figures before the line is built: the ledger entries of one
+    (cluster, owner[, split]) inside a window, clipped to it. Building a `CostLine` is
+    most of a line's cost; a page that shows 100 of 4,000 lines sorts and sums groups
+    and builds only the lines it shows (`line`)."""
+
+    __slots__ = ("cluster", "owner", "entries", "hours", "node_hours", "cost", "running",
+                 "first_start")
+
+    def __init__(self, cluster: str, owner: str | None, entries: list[UsageEntry],
+                 since: float, until: float) -> None:
+        self.cluster, self.owner, self.entries = cluster, owner, entries
+        if len(entries) == 1:  # the common case, kept cheap (same figures as below)
+            e = entries[0]
+            end = e.ended_at if e.ended_at is not None else until
+            s = (end if end < until else until) - (
+                e.started_at if e.started_at > since else since)
+            s = s if s > 0.0 else 0.0  # = _overlap(e, since, until)
+            self.hours = round(s / 3600.0, 6)
+            self.node_hours = round(s / 3600.0 * e.num_nodes, 6)
+            self.cost = round(s / 3600.0 * e.hourly_cost, 6)
+            self.running = e.ended_at is None
+        else:
+            entries.sort(key=lambda e: (e.started_at, e.id))
+            secs = [_overlap(e, since, until) for e in entries]
+            self.hours = round(sum(secs) / 3600.0, 6)
+            self.node_hours = round(sum(
+                s / 3600.0 * e.num_nodes for s, e in zip(secs, entries, strict=True)), 6)
+            self.cost = round(sum(
+                s / 3600.0 * e.hourly_cost for s, e in zip(secs, entries, strict=True)), 6)
+            self.running = any(e.ended_at is None for e in entries)
+        self.first_start = entries[0].started_at
+
+    @property
+    def cloud(self) -> str:
+        return self.entries[-1].cloud
+
+    def job_attempt(self, attempts: dict[str, tuple[int, int]] | None
+                    ) -> tuple[int | None, int | None]:
+        """(managed job id, attempt) of this line, as its `CostLine` says."""
+        found = (attempts or {}).get(self.cluster) if self.owner else None
+        return (found[0], found[1]) if found else (job_of(self.owner), None)
+
+    def line(self, attempts: dict[str, tuple[int, int]] | None = None) -> CostLine:
+        last = self.entries[-1]
+        job_id, attempt = self.job_attempt(attempts)
+        return CostLine(
+            cluster=self.cluster,
+            owner=self.owner,
+            job_id=job_id,
+            attempt=attempt,
+            cloud=last.cloud,
+            region=last.region,
+            zone=last.zone,
+            instance_type=last.instance_type,
+            num_nodes=last.num_nodes,
+            use_spot=last.use_spot,
+            hourly_cost=last.hourly_cost,
+            intervals=len(self.entries),
+            first_start=self.first_start,
+            last_end=None if self.running else max(e.ended_at or 0.0 for e in self.entries),
+            hours=self.hours,
+            node_hours=self.node_hours,
+            cost=self.cost,
+            running=self.running,
+        )
+
+
+def groups(
+    entries: Iterable[UsageEntry],
+    *,
+    since: float,
+    until: float,
+    split: Split | None = None,
+) -> list[Group]:
+    """The report's lines as groups (see `Group`), most expensive first. Pure."""
+    by_key: dict[tuple[str, str | None, object], list[UsageEntry]] = {}
+    for e in entries:
+        start, end = e.started_at, e.ended_at
+        if start > until or (end is not None and end <= since):
+            continue  # (the common case when one ledger is reported per day: cheap)
+        # an open entry that started counts; a closed one when _overlap(e, ...) > 0
+        if end is None or (end if end < until else until) - (
+                start if start > since else since) > 0:
+            key = (e.cluster, e.owner, split(e) if split else None)
+            got = by_key.get(key)
+            if got is None:
+                by_key[key] = [e]
+            else:
+                got.append(e)
+    out = [Group(cluster, owner, es, since, until) for (cluster, owner, _), es in by_key.items()]
+    out.sort(key=lambda g: (-g.cost, g.first_start, g.cluster))
+    return out
 
 
 def summarize(
@@ -122,46 +219,8 @@ def summarize(
     """Group ledger entries by (cluster, owner) and clip them to [since, until]. Pure.
     `split`: entries of one group for which it differs make separate lines (the API
     server: one line per user when a cluster name was used by several)."""
-    groups: dict[tuple[str, str | None, object], list[UsageEntry]] = {}
-    for e in entries:
-        if e.started_at > until or (e.ended_at is not None and e.ended_at <= since):
-            continue  # (the common case when one ledger is reported per day: cheap)
-        if _overlap(e, since, until) > 0 or (e.ended_at is None and e.started_at <= until):
-            groups.setdefault((e.cluster, e.owner, split(e) if split else None), []).append(e)
-    lines = []
-    for (cluster, owner, _), es in groups.items():
-        es.sort(key=lambda e: (e.started_at, e.id))
-        last = es[-1]
-        secs = [_overlap(e, since, until) for e in es]
-        hours = sum(secs) / 3600.0
-        node_hours = sum(s / 3600.0 * e.num_nodes for s, e in zip(secs, es, strict=True))
-        cost = sum(s / 3600.0 * e.hourly_cost for s, e in zip(secs, es, strict=True))
-        running = any(e.ended_at is None for e in es)
-        job_attempt = (attempts or {}).get(cluster) if owner else None
-        lines.append(
-            CostLine(
-                cluster=cluster,
-                owner=owner,
-                job_id=job_attempt[0] if job_attempt else _job_of(owner),
-                attempt=job_attempt[1] if job_attempt else None,
-                cloud=last.cloud,
-                region=last.region,
-                zone=last.zone,
-                instance_type=last.instance_type,
-                num_nodes=last.num_nodes,
-                use_spot=last.use_spot,
-                hourly_cost=last.hourly_cost,
-                intervals=len(es),
-                first_start=es[0].started_at,
-                last_end=None if running else max(e.ended_at or 0.0 for e in es),
-                hours=round(hours, 6),
-                node_hours=round(node_hours, 6),
-                cost=round(cost, 6),
-                running=running,
-            )
-        )
-    lines.sort(key=lambda ln: (-ln.cost, ln.first_start, ln.cluster))
-    return tuple(lines)
+    return tuple(g.line(attempts) for g in groups(entries, since=since, until=until,
+                                                    split=split))
 
 
 def build_report(
@@ -212,19 +271,28 @@ def read_ledger(clusters: Iterable[str] | None = None, *, attempts: bool = True)
                                                         for e in db.usage(c)]
     finally:
         db.close()
-    return Ledger(tuple(entries), _attempts(str(db.path)) if attempts else {})
+    return Ledger(tuple(entries), read_attempts(str(db.path)) if attempts else {})
 
 
 def window_costs(entries: Iterable[UsageEntry], windows: Sequence[tuple[float, float]],
                  key: Callable[[UsageEntry], str | None]) -> list[dict[str, float]]:
     """For each window (since, until): the cost of the ledger intervals inside it, summed
     per `key(entry)` (None: left out); the same clipping and prices as the report's lines,
-    without building them (a chart's bars, per-user totals). Pure."""
+    without building them (a chart's bars, per-user totals). Pure. Windows in order and
+    apart (a chart's days) are searched, not scanned: each entry visits only its own."""
     out: list[dict[str, float]] = [{} for _ in windows]
+    untils = [u for _, u in windows]
+    bounds = [t for w in windows for t in w]
+    ordered = all(bounds[i] <= bounds[i + 1] for i in range(len(bounds) - 1))
     for e in entries:
         k = None
         start, end = e.started_at, e.ended_at
-        for i, (since, until) in enumerate(windows):
+        # the windows before the first that ends after `start` are all skipped below
+        first = bisect.bisect_right(untils, start) if ordered else 0
+        for i in range(first, len(windows)):
+            since, until = windows[i]
+            if ordered and end is not None and end <= since:
+                break  # so are all later ones
             if start >= until or (end is not None and end <= since):
                 continue  # (most windows, for most entries: kept cheap)
             secs = _overlap(e, since, until)
@@ -238,14 +306,19 @@ def window_costs(entries: Iterable[UsageEntry], windows: Sequence[tuple[float, f
     return out
 
 
+def check_days(days: float) -> None:
+    """Raises UsageError unless `days` is a positive, finite number."""
+    if not days > 0 or days != days or days == float("inf"):
+        raise UsageError(f"--days takes a positive number of days, got {days!r}.")
+
+
 def cost_report(days: float = 30.0, *, now: float | None = None,
                 split: Split | None = None, ledger: Ledger | None = None) -> CostReport:
     """The cost of every cluster and managed-job attempt in the last `days` days, from
     the ledger (launch-time prices). Raises UsageError for a non-positive `days`.
     `split`: see `summarize` (None: one line per cluster and owner, as the CLI shows);
     `ledger`: what `read_ledger` read (None: read it now)."""
-    if not days > 0 or days != days or days == float("inf"):
-        raise UsageError(f"--days takes a positive number of days, got {days!r}.")
+    check_days(days)
     got = read_ledger() if ledger is None else ledger
     return build_report(
         got.entries,

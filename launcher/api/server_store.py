@@ -185,10 +185,12 @@ class ServerStore:
         rows = self.db.query("SELECT id, launched_by FROM managed_jobs")
         return {int(r[0]): r[1] for r in rows}
 
-    def cluster_owners(self) -> dict[str, str | None]:
+    def cluster_owners(self, jobs: dict[int, str | None] | None = None
+                       ) -> dict[str, str | None]:
         """Cluster name -> the user it belongs to: who launched it, or for a managed
-        job's cluster (owner `managed-job:<id>`) who launched that job."""
-        jobs = self.job_owners()
+        job's cluster (owner `managed-job:<id>`) who launched that job (`jobs`: what
+        `job_owners()` returned, when the caller has it)."""
+        jobs = self.job_owners() if jobs is None else jobs
         out: dict[str, str | None] = {}
         for name, launched_by, owner in self.db.query(
                 "SELECT name, launched_by, owner FROM clusters"):

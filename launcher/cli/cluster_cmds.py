@@ -23,6 +23,7 @@ from launcher.cli.app import ENV_HELP, SECRET_HELP, app, print_json
 from launcher.cli.completion import complete_cluster_name
 
 if TYPE_CHECKING:
+    from launcher.api.clusters import NodeView
     from launcher.optimizer.ranking import Placement
     from launcher.task.model import Task
 
@@ -412,11 +413,15 @@ def status_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     refresh: Annotated[bool, typer.Option("--refresh", "-r", help="Ask the clouds for the nodes' state first.")] = False,
     all_users: Annotated[bool, typer.Option("--all-users", help="On a server, as an admin: every user's clusters.")] = False,
+    nodes: Annotated[bool, typer.Option("--nodes", help="Also each cluster's nodes: IPs, last reported state and health finding, when and by whom (`nodes` in --json).")] = False,
 ) -> int:
-    """Your clusters."""
+    """Your clusters (with --nodes, each one's nodes too)."""
+    from dataclasses import asdict
+
     from launcher.client import backend
 
-    rows, notes = backend().status(refresh, all_users)
+    be = backend()
+    rows, notes = be.status(refresh, all_users)
     missing: list[str] = []
     if names:
         known = [r.name for r in rows]
@@ -429,10 +434,12 @@ def status_cmd(
             _say("Error: " + what
                  + (f" Known clusters: {', '.join(known)}." if known else " There are no clusters."))
     rc = 4 if missing and not rows else 0
+    node_views = {r.name: be.cluster_nodes(r.name) for r in rows} if nodes else {}
     if json_out:
         for note in notes:  # e.g. orphans found by --refresh: never hidden, never in the JSON
             _say(note)
-        print_json([r.to_json() for r in rows])
+        print_json([r.to_json() | ({"nodes": [asdict(n) for n in node_views[r.name]]}
+                                   if nodes else {}) for r in rows])
         return rc
     for note in notes:
         _say(note)
@@ -464,7 +471,45 @@ def status_cmd(
                 _say(f"{r.name}: {r.status} as seen by `status --refresh` at "
                      f"{_fmt_time(r.status_seen_at)}: {r.status_reason} "
                      "(`launcher status --refresh` checks again)")
+    for name, views in node_views.items():
+        _print_nodes(name, views)
     return 0
+
+
+def _print_nodes(cluster: str, views: list[NodeView]) -> None:
+    """`status --nodes`: one cluster's node table (what `GET /clusters/NAME/nodes` and
+    the dashboard's cluster page show). A row is red when its node is not up or failed
+    its health check, yellow for a warning or a node on its way up."""
+    from launcher.cli.table import Table, echo, print_table
+
+    echo("")
+    echo(f"Nodes of {cluster}:", style="bold")
+    if not views:
+        echo("  (no nodes recorded yet)", style="dim")
+        return
+    table = Table()
+    for col in ("RANK", "NODE", "INTERNAL IP", "EXTERNAL IP", "STATE", "STATE SEEN",
+                "HEALTH", "HEALTH SEEN"):
+        table.add_column(col, justify="right" if col == "RANK" else "left",
+                         min_width={"HEALTH": 12, "STATE SEEN": 14, "HEALTH SEEN": 14}.get(col))
+    for n in views:
+        health = "-" if n.health is None else (
+            n.health + (f": {n.health_detail}" if n.health_detail else ""))
+        bad = n.state in ("preempted", "unreachable", "terminated") or n.health == "fail"
+        slow = n.state in ("provisioning", "pending") or n.health == "warn"
+        table.add_row(
+            str(n.rank), n.node_id, n.internal_ip, n.external_ip or "-", n.state,
+            _seen(n.state_seen_at, n.state_source), health,
+            "-" if n.health is None else _seen(n.health_seen_at, n.health_source),
+            style="red" if bad else "yellow" if slow else None)
+    print_table(table)
+
+
+def _seen(at: float | None, source: str | None) -> str:
+    """When and by whom a node's state or health was reported ("cluster status" alone:
+    nothing reported since the cluster's status last changed)."""
+    who = source or "?"
+    return who if at is None else f"{_fmt_time(at)} by {who}"
 
 
 def _names_or_all(names: list[str] | None, all_: bool, verb: str) -> list[str]:

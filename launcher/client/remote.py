@@ -27,7 +27,7 @@ else:
 
 if TYPE_CHECKING:
     from launcher.api.cluster_common import LaunchResult
-    from launcher.api.clusters import ClusterStatusView
+    from launcher.api.clusters import ClusterStatusView, NodeView
     from launcher.api.cost_report import CostReport
     from launcher.api.jobs import ManagedJob, ManagedJobDetail
     from launcher.jobs.accounting import JobSummary
@@ -278,6 +278,17 @@ class RemoteBackend:
         from launcher.runtime.jobspec import JobRecord
 
         return [JobRecord.from_json(j) for j in self.call("GET", f"/clusters/{cluster}/queue")]
+
+    def cluster_nodes(self, cluster: str) -> list[NodeView]:
+        """The server's `GET /clusters/NAME/nodes` (the dashboard's node table reads it
+        too); fields a newer server adds are left out, missing ones take defaults."""
+        import dataclasses
+
+        from launcher.api.clusters import NodeView
+
+        known = {f.name for f in dataclasses.fields(NodeView)}
+        return [NodeView(**{k: v for k, v in n.items() if k in known})
+                for n in self.call("GET", f"/clusters/{cluster}/nodes")]
 
     def logs(self, cluster: str, job_id: int | None, follow: bool,
              on_line: LineCallback) -> JobRecord:

@@ -616,6 +616,34 @@ class StateDB:
             )
         return [_usage_row(r) for r in rows.fetchall()]
 
+    def usage_after(self, last_id: int) -> list[UsageEntry]:
+        """The ledger intervals added after id `last_id`, oldest first."""
+        rows = self._conn.execute(
+            f"SELECT {_USAGE_COLUMNS} FROM cost_ledger WHERE id > ? ORDER BY id", (last_id,))
+        return [_usage_row(r) for r in rows.fetchall()]
+
+    def usage_by_ids(self, ids: Sequence[int]) -> list[UsageEntry]:
+        """The ledger intervals with these ids (any order; a missing id is left out)."""
+        out: list[UsageEntry] = []
+        for k in range(0, len(ids), 500):  # well under any driver's parameter limit
+            chunk = list(ids[k:k + 500])
+            rows = self._conn.execute(
+                f"SELECT {_USAGE_COLUMNS} FROM cost_ledger WHERE id IN "
+                f"({', '.join('?' * len(chunk))})", chunk)
+            out += [_usage_row(r) for r in rows.fetchall()]
+        return out
+
+    def usage_mark(self, up_to: int) -> tuple[list[int], int]:
+        """(ids of the intervals still open among those up to id `up_to`, how many
+        intervals there are up to it): what a reader that cached the ledger up to
+        `up_to` needs to see what changed since."""
+        open_ids = [int(r[0]) for r in self._conn.execute(
+            "SELECT id FROM cost_ledger WHERE ended_at IS NULL AND id <= ?", (up_to,)
+        ).fetchall()]
+        (count,) = self._conn.execute(
+            "SELECT COUNT(*) FROM cost_ledger WHERE id <= ?", (up_to,)).fetchone()
+        return open_ids, int(count)
+
 
 def _describe(p: PlacementRecord) -> str:
     where = "/".join(x for x in (p.cloud, p.region, p.zone) if x)

@@ -6,7 +6,11 @@ An admin sees every line; a user the lines of their own managed jobs and cluster
 including clusters already taken down: the server keeps who launched each cluster
 (`ServerStore.cluster_launches`), and a ledger interval belongs to the launch of that
 name that came last before it started (a name reused by another user later is theirs
-from then on; the report splits the lines so)."""
+from then on; the report splits the lines so).
+
+Speed: the ledger comes from the process's cache (`launcher.api.ledger_cache`, refreshed
+with what changed on each view), the lines are summed as `cost_report.Group`s and only
+the shown page's `CostLine`s are built (`CostView.page_lines`)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,16 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from launcher.api.cost_report import CostLine, cost_report, read_ledger, window_costs
+from launcher.api import ledger_cache
+from launcher.api.cost_report import (
+    DAY_S,
+    CostLine,
+    Group,
+    check_days,
+    groups,
+    job_of,
+    window_costs,
+)
 from launcher.api.server_store import ServerStore, User
 from launcher.state.db import UsageEntry
 
@@ -33,7 +46,8 @@ class DayBar:
 
 @dataclass(frozen=True)
 class CostView:
-    lines: list[CostLine]  # most expensive first
+    groups: list[Group]  # the lines, most expensive first, not built yet
+    attempts: dict[str, tuple[int, int]]
     total: float
     node_hours: float
     by_cloud: list[tuple[str, float]]
@@ -42,6 +56,24 @@ class CostView:
     colors: dict[str, str]
     by_job: list[tuple[int, float]]  # managed jobs, most expensive first (at most TOP_JOBS)
 
+    @property
+    def count(self) -> int:
+        return len(self.groups)
+
+    @property
+    def top(self) -> float:
+        """The most expensive line's cost (0 without lines)."""
+        return self.groups[0].cost if self.groups else 0.0
+
+    @property
+    def lines(self) -> list[CostLine]:
+        """Every line, most expensive first (as `launcher cost-report` lists them)."""
+        return self.page_lines(0, len(self.groups))
+
+    def page_lines(self, start: int, stop: int) -> list[CostLine]:
+        """Lines [start, stop) of `lines`, building only those."""
+        return [g.line(self.attempts) for g in self.groups[start:stop]]
+
 
 class Owners:
     """Who a ledger interval, or a cost line, belongs to (a user name, or None when the
@@ -49,10 +81,13 @@ class Owners:
 
     def __init__(self, store: ServerStore) -> None:
         self.jobs = store.job_owners()
-        self.current = store.cluster_owners()
+        self.current = store.cluster_owners(self.jobs)
         self.launches = store.cluster_launches()
+        # a managed job's ledger owner -> who launched the job (of_entry, per interval)
+        self.by_owner = {f"managed-job:{j}": who for j, who in self.jobs.items()}
 
-    def _launcher(self, cluster: str, at: float) -> str | None:
+    def launcher(self, cluster: str, at: float) -> str | None:
+        """Who launched `cluster` last before `at` (its current owner without records)."""
         launches = self.launches.get(cluster)
         if not launches:
             return self.current.get(cluster)
@@ -63,15 +98,17 @@ class Owners:
         return who
 
     def of_entry(self, e: UsageEntry) -> str | None:
+        if e.owner in self.by_owner:
+            return self.by_owner[e.owner]
         if e.owner and e.owner.startswith("managed-job:"):
             tail = e.owner.split(":", 1)[1]
             return self.jobs.get(int(tail)) if tail.isdigit() else None
-        return self._launcher(e.cluster, e.started_at)
+        return self.launcher(e.cluster, e.started_at)
 
     def of_line(self, line: CostLine) -> str | None:
         if line.job_id is not None:
             return self.jobs.get(line.job_id)
-        return self._launcher(line.cluster, line.first_start)
+        return self.launcher(line.cluster, line.first_start)
 
 
 def _sorted(d: dict[str, float]) -> list[tuple[str, float]]:
@@ -81,26 +118,32 @@ def _sorted(d: dict[str, float]) -> list[tuple[str, float]]:
 def view(user: User, days: float, now: float | None = None,
          chart_h: float = 110.0) -> CostView:
     """Raises UsageError for a bad `days` (as `launcher cost-report --days` does)."""
+    check_days(days)
     now = time.time() if now is None else now
     with ServerStore() as store:
         owners = Owners(store)
-    owner = owners.of_line
 
-    def mine(line: CostLine) -> bool:
-        return user.is_admin or owner(line) == user.name
-
-    ledger = read_ledger()  # once, for the window and each day
-    lines = [x for x in cost_report(days, now=now, split=owners.of_entry, ledger=ledger).lines
-             if mine(x)]
+    ledger = ledger_cache.read()  # once, for the window and each day
+    attempts = ledger.attempts
+    shown: list[Group] = []
     by_cloud: dict[str, float] = {}
     by_user: dict[str, float] = {}
     by_job: dict[int, float] = {}
-    for x in lines:
-        if x.job_id is not None:
-            by_job[x.job_id] = by_job.get(x.job_id, 0.0) + x.cost
-        by_cloud[x.cloud] = by_cloud.get(x.cloud, 0.0) + x.cost
-        who = owner(x) or "(not recorded)"
-        by_user[who] = by_user.get(who, 0.0) + x.cost
+    for g in groups(ledger.entries, since=now - days * DAY_S, until=now,
+                    split=owners.of_entry):
+        found = attempts.get(g.cluster) if g.owner else None  # = g.job_attempt(attempts)
+        job_id = found[0] if found else job_of(g.owner)
+        who = (owners.jobs.get(job_id) if job_id is not None
+               else owners.launcher(g.cluster, g.first_start))
+        if not (user.is_admin or who == user.name):
+            continue
+        shown.append(g)
+        if job_id is not None:
+            by_job[job_id] = by_job.get(job_id, 0.0) + g.cost
+        cloud = g.cloud
+        by_cloud[cloud] = by_cloud.get(cloud, 0.0) + g.cost
+        who = who or "(not recorded)"
+        by_user[who] = by_user.get(who, 0.0) + g.cost
     midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
     windows, labels = [], []
     for k in reversed(range(min(MAX_DAYS, math.ceil(days)))):
@@ -124,8 +167,8 @@ def view(user: User, days: float, now: float | None = None,
             y -= h
             parts.append((cloud, cost, y, h))
         bars.append(DayBar(label, sum(clouds.values()), parts))
-    return CostView(lines, sum(x.cost for x in lines),
-                    sum(x.node_hours for x in lines), _sorted(by_cloud),
+    return CostView(shown, attempts, sum(g.cost for g in shown),
+                    sum(g.node_hours for g in shown), _sorted(by_cloud),
                     _sorted(by_user) if user.is_admin else [], bars, colors,
                     sorted(by_job.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_JOBS])
 
@@ -136,6 +179,6 @@ def by_user(days: float, now: float | None = None) -> dict[str, float]:
     now = time.time() if now is None else now
     with ServerStore() as store:
         owners = Owners(store)
-    (out,) = window_costs(read_ledger(attempts=False).entries, [(now - days * 86400.0, now)],
+    (out,) = window_costs(ledger_cache.read(attempts=False).entries, [(now - days * 86400.0, now)],
                           lambda e: owners.of_entry(e) or "(not recorded)")
     return out

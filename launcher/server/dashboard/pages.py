@@ -313,10 +313,9 @@ def cost(request: Request, days: float = 30.0, page: int = 1,
     except LauncherError as exc:
         return _error(request, user, exc)
     page = max(1, page)
-    shown = v.lines[(page - 1) * COST_LINES_PER_PAGE:page * COST_LINES_PER_PAGE]
+    shown = v.page_lines((page - 1) * COST_LINES_PER_PAGE, page * COST_LINES_PER_PAGE)
     return _html(request, user, "cost", title="Cost", days=days, v=v, lines=shown, page=page,
-                 more=len(v.lines) > page * COST_LINES_PER_PAGE,
-                 top=max([x.cost for x in v.lines] + [0.0]))
+                 more=v.count > page * COST_LINES_PER_PAGE, top=v.top)
 
 
 # ---- GPUs -----------------------------------------------------------------------------

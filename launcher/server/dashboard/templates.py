@@ -275,7 +275,7 @@ height:.8em;width:{{ (100 * line.cost / top)|round(1) if top else 0 }}%"></div><
 <p class="pager">{% if page > 1 %}<a href="{{ p }}/cost?days={{ '%g'|format(days) }}&amp;page={{
 page - 1 }}">← more expensive</a>{% endif %}{% if more %}<a href="{{ p }}/cost?days={{
 '%g'|format(days) }}&amp;page={{ page + 1 }}">cheaper →</a>{% endif %}<span class="muted">{{
-v.lines|length }} lines</span></p></div>{% endblock %}"""
+v.count }} lines</span></p></div>{% endblock %}"""
 
 USERS = """{% extends "base" %}{% block main %}<h1>Users</h1>{% if new_token %}<div class="facts">
 <div id="new-token"><b>New token for {{ new_for }} (shown once: copy it now)</b><code>{{
