@@ -137,3 +137,38 @@ def test_an_ended_job_gives_its_lease_back_and_the_cli_is_never_fenced() -> None
     finally:
         a.close()
         cli.close()
+
+
+def test_a_controller_stopped_cleanly_gives_its_leases_back() -> None:
+    """Controller.run hands the leases over when it stops (before its store closes), so
+    the other replicas take the jobs at once instead of after the expiry."""
+    import asyncio
+
+    from launcher.jobs.controller import Controller
+    from tests.jobs.fake_ops import Behaviour, FakeOps, Place
+    from tests.jobs.harness import fast_config, loader_for
+
+    store = JobStore()
+    try:
+        ids = _jobs(store, 2)
+        ops = FakeOps([Place("local", "local", "local", 0.0)],
+                      behaviours=lambda n: Behaviour(duration_s=60))
+
+        async def run_then_stop() -> None:
+            ctrl = Controller(ops, loader_for(1), config=fast_config())
+            ctrl.leases = leases.Leases(ctrl.store, "replica-a")
+            stop = asyncio.Event()
+            task = asyncio.ensure_future(ctrl.run(stop))
+            deadline = time.monotonic() + 20
+            while store.leases_by_holder() != {"replica-a": 2}:
+                assert time.monotonic() < deadline, "the controller never leased its jobs"
+                await asyncio.sleep(0.05)
+            stop.set()
+            await asyncio.wait_for(task, 30)
+
+        asyncio.run(run_then_stop())
+        assert store.leases_by_holder() == {}
+        assert leases.replicas(store) == []
+        assert all(not store.job(i).status.is_terminal for i in ids)
+    finally:
+        store.close()

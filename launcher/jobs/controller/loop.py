@@ -150,7 +150,11 @@ class Controller:
                 await asyncio.gather(*self._drivers.values(), *ctx.background,
                                      return_exceptions=True)
             await ctx.poller.stop()
-            ctx.shutdown(crashed=crashed)
+            # A clean stop gives the leases back once no launch of ours is in flight, so
+            # the other replicas take the jobs at once rather than after the expiry.
+            leases = self.leases
+            ctx.shutdown(crashed=crashed,
+                         before_close=None if crashed or leases is None else leases.close)
 
     def _scan(self) -> tuple[list[int], set[int]] | None:
         """The live jobs to drive (with leases: those held) and the cancels asked for;
