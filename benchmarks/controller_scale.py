@@ -27,8 +27,8 @@ server started like the tests' own, tests/pg.py; or `--db-url URL`). On PostgreS
 controller works under leases, as a server replica's does (launcher/jobs/leases.py), and
 `--light --replicas N` starts N controller processes on the one database, each in its
 own LAUNCHER_HOME sharing one local cloud: it reports how the jobs split between them,
-`kill -9`s one at `--kill-one-at S` seconds after the start (default: a random moment
-in the first 60 % of a job's run) and reports the takeover (until no live job is still
+`kill -9`s the one holding the most jobs at `--kill-one-at S` seconds after the start
+(default: a random moment in the first 60 % of a job's run) and reports the takeover (until no live job is still
 held by the killed replica: goal <= 10 s), besides every figure above.
 
 Runs in a throw-away LAUNCHER_HOME.
@@ -164,7 +164,7 @@ def main() -> int:
     ap.add_argument("--kill-one-at", metavar="S|random", default=None,
                     help="with --replicas >= 2: kill -9 one replica S seconds after the start "
                     "(default: random)")
-    ap.add_argument("--seed", type=int, default=None, help="for the random choices of the kill")
+    ap.add_argument("--seed", type=int, default=None, help="for the random moment of the kill")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
@@ -215,7 +215,7 @@ def _check_args(args: argparse.Namespace) -> str | None:
                 args.kill_one_at = float(args.kill_one_at)
             except ValueError:
                 return f"--kill-one-at {args.kill_one_at!r}: expected seconds or 'random'"
-        args.victim = rnd.randrange(args.replicas)
+    args.victim = None  # chosen at the kill: the replica holding the most jobs
     return None
 
 
@@ -315,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
             if watch is not None:
                 watch.sample()
                 if watch.killed_at is None and time.monotonic() - t0 >= args.kill_one_at:
-                    watch.kill(pids[args.victim])
+                    args.victim = watch.kill_busiest()
             if all(jobs[i].status in TERMINAL for i in ids):
                 break
             time.sleep(tick)
@@ -327,7 +327,7 @@ def run(args: argparse.Namespace) -> int:
         store.close()
         if procs:
             for k, p in enumerate(procs):
-                if watch is None or watch.killed_at is None or k != args.victim:
+                if k != args.victim:
                     p.send_signal(signal.SIGTERM)
             for p in procs:
                 p.wait(120)
@@ -396,8 +396,11 @@ def _report_replicas(watch: object, args: argparse.Namespace) -> None:
     split = ", ".join(f"{watch.name(r)} {n}" for r, n in sorted(watch.peak_held.items()))
     print(f"  jobs held per replica (most at once): {split}")
     at_kill = ", ".join(f"{watch.name(r)} {n}" for r, n in sorted(watch.held_at_kill.items()))
-    print(f"  kill -9 of replica {args.victim} at {args.kill_one_at:g} s; held at that "
-          f"moment: {at_kill or '-'}")
+    if args.victim is None:
+        print(f"  no replica killed: the run ended before {args.kill_one_at:g} s")
+        return
+    print(f"  kill -9 of replica {args.victim} (the busiest) at {args.kill_one_at:g} s; held "
+          f"at that moment: {at_kill or '-'}")
     took = "-" if watch.takeover_s is None else f"{watch.takeover_s:.1f} s"
     print(f"  takeover: its {watch.orphans} live jobs all held by the survivors after {took}"
           f"   goal <= 10 s")

@@ -92,16 +92,21 @@ class LeaseWatch:
                           f"status NOT IN ({terminal})", (self.killed,))
         return int(rows[0][0])  # type: ignore[call-overload]
 
-    def kill(self, pid: int) -> None:
-        """`kill -9` the replica `pid` and start timing its takeover."""
+    def kill_busiest(self) -> int:
+        """`kill -9` the replica holding the most jobs now (the worst case; the first
+        when none holds any) and start timing its takeover. Returns its index."""
         import signal
 
         self.sample()
         self.held_at_kill = dict(self.store.leases_by_holder())  # type: ignore[attr-defined]
+        counts = [self.held_at_kill.get(self.ids.get(pid, ""), 0) for pid in self.pids]
+        k = counts.index(max(counts))
+        pid = self.pids[k]
         self.killed = self.ids.get(pid)
         os.kill(pid, signal.SIGKILL)
         self.killed_at = time.time()
         self.orphans = self._still_held() if self.killed else 0
+        return k
 
     def name(self, rid: str) -> str:
         for k, pid in enumerate(self.pids):

@@ -172,3 +172,22 @@ def test_a_controller_stopped_cleanly_gives_its_leases_back() -> None:
         assert all(not store.job(i).status.is_terminal for i in ids)
     finally:
         store.close()
+
+
+def test_claims_come_between_renewals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backlog (a dead replica's jobs) is claimed batch after batch every CLAIM_S, not
+    once per renewal interval, so a takeover of many jobs ends soon after the expiry."""
+    monkeypatch.setattr(leases, "CLAIM_BATCH", 3)
+    monkeypatch.setattr(leases, "CLAIM_S", 0.2)
+    a = JobStore()
+    try:
+        ids = _jobs(a, 7)
+        la = leases.Leases(a, "replica-a", ttl_s=8.0)  # renewals every 2 s
+        assert len(la.refresh(force=True)) == 3
+        assert len(la.refresh()) == 3  # not due yet
+        threading.Event().wait(0.25)
+        assert len(la.refresh()) == 6
+        threading.Event().wait(0.25)
+        assert la.refresh() == set(ids)
+    finally:
+        a.close()
