@@ -7,9 +7,12 @@ replica's controller (`Leases.refresh`, called every scan):
 - renews the leases it holds (the heartbeat, every RENEW_S) and learns which it lost;
 - claims due jobs in a batch of at most CLAIM_BATCH (never leased, or the holder let the
   lease expire: killed, paused, cut off from the DB), every CLAIM_S, `FOR UPDATE SKIP
-  LOCKED`, so replicas claiming at once split the work. Claims come more often than
-  renewals so that a dead replica's jobs are all taken soon after its leases expire
-  (1,000 jobs: two claims), while a batch still leaves the others their share;
+  LOCKED`, so replicas claiming at once split the work. A replica claims no more than
+  its fair share (the live jobs over the replicas heard from within a lease lifetime,
+  less what it holds), so the jobs split evenly at any number of them, and a dead
+  replica's share falls to the survivors once it is no longer heard from. Claims come
+  more often than renewals so that a dead replica's jobs are all taken soon after its
+  leases expire (1,000 jobs: two claims);
 - works only on the jobs it holds; a driver of a job it lost is stopped.
 
 Every write the controller makes on a job checks the job's lease in the same
@@ -90,11 +93,21 @@ class Leases:
                           (time.time(), self.replica_id))
         if force or now >= self._next_claim:
             self._next_claim = now + min(CLAIM_S, self.ttl_s / 4)
-            claimed = self.store.claim_jobs(self.replica_id, self.ttl_s, CLAIM_BATCH)
+            limit = min(CLAIM_BATCH, self._fair_share() - len(self.fence.tokens))
+            claimed = self.store.claim_jobs(self.replica_id, self.ttl_s, limit) \
+                if limit > 0 else {}
             for job_id in claimed:
                 log.info("job %d: leased by replica %s", job_id, self.replica_id)
             self.fence.tokens.update(claimed)
         return self.held()
+
+    def _fair_share(self) -> int:
+        """The live jobs over the replicas heard from within a lease lifetime (this one
+        included), rounded up."""
+        live = len(self.store.live_job_ids())
+        rows = self.store.rows("SELECT COUNT(*) FROM server_replicas WHERE heartbeat_at >= ? "
+                               "OR id = ?", (time.time() - self.ttl_s, self.replica_id))
+        return -(-live // max(1, int(rows[0][0])))
 
     def close(self) -> None:
         """Give the leases back and leave the replica list (a clean shutdown)."""

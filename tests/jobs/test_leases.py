@@ -191,3 +191,23 @@ def test_claims_come_between_renewals(monkeypatch: pytest.MonkeyPatch) -> None:
         assert la.refresh() == set(ids)
     finally:
         a.close()
+
+
+def test_a_replica_claims_its_fair_share_and_a_silent_ones_share_falls_to_it() -> None:
+    """With the default batch (larger than the jobs) the first replica to claim takes only
+    half of 10 jobs while another is heard from; once that one has been silent for a
+    lease lifetime (killed) and its leases lapse, the survivor takes the rest."""
+    a, b = JobStore(), JobStore()
+    try:
+        ids = _jobs(a, 10)
+        la, lb = leases.Leases(a, "replica-a", ttl_s=8.0), leases.Leases(b, "replica-b")
+        assert len(la.refresh(force=True)) == 5
+        assert len(lb.refresh(force=True)) == 5
+        assert len(la.refresh(force=True)) == 5  # B holds its share: nothing more for A
+        _expire(a, "replica-b")
+        with a.write() as c:  # B last heard from a lease lifetime ago
+            c.execute("UPDATE server_replicas SET heartbeat_at = 0 WHERE id = 'replica-b'")
+        assert la.refresh(force=True) == set(ids)
+    finally:
+        a.close()
+        b.close()
