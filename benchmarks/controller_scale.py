@@ -175,6 +175,8 @@ def main() -> int:
         print(f"controller_scale.py: {problem}", file=sys.stderr)
         return 2
     os.environ.setdefault("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
+    # `timeout`/SIGTERM: unwind, so the controllers and the throwaway database go too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with contextlib.ExitStack() as stack:
         if args.db == "postgresql":
             from benchmarks.replica_bench import database
@@ -312,6 +314,10 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 preempted[i] = at
             doubled |= {j for j, n in live_clusters_per_job().items() if n > 1}
+            for k, p in enumerate(procs):
+                if k != args.victim and p.poll() is not None:
+                    raise RuntimeError(f"controller {k} (pid {p.pid}) exited by itself with "
+                                       f"status {p.returncode}: see its log above")
             if watch is not None:
                 watch.sample()
                 if watch.killed_at is None and time.monotonic() - t0 >= args.kill_one_at:
@@ -327,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
         store.close()
         if procs:
             for k, p in enumerate(procs):
-                if k != args.victim:
+                if k != args.victim and p.poll() is None:
                     p.send_signal(signal.SIGTERM)
             for p in procs:
                 p.wait(120)

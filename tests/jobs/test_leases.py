@@ -211,3 +211,39 @@ def test_a_replica_claims_its_fair_share_and_a_silent_ones_share_falls_to_it() -
     finally:
         a.close()
         b.close()
+
+
+def test_the_startup_sweep_leaves_alone_what_another_replica_launches_meanwhile() -> None:
+    """A replica starting while another submits and launches: a job and attempt written
+    between the sweep's reads are neither a crash (KeyError) nor torn down."""
+    import asyncio
+
+    from launcher.jobs.controller import Controller
+    from tests.jobs.fake_ops import FakeOps, Place
+    from tests.jobs.harness import fast_config, loader_for
+
+    other = JobStore()
+    try:
+        (old,) = _jobs(other, 1)
+        other.add_attempt(old, 1, f"mj-{old}-1", "initial")
+
+        async def sweep() -> int:
+            ctrl = Controller(FakeOps([Place("local", "local", "local", 0.0)]), loader_for(1),
+                              config=fast_config())
+            reads = ctrl.store.all_attempts
+
+            def all_attempts_then_another_launch() -> object:
+                got = reads()
+                (new,) = _jobs(other, 1)  # submitted and launched by the other replica
+                other.add_attempt(new, 1, f"mj-{new}-1", "initial")
+                return got
+
+            ctrl.store.all_attempts = all_attempts_then_another_launch  # type: ignore[method-assign]
+            ctrl._startup_sweep()
+            n = len(ctrl.ctx.background)
+            ctrl.ctx.shutdown(crashed=False)
+            return n
+
+        assert asyncio.run(sweep()) == 0  # nothing finalized: both attempts are current
+    finally:
+        other.close()
