@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -232,7 +233,7 @@ def test_the_startup_sweep_leaves_alone_what_another_replica_launches_meanwhile(
                               config=fast_config())
             reads = ctrl.store.all_attempts
 
-            def all_attempts_then_another_launch() -> object:
+            def all_attempts_then_another_launch() -> list[Any]:
                 got = reads()
                 (new,) = _jobs(other, 1)  # submitted and launched by the other replica
                 other.add_attempt(new, 1, f"mj-{new}-1", "initial")
