@@ -39,6 +39,7 @@ log = logging.getLogger("launcher.jobs.leases")
 LEASE_TTL_S = float(os.environ.get("LAUNCHER_LEASE_TTL_S", "") or 8.0)
 RENEW_S = LEASE_TTL_S / 4
 CLAIM_S = min(RENEW_S, 0.5)
+STARTUP_CLAIM_DELAY_S = 1.0
 CLAIM_BATCH = int(os.environ.get("LAUNCHER_LEASE_CLAIM_BATCH", "") or 500)
 
 
@@ -65,7 +66,10 @@ class Leases:
         self.ttl_s = ttl_s or LEASE_TTL_S
         self.fence = Fence(self.replica_id, {})
         job_store.fence = self.fence
-        self._next_renew = self._next_claim = 0.0
+        self._next_renew = 0.0
+        # The first claim waits a little, so replicas started together hear of each
+        # other first and split the jobs already there (a forced refresh claims at once).
+        self._next_claim = time.monotonic() + STARTUP_CLAIM_DELAY_S
         self._register()
 
     def _register(self) -> None:

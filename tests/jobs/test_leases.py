@@ -248,3 +248,24 @@ def test_the_startup_sweep_leaves_alone_what_another_replica_launches_meanwhile(
         assert asyncio.run(sweep()) == 0  # nothing finalized: both attempts are current
     finally:
         other.close()
+
+
+def test_replicas_started_together_split_the_jobs_already_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first claim waits STARTUP_CLAIM_DELAY_S: a replica starting a moment after
+    another is heard from before either claims, and each takes half."""
+    monkeypatch.setattr(leases, "STARTUP_CLAIM_DELAY_S", 0.5)
+    a, b = JobStore(), JobStore()
+    try:
+        _jobs(a, 8)
+        la = leases.Leases(a, "replica-a")
+        assert la.refresh() == set()  # too soon: B may be starting too
+        threading.Event().wait(0.2)
+        lb = leases.Leases(b, "replica-b")
+        threading.Event().wait(0.35)
+        assert len(la.refresh()) == 4
+        threading.Event().wait(0.2)
+        assert len(lb.refresh()) == 4
+    finally:
+        a.close()
+        b.close()
