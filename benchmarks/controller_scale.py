@@ -348,6 +348,7 @@ def run(args: argparse.Namespace) -> int:
     to_start: list[float] = []
     to_running: list[float] = []
     missed = ended_first = duplicates = 0
+    start_by_job: dict[int, float] = {}
     for i, at in preempted.items():
         relaunches = [a for a in attempts[i] if a.cause == "preemption" and a.created_at >= at]
         if not relaunches:
@@ -358,6 +359,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         duplicates += len(relaunches) - 1
         to_start.append(relaunches[0].created_at - at)
+        start_by_job[i] = relaunches[0].created_at - at
         if relaunches[0].running_at:
             to_running.append(relaunches[0].running_at - at)
     spurious = sum(1 for i in ids if i not in preempted and jobs[i].recoveries > 0)
@@ -385,6 +387,14 @@ def run(args: argparse.Namespace) -> int:
           f"{fmt(pct(to_start, 0.99))}, max {fmt(max(to_start, default=None))}   goal p99 <= 5 s")
     print(f"  preemption -> relaunch running: p50 {fmt(pct(to_running, 0.5))}, p99 "
           f"{fmt(pct(to_running, 0.99))}")
+    if watch is not None and watch.killed_at is not None:
+        # a preemption of a dead replica's job waits for its lease to lapse: apart
+        end = watch.killed_at + (watch.takeover_s if watch.takeover_s is not None else 1e9)
+        during = [s for i, s in start_by_job.items() if watch.killed_at <= preempted[i] <= end]
+        other = [s for i, s in start_by_job.items() if not watch.killed_at <= preempted[i] <= end]
+        print(f"    of which during the takeover: {len(during)}, p50 {fmt(pct(during, 0.5))}, "
+              f"max {fmt(max(during, default=None))}; the other {len(other)}: p50 "
+              f"{fmt(pct(other, 0.5))}, p99 {fmt(pct(other, 0.99))}")
     print(f"  preempted {len(preempted)} running jobs; relaunched {len(to_start)}; ended just "
           f"before the preemption hit: {ended_first}; missed {missed}; duplicate relaunches "
           f"{duplicates}; recoveries of never-preempted jobs {spurious}; jobs seen with two "
