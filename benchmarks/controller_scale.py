@@ -388,11 +388,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"  preemption -> relaunch running: p50 {fmt(pct(to_running, 0.5))}, p99 "
           f"{fmt(pct(to_running, 0.99))}")
     if watch is not None and watch.killed_at is not None:
-        # a preemption of a dead replica's job waits for its lease to lapse: apart
+        # a preemption of a dead replica's job (not relaunched by it before it died, or
+        # hit before the takeover) waits for its lease to lapse: apart
         end = watch.killed_at + (watch.takeover_s if watch.takeover_s is not None else 1e9)
-        during = [s for i, s in start_by_job.items() if watch.killed_at <= preempted[i] <= end]
-        other = [s for i, s in start_by_job.items() if not watch.killed_at <= preempted[i] <= end]
-        print(f"    of which during the takeover: {len(during)}, p50 {fmt(pct(during, 0.5))}, "
+        during = [s for i, s in start_by_job.items()
+                  if i in watch.orphan_ids and preempted[i] + s >= watch.killed_at
+                  and preempted[i] <= end]
+        other = [s for i, s in start_by_job.items() if s not in during]
+        print(f"    of which the killed replica's jobs, relaunched by the survivor: "
+              f"{len(during)}, p50 {fmt(pct(during, 0.5))}, "
               f"max {fmt(max(during, default=None))}; the other {len(other)}: p50 "
               f"{fmt(pct(other, 0.5))}, p99 {fmt(pct(other, 0.99))}")
     print(f"  preempted {len(preempted)} running jobs; relaunched {len(to_start)}; ended just "

@@ -68,6 +68,7 @@ class LeaseWatch:
     killed: str | None = None  # the killed replica's id
     killed_at: float | None = None  # epoch s
     orphans: int = 0  # live jobs the killed replica held when it died
+    orphan_ids: set[int] = field(default_factory=set)
     takeover_s: float | None = None  # kill -> none of its live jobs held by it
 
     def _rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
@@ -105,6 +106,8 @@ class LeaseWatch:
         self.killed = self.ids.get(pid)
         os.kill(pid, signal.SIGKILL)
         self.killed_at = time.time()
+        self.orphan_ids = {int(r[0]) for r in self._rows(  # type: ignore[call-overload]
+            "SELECT id FROM managed_jobs WHERE lock_holder = ?", (self.killed,))}
         self.orphans = self._still_held() if self.killed else 0
         return k
 
