@@ -391,10 +391,11 @@ def run(args: argparse.Namespace) -> int:
         # a preemption of a dead replica's job (not relaunched by it before it died, or
         # hit before the takeover) waits for its lease to lapse: apart
         end = watch.killed_at + (watch.takeover_s if watch.takeover_s is not None else 1e9)
-        during = [s for i, s in start_by_job.items()
+        waited = {i for i, s in start_by_job.items()
                   if i in watch.orphan_ids and preempted[i] + s >= watch.killed_at
-                  and preempted[i] <= end]
-        other = [s for i, s in start_by_job.items() if s not in during]
+                  and preempted[i] <= end}
+        during = [s for i, s in start_by_job.items() if i in waited]
+        other = [s for i, s in start_by_job.items() if i not in waited]
         print(f"    of which the killed replica's jobs, relaunched by the survivor: "
               f"{len(during)}, p50 {fmt(pct(during, 0.5))}, "
               f"max {fmt(max(during, default=None))}; the other {len(other)}: p50 "
