@@ -22,16 +22,27 @@ Two node kinds:
   loop, poller, launch slots, recovery and SQLite store the daemon runs) in its own
   process; only the ClusterOps below it is light.
 
+The state DB: the SQLite file (default), or PostgreSQL (`--db postgresql`: a throwaway
+server started like the tests' own, tests/pg.py; or `--db-url URL`). On PostgreSQL each
+controller works under leases, as a server replica's does (launcher/jobs/leases.py), and
+`--light --replicas N` starts N controller processes on the one database, each in its
+own LAUNCHER_HOME sharing one local cloud: it reports how the jobs split between them,
+`kill -9`s the one holding the most jobs at `--kill-one-at S` seconds after the start
+(default: a random moment in the first 60 % of a job's run) and reports the takeover (until no live job is still
+held by the killed replica: goal <= 10 s), besides every figure above.
+
 Runs in a throw-away LAUNCHER_HOME.
 
     python3 benchmarks/controller_scale.py [--jobs 500] [--sleep 30] [--preempt 0.1]
     python3 benchmarks/controller_scale.py --light --jobs 2000 --sleep 300
+    python3 benchmarks/controller_scale.py --light --db postgresql --replicas 2 --jobs 2000
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import re
@@ -72,7 +83,7 @@ def serve_light(sleep_s: float) -> int:
     import logging
 
     from benchmarks.light_nodes import LightNodeOps
-    from launcher.jobs import paths
+    from launcher.jobs import leases, paths
     from launcher.jobs.controller import Controller
     from launcher.jobs.daemon import config_from_env, hold_lock, load_task
 
@@ -85,7 +96,9 @@ def serve_light(sleep_s: float) -> int:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         ctrl = Controller(LightNodeOps(sleep_s), load_task,  # type: ignore[arg-type]
                           config=config_from_env())
-        await ctrl.run(stop)
+        if leases.enabled():  # as the server's controller does (launcher/server/controller.py)
+            ctrl.leases = leases.Leases(ctrl.store, leases.REPLICA_ID)
+        await ctrl.run(stop)  # a clean stop gives the leases back
 
     with hold_lock() as got:
         if not got:
@@ -140,19 +153,72 @@ def main() -> int:
     ap.add_argument("--keep-home", metavar="DIR",
                     help="use (and keep) this LAUNCHER_HOME, to look at the controller's log "
                     "and the jobs' events afterwards")
+    ap.add_argument("--db", choices=("sqlite", "postgresql"), default=None,
+                    help="the state DB's engine (default sqlite; postgresql starts a "
+                    "throwaway server unless --db-url is given)")
+    ap.add_argument("--db-url", metavar="URL",
+                    help="an existing, empty PostgreSQL database to use (implies --db postgresql)")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="controller processes sharing the database under leases "
+                    "(--light --db postgresql only)")
+    ap.add_argument("--kill-one-at", metavar="S|random", default=None,
+                    help="with --replicas >= 2: kill -9 one replica S seconds after the start "
+                    "(default: random)")
+    ap.add_argument("--seed", type=int, default=None, help="for the random moment of the kill")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
     if args.serve:
         return serve_light(args.sleep)
+    problem = _check_args(args)
+    if problem:
+        print(f"controller_scale.py: {problem}", file=sys.stderr)
+        return 2
     os.environ.setdefault("LAUNCHER_JOBS_IDLE_EXIT_S", "120")
-    if args.keep_home:
-        os.makedirs(args.keep_home, mode=0o700, exist_ok=True)
-        os.environ["LAUNCHER_HOME"] = os.path.abspath(args.keep_home)
-        return run(args)
-    with tempfile.TemporaryDirectory(prefix="launcher-scale-bench-") as home:
+    # `timeout`/SIGTERM: unwind, so the controllers and the throwaway database go too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with contextlib.ExitStack() as stack:
+        if args.db == "postgresql":
+            from benchmarks.replica_bench import database
+
+            os.environ["LAUNCHER_DB_URL"] = stack.enter_context(database(args.db_url))
+        else:
+            os.environ.pop("LAUNCHER_DB_URL", None)
+        if args.keep_home:
+            os.makedirs(args.keep_home, mode=0o700, exist_ok=True)
+            os.environ["LAUNCHER_HOME"] = os.path.abspath(args.keep_home)
+            return run(args)
+        home = stack.enter_context(tempfile.TemporaryDirectory(prefix="launcher-scale-bench-"))
         os.environ["LAUNCHER_HOME"] = home
         return run(args)
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    """Fills in the defaults that depend on other options; returns what is wrong, if any."""
+    if args.db_url:
+        if args.db == "sqlite":
+            return "--db-url names a PostgreSQL database: it cannot go with --db sqlite"
+        if not args.db_url.startswith(("postgresql:", "postgresql+psycopg:", "postgres:")):
+            return f"--db-url {args.db_url!r}: expected a postgresql://... URL"
+        args.db = "postgresql"
+    args.db = args.db or "sqlite"
+    if args.replicas < 1:
+        return f"--replicas {args.replicas}: must be 1 or more"
+    if args.replicas > 1 and not (args.light and args.db == "postgresql"):
+        return "--replicas needs --light and --db postgresql (replicas share a database server)"
+    if args.kill_one_at is not None and args.replicas < 2:
+        return "--kill-one-at needs --replicas 2 or more (a survivor takes the jobs over)"
+    rnd = random.Random(args.seed)
+    if args.replicas > 1:
+        if args.kill_one_at in (None, "random"):
+            args.kill_one_at = round(rnd.uniform(1.0, max(1.5, 0.6 * args.sleep)), 1)
+        else:
+            try:
+                args.kill_one_at = float(args.kill_one_at)
+            except ValueError:
+                return f"--kill-one-at {args.kill_one_at!r}: expected seconds or 'random'"
+    args.victim = None  # chosen at the kill: the replica holding the most jobs
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,33 +242,43 @@ def run(args: argparse.Namespace) -> int:
     ]
     submit_s = time.monotonic() - t_submit
     t0, t0_epoch = time.monotonic(), time.time()
-    proc: subprocess.Popen[bytes] | None = None
+    procs: list[subprocess.Popen[bytes]] = []
     if args.light:
         from benchmarks.light_nodes import LightNodeOps
+        from benchmarks.replica_bench import replica_homes
 
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve",
-                                 "--sleep", str(args.sleep)], env=env)
-        pid = proc.pid
+        homes = [Path(os.environ["LAUNCHER_HOME"])] if args.replicas == 1 else \
+            replica_homes(Path(os.environ["LAUNCHER_HOME"]), args.replicas)
+        procs = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve",
+                                   "--sleep", str(args.sleep)],
+                                  env={**env, "LAUNCHER_HOME": str(h)}) for h in homes]
+        pids = [p.pid for p in procs]
         ops: object = LightNodeOps(args.sleep)
     else:
         from launcher.jobs.cluster_ops import RealClusterOps
 
         info = api.jobs_controller_start()
         assert info.pid is not None, "controller did not start"
-        pid = info.pid
+        pids = [info.pid]
         ops = RealClusterOps()
-    peak = [0.0]
+    peaks = [0.0] * len(pids)
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
-            peak[0] = max(peak[0], rss_mb(pid))
+            for k, pid in enumerate(pids):
+                peaks[k] = max(peaks[k], rss_mb(pid))
             stop.wait(0.5)
 
     threading.Thread(target=sample, daemon=True).start()
     store = JobStore()
+    watch = None
+    if args.replicas > 1:
+        from benchmarks.replica_bench import LeaseWatch
+
+        watch = LeaseWatch(store, pids)
     rnd = random.Random(7)
     victims = set(rnd.sample(ids, int(round(args.jobs * args.preempt))))
     preempted: dict[int, float] = {}  # job -> when it was preempted (epoch s)
@@ -238,6 +314,14 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 preempted[i] = at
             doubled |= {j for j, n in live_clusters_per_job().items() if n > 1}
+            for k, p in enumerate(procs):
+                if k != args.victim and p.poll() is not None:
+                    raise RuntimeError(f"controller {k} (pid {p.pid}) exited by itself with "
+                                       f"status {p.returncode}: see its log above")
+            if watch is not None:
+                watch.sample()
+                if watch.killed_at is None and time.monotonic() - t0 >= args.kill_one_at:
+                    args.victim = watch.kill_busiest()
             if all(jobs[i].status in TERMINAL for i in ids):
                 break
             time.sleep(tick)
@@ -247,9 +331,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         stop.set()
         store.close()
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(120)
+        if procs:
+            for k, p in enumerate(procs):
+                if k != args.victim and p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in procs:
+                p.wait(120)
         else:
             api.jobs_controller_stop()
     left = sorted(p.name for p in local_root().iterdir() if _CLUSTER.match(p.name)) \
@@ -261,6 +348,7 @@ def run(args: argparse.Namespace) -> int:
     to_start: list[float] = []
     to_running: list[float] = []
     missed = ended_first = duplicates = 0
+    start_by_job: dict[int, float] = {}
     for i, at in preempted.items():
         relaunches = [a for a in attempts[i] if a.cause == "preemption" and a.created_at >= at]
         if not relaunches:
@@ -271,6 +359,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         duplicates += len(relaunches) - 1
         to_start.append(relaunches[0].created_at - at)
+        start_by_job[i] = relaunches[0].created_at - at
         if relaunches[0].running_at:
             to_running.append(relaunches[0].running_at - at)
     spurious = sum(1 for i in ids if i not in preempted and jobs[i].recoveries > 0)
@@ -280,10 +369,13 @@ def run(args: argparse.Namespace) -> int:
         all_running_s = max(firsts) - t0_epoch
     launch_rate = len(firsts) / all_running_s if all_running_s else 0.0
     kind = "light nodes (no agent)" if args.light else "a head-node agent per cluster"
-    print(f"controller scale: {args.jobs} managed jobs (sleep {args.sleep:g} s) on one "
-          f"controller, local cloud, {kind}, SQLite")
-    print(f"  submitted {args.jobs} jobs in {submit_s:.0f} s (before the controller started)")
-    print(f"  controller peak RSS: {peak[0]:.0f} MB   goal <= 500 MB")
+    engine = "SQLite" if args.db == "sqlite" else "PostgreSQL (leases)"
+    who = "one controller" if args.replicas == 1 else f"{args.replicas} controller replicas"
+    print(f"controller scale: {args.jobs} managed jobs (sleep {args.sleep:g} s) on {who}, "
+          f"local cloud, {kind}, {engine}")
+    print(f"  submitted {args.jobs} jobs in {submit_s:.0f} s (before the controller started); "
+          f"load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"  controller peak RSS: {' / '.join(f'{p:.0f} MB' for p in peaks)}   goal <= 500 MB")
     print(f"  all submitted -> all running: "
           f"{'-' if all_running_s is None else f'{all_running_s:.1f} s'}; "
           f"launches/s: {launch_rate:.1f}   goal >= 10/s; total {total:.0f} s")
@@ -295,12 +387,44 @@ def run(args: argparse.Namespace) -> int:
           f"{fmt(pct(to_start, 0.99))}, max {fmt(max(to_start, default=None))}   goal p99 <= 5 s")
     print(f"  preemption -> relaunch running: p50 {fmt(pct(to_running, 0.5))}, p99 "
           f"{fmt(pct(to_running, 0.99))}")
+    if watch is not None and watch.killed_at is not None:
+        # a preemption of a dead replica's job (not relaunched by it before it died, or
+        # hit before the takeover) waits for its lease to lapse: apart
+        end = watch.killed_at + (watch.takeover_s if watch.takeover_s is not None else 1e9)
+        waited = {i for i, s in start_by_job.items()
+                  if i in watch.orphan_ids and preempted[i] + s >= watch.killed_at
+                  and preempted[i] <= end}
+        during = [s for i, s in start_by_job.items() if i in waited]
+        other = [s for i, s in start_by_job.items() if i not in waited]
+        print(f"    of which the killed replica's jobs, relaunched by the survivor: "
+              f"{len(during)}, p50 {fmt(pct(during, 0.5))}, "
+              f"max {fmt(max(during, default=None))}; the other {len(other)}: p50 "
+              f"{fmt(pct(other, 0.5))}, p99 {fmt(pct(other, 0.99))}")
     print(f"  preempted {len(preempted)} running jobs; relaunched {len(to_start)}; ended just "
           f"before the preemption hit: {ended_first}; missed {missed}; duplicate relaunches "
           f"{duplicates}; recoveries of never-preempted jobs {spurious}; jobs seen with two "
           f"live clusters {len(doubled)}   goal: 0 missed, 0 duplicates")
     print(f"  final statuses: {statuses}   goal: all SUCCEEDED; clusters left: {len(left)}")
+    if watch is not None:
+        _report_replicas(watch, args)
     return 0
+
+
+def _report_replicas(watch: object, args: argparse.Namespace) -> None:
+    from benchmarks.replica_bench import LeaseWatch
+
+    assert isinstance(watch, LeaseWatch)
+    split = ", ".join(f"{watch.name(r)} {n}" for r, n in sorted(watch.peak_held.items()))
+    print(f"  jobs held per replica (most at once): {split}")
+    at_kill = ", ".join(f"{watch.name(r)} {n}" for r, n in sorted(watch.held_at_kill.items()))
+    if args.victim is None:
+        print(f"  no replica killed: the run ended before {args.kill_one_at:g} s")
+        return
+    print(f"  kill -9 of replica {args.victim} (the busiest) at {args.kill_one_at:g} s; held "
+          f"at that moment: {at_kill or '-'}")
+    took = "-" if watch.takeover_s is None else f"{watch.takeover_s:.1f} s"
+    print(f"  takeover: its {watch.orphans} live jobs all held by the survivors after {took}"
+          f"   goal <= 10 s")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,17 @@
 
 No elected leader: each job is worked on by one replica at a time under a lease in its
 row (`lock_holder`, `lock_token`, `lock_expires_at`, by the database's clock). A
-replica's controller (`Leases.refresh`, every RENEW_S):
+replica's controller (`Leases.refresh`, called every scan):
 
-- renews the leases it holds (the heartbeat) and learns which it lost;
-- claims due jobs in a batch (never leased, or the holder let the lease expire:
-  killed, paused, cut off from the DB), `FOR UPDATE SKIP LOCKED`, so replicas claiming
-  at once split the work;
+- renews the leases it holds (the heartbeat, every RENEW_S) and learns which it lost;
+- claims due jobs in a batch of at most CLAIM_BATCH (never leased, or the holder let the
+  lease expire: killed, paused, cut off from the DB), every CLAIM_S, `FOR UPDATE SKIP
+  LOCKED`, so replicas claiming at once split the work. A replica claims no more than
+  its fair share (the live jobs over the replicas heard from within a lease lifetime,
+  less what it holds), so the jobs split evenly at any number of them, and a dead
+  replica's share falls to the survivors once it is no longer heard from. Claims come
+  more often than renewals so that a dead replica's jobs are all taken soon after its
+  leases expire (1,000 jobs: two claims);
 - works only on the jobs it holds; a driver of a job it lost is stopped.
 
 Every write the controller makes on a job checks the job's lease in the same
@@ -33,7 +38,9 @@ log = logging.getLogger("launcher.jobs.leases")
 
 LEASE_TTL_S = float(os.environ.get("LAUNCHER_LEASE_TTL_S", "") or 8.0)
 RENEW_S = LEASE_TTL_S / 4
-CLAIM_BATCH = 200
+CLAIM_S = min(RENEW_S, 0.5)
+STARTUP_CLAIM_DELAY_S = 1.0
+CLAIM_BATCH = int(os.environ.get("LAUNCHER_LEASE_CLAIM_BATCH", "") or 500)
 
 
 def enabled() -> bool:
@@ -59,7 +66,10 @@ class Leases:
         self.ttl_s = ttl_s or LEASE_TTL_S
         self.fence = Fence(self.replica_id, {})
         job_store.fence = self.fence
-        self._next = 0.0
+        self._next_renew = 0.0
+        # The first claim waits a little, so replicas started together hear of each
+        # other first and split the jobs already there (a forced refresh claims at once).
+        self._next_claim = time.monotonic() + STARTUP_CLAIM_DELAY_S
         self._register()
 
     def _register(self) -> None:
@@ -73,22 +83,35 @@ class Leases:
         return set(self.fence.tokens)
 
     def refresh(self, force: bool = False) -> set[int]:
-        """Renew, then claim (at most every RENEW_S unless `force`). Returns the jobs held."""
-        if not force and time.monotonic() < self._next:
-            return self.held()
-        self._next = time.monotonic() + self.ttl_s / 4
-        kept = self.store.renew_leases(self.replica_id, self.fence.tokens, self.ttl_s)
-        for job_id in set(self.fence.tokens) - kept:
-            log.warning("job %d: lease lost (another replica holds it now)", job_id)
-            del self.fence.tokens[job_id]
-        claimed = self.store.claim_jobs(self.replica_id, self.ttl_s, CLAIM_BATCH)
-        for job_id in claimed:
-            log.info("job %d: leased by replica %s", job_id, self.replica_id)
-        self.fence.tokens.update(claimed)
-        with self.store.write() as c:
-            c.execute("UPDATE server_replicas SET heartbeat_at = ? WHERE id = ?",
-                      (time.time(), self.replica_id))
+        """Renew (every quarter lease), then claim (every CLAIM_S); both now if `force`.
+        Returns the jobs held."""
+        now = time.monotonic()
+        if force or now >= self._next_renew:
+            self._next_renew = now + self.ttl_s / 4
+            kept = self.store.renew_leases(self.replica_id, self.fence.tokens, self.ttl_s)
+            for job_id in set(self.fence.tokens) - kept:
+                log.warning("job %d: lease lost (another replica holds it now)", job_id)
+                del self.fence.tokens[job_id]
+            with self.store.write() as c:
+                c.execute("UPDATE server_replicas SET heartbeat_at = ? WHERE id = ?",
+                          (time.time(), self.replica_id))
+        if force or now >= self._next_claim:
+            self._next_claim = now + min(CLAIM_S, self.ttl_s / 4)
+            limit = min(CLAIM_BATCH, self._fair_share() - len(self.fence.tokens))
+            claimed = self.store.claim_jobs(self.replica_id, self.ttl_s, limit) \
+                if limit > 0 else {}
+            for job_id in claimed:
+                log.info("job %d: leased by replica %s", job_id, self.replica_id)
+            self.fence.tokens.update(claimed)
         return self.held()
+
+    def _fair_share(self) -> int:
+        """The live jobs over the replicas heard from within a lease lifetime (this one
+        included), rounded up."""
+        live = len(self.store.live_job_ids())
+        rows = self.store.rows("SELECT COUNT(*) FROM server_replicas WHERE heartbeat_at >= ? "
+                               "OR id = ?", (time.time() - self.ttl_s, self.replica_id))
+        return -(-live // max(1, int(rows[0][0])))
 
     def close(self) -> None:
         """Give the leases back and leave the replica list (a clean shutdown)."""

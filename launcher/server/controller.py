@@ -19,7 +19,6 @@ the others once its leases expire.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 
@@ -86,7 +85,6 @@ class EmbeddedController:
         from launcher.jobs.controller import Controller
         from launcher.jobs.daemon import config_from_env, load_task
         from launcher.jobs.store import JobStore
-        from launcher.state.store import STORAGE_ERRORS
 
         store = JobStore()
         try:
@@ -107,12 +105,8 @@ class EmbeddedController:
                 ctrl.leases = leases.Leases(ctrl.store, leases.REPLICA_ID)
                 self.replica_id = ctrl.leases.replica_id
                 log.info("server replica %s: jobs are leased", self.replica_id)
-            try:
-                await ctrl.run(self._stop)
-            finally:
-                if ctrl.leases is not None and self._stopping.is_set():
-                    with contextlib.suppress(*STORAGE_ERRORS):
-                        ctrl.leases.close()  # a clean stop: the others take the jobs now
+            # a clean stop gives the leases back (Controller.run): the others take them now
+            await ctrl.run(self._stop)
 
         log.info("managed-jobs controller runs in the server")
         asyncio.run(runner())

@@ -52,3 +52,46 @@ def test_the_benchmarks_light_mode_reports_its_figures(tmp_path: Path) -> None:
     assert "missed 0; duplicate relaunches 0" in out
     assert "{'SUCCEEDED': 10}" in out and "clusters left: 0" in out
     assert "launches/s" in out and "p99" in out
+
+
+def test_the_benchmarks_replica_mode_survives_a_killed_replica() -> None:
+    """`--db postgresql --replicas 2`: a throwaway PostgreSQL, two controller processes
+    under leases, the busiest killed with SIGKILL mid-run; the survivor takes its jobs
+    over and every job still succeeds once, on one cluster at a time."""
+    import re
+
+    import pytest
+
+    from tests.pg import bin_dir
+
+    if bin_dir() is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql; .ci/run does)")
+    # short leases and small claims, so 6 jobs split and the takeover is quick
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LAUNCHER_LEASE_TTL_S": "3",
+           "LAUNCHER_LEASE_CLAIM_BATCH": "2"}
+    env.pop("LAUNCHER_DB_URL", None)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "controller_scale.py"), "--light",
+         "--db", "postgresql", "--replicas", "2", "--kill-one-at", "5", "--jobs", "6",
+         "--sleep", "12", "--preempt", "0.2", "--timeout", "90"],
+        env=env, capture_output=True, text=True, timeout=180, check=True).stdout
+    assert "6 managed jobs" in out and "2 controller replicas" in out
+    assert "PostgreSQL (leases)" in out
+    assert "missed 0; duplicate relaunches 0" in out and "two live clusters 0" in out
+    assert "{'SUCCEEDED': 6}" in out and "clusters left: 0" in out
+    assert "(the busiest) at 5 s" in out
+    m = re.search(r"takeover: its (\d+) live jobs all held by the survivors after ([\d.]+) s",
+                  out)
+    assert m, out
+    assert int(m.group(1)) >= 3  # 6 jobs claimed 2 at a time: the busiest holds half or more
+    assert float(m.group(2)) <= 10.0
+
+
+def test_the_benchmark_refuses_replicas_without_a_database_server() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "controller_scale.py"), "--light",
+         "--replicas", "2"], env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--replicas needs --light and --db postgresql" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -27,6 +27,7 @@ from launcher.jobs.controller.settings import ControllerConfig
 from launcher.jobs.crash import CrashPoints, SimulatedCrash
 from launcher.jobs.ops_interface import ClusterOps
 from launcher.jobs.store import JobRow, JobStore
+from launcher.state.store import STORAGE_ERRORS
 
 if TYPE_CHECKING:
     from launcher.task.model import Task
@@ -169,13 +170,18 @@ class Context:
         """`fn(*args)` in a log-sync worker; the future is the caller's to await or not."""
         return asyncio.get_running_loop().run_in_executor(self._log_pool, fn, *args)
 
-    def shutdown(self, *, crashed: bool) -> None:
-        """Stop the pools (waiting for launches and queries unless crashed) and close the
-        store."""
+    def shutdown(self, *, crashed: bool, before_close: Callable[[], None] | None = None) -> None:
+        """Stop the pools (waiting for launches and queries unless crashed), call
+        `before_close` (its store errors are logged, not raised) and close the store."""
         self._launch_pool.shutdown(wait=not crashed, cancel_futures=True)
         self._log_pool.shutdown(wait=False, cancel_futures=True)
         self._poll_pool.shutdown(wait=False, cancel_futures=True)
         self._watch_pool.shutdown(wait=not crashed, cancel_futures=True)
+        if before_close is not None:
+            try:
+                before_close()
+            except STORAGE_ERRORS as exc:
+                log.warning("on shutdown: %s", exc)
         self.store.close()
 
     def poll_cap(self) -> float:

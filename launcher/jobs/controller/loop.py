@@ -150,7 +150,11 @@ class Controller:
                 await asyncio.gather(*self._drivers.values(), *ctx.background,
                                      return_exceptions=True)
             await ctx.poller.stop()
-            ctx.shutdown(crashed=crashed)
+            # A clean stop gives the leases back once no launch of ours is in flight, so
+            # the other replicas take the jobs at once rather than after the expiry.
+            leases = self.leases
+            ctx.shutdown(crashed=crashed,
+                         before_close=None if crashed or leases is None else leases.close)
 
     def _scan(self) -> tuple[list[int], set[int]] | None:
         """The live jobs to drive (with leases: those held) and the cancels asked for;
@@ -211,15 +215,20 @@ class Controller:
 
     def _startup_sweep(self) -> None:
         """Clean up after a crash: tear down clusters of attempts that can no longer be
-        live, and resume the drains of noticed attempts of live jobs."""
+        live, and resume the drains of noticed attempts of live jobs.
+
+        The attempts are read before the jobs: other server replicas may be submitting
+        and launching meanwhile, and an attempt (or job) newer than the snapshot taken
+        first must not be mistaken for one of a job that is gone."""
         store = self.ctx.store
-        live = {j.id: j for j in store.jobs(live_only=True)}
+        not_torn_down = store.attempts_not_torn_down()
         last_attempt: dict[int, int] = {}
         for a in store.all_attempts():
             last_attempt[a.job_id] = a.attempt
-        for a in store.attempts_not_torn_down():
+        live = {j.id: j for j in store.jobs(live_only=True)}
+        for a in not_torn_down:
             job = live.get(a.job_id)
-            if job is not None and a.attempt == last_attempt[a.job_id] and not (
+            if job is not None and a.attempt == last_attempt.get(a.job_id, a.attempt) and not (
                 a.outcome is not None and a.outcome_applied
             ):
                 continue  # the job's driver owns its current, undecided attempt
