@@ -83,6 +83,9 @@ def host_states(pools: Sequence[SSHNodePool], state: PoolState, now: float) -> l
     return out
 
 
+REPROBE_TIMEOUT_S = 5.0  # seconds a quarantined host's sshd gets to answer a re-probe
+
+
 def release_answering(store: PoolStore, pools: Sequence[SSHNodePool],
                       settings: HealthSettings | None = None) -> list[str]:
     """Probe the quarantined hosts of `pools` (quarantined at least
@@ -103,7 +106,10 @@ def release_answering(store: PoolStore, pools: Sequence[SSHNodePool],
     if not due:
         return []
     with ThreadPoolExecutor(min(_MAX_PARALLEL, len(due))) as ex:
-        answers = list(ex.map(lambda h: sshd_reachable(h.host, h.port), due))
+        # a generous timeout: this one probe decides whether a host comes back, and a
+        # loaded host's sshd can take seconds to send its banner (dead ones cost it in parallel)
+        answers = list(ex.map(lambda h: sshd_reachable(h.host, h.port, timeout=REPROBE_TIMEOUT_S),
+                              due))
     back = [h.address for h, ok in zip(due, answers, strict=True) if ok]
     released = []
     with store.locked() as fresh:

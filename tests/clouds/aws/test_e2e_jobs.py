@@ -68,6 +68,14 @@ def _saved_count(fake: AWSFake) -> int:
     return s3_saved_count(fake, BUCKET)
 
 
+def _synced_counts(job_id: int) -> int:
+    """The `count` lines of attempt 1's output the controller has saved so far."""
+    path = paths.attempt_log_path(job_id, 1)
+    if not path.exists():
+        return 0
+    return sum(ln.startswith("(rank 0) count ") for ln in path.read_text().splitlines())
+
+
 @pytest.mark.parametrize("strategy", [None, "FAILOVER"], ids=["default", "failover"])
 def test_spot_gang_preempted_by_ec2_relaunches_in_another_az_and_resumes_from_s3(
     spot_env: AWSFake, tmp_path: Path, strategy: str | None
@@ -84,6 +92,9 @@ def test_spot_gang_preempted_by_ec2_relaunches_in_another_az_and_resumes_from_s3
         assert len(ids) == 2
         assert all(fake.instance(i).lifecycle == "spot" for i in ids)
         _wait(lambda: _saved_count(fake) >= 5, 20, "a checkpoint saved to S3")
+        # the controller keeps the output as it runs: wait for a sync that has the counts
+        # (under load the first syncs can lag the job), then the head dies with its disk
+        _wait(lambda: _synced_counts(job.id) >= 3, 30, "attempt 1's output synced")
         saved = _saved_count(fake)
 
         fake.preempt(ids)  # no notice: the bodies die, EC2 says SpotInstanceTermination
