@@ -405,7 +405,9 @@ class SSHCloud:
 
         opts = self._options or SSHOptions()
         if quick and self._options is None:
-            opts = SSHOptions(connect_timeout=5, banner_timeout=5, auth_timeout=5, probe_timeout=3)
+            # a dead host fails the connect (5 s); one that connects is alive, and a loaded
+            # sshd may take longer than that to send its banner: it gets 15 s
+            opts = SSHOptions(connect_timeout=5, banner_timeout=15, auth_timeout=5, probe_timeout=3)
         return SSHRunner(node, key_path=info.ssh_key_path, options=opts)
 
     def _take_hosts(
