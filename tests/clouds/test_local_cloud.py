@@ -36,9 +36,16 @@ def _req(name: str, nodes: int = 2, gpus: float = 0) -> ProvisionRequest:
 
 
 def _start_on_node(node_dir: str, script: str = "import time; time.sleep(60)") -> subprocess.Popen[bytes]:
-    """A process that belongs to the node the way runner-started processes do (HOME)."""
+    """A process that belongs to the node the way runner-started processes do (HOME).
+    Returns once it runs: before its exec, /proc shows the parent's environment, so the
+    cloud would not see it as the node's yet (it says so on stdout, an event to wait on)."""
     env = {**os.environ, "HOME": node_dir}
-    return subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdout.write('up\\n'); sys.stdout.flush(); "
+         + script], env=env, start_new_session=True, stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+    proc.stdout.close()
+    return proc
 
 
 def test_provision_query_terminate(launcher_home: Path) -> None:
