@@ -57,6 +57,22 @@ def kubernetes_configured() -> bool:
     return bool(found and found.enabled)
 
 
+def kubernetes_ranked_by_default() -> bool:
+    """Whether the contexts' nodes are planned for a task that names no cloud: only when
+    config.yaml lists them (`kubernetes.allowed_contexts`), as Slurm clusters are listed
+    in `slurm:`. A kubeconfig alone (often with a stale current context) must not make
+    every `cost`, `--dryrun` and launch load the SDK and wait on an API server; a task that
+    names kubernetes still uses the current context."""
+    if not kubernetes_configured():
+        return False
+    from launcher.config.settings import load_config
+
+    try:
+        return bool(load_config().kubernetes.allowed_contexts)
+    except Exception:  # a malformed config is reported where the launch reads it
+        return False
+
+
 def kubernetes_cluster_offers() -> list[Offer]:
     """Offers read live from the nodes of the usable Kubernetes contexts (none without a
     kubeconfig or the SDK)."""

@@ -539,6 +539,7 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
         SSH_CLOUD,
         kubernetes_cluster_offers,
         kubernetes_offers,
+        kubernetes_ranked_by_default,
         pool_offers,
         slurm_cluster_offers,
     )
@@ -549,8 +550,8 @@ def _offers_for(query: Any, cands: Sequence[ResourceCandidate]) -> list[Offer]:
     live = pool_offers()
     if any(c.cloud in (None, SLURM_CLOUD) for c in cands):  # asks the clusters: only then
         live += slurm_cluster_offers()
-    if any(c.cloud is None for c in cands):  # your Kubernetes nodes rank beside the clouds
-        live += kubernetes_cluster_offers()
+    if any(c.cloud is None for c in cands) and kubernetes_ranked_by_default():
+        live += kubernetes_cluster_offers()  # your listed contexts rank beside the clouds
     out: list[Offer] = list(query.offers(accelerators=accs, live=live)) if accs else []
     if wide:
         clouds = (

@@ -96,3 +96,18 @@ def test_owned_capacity_ranks_beside_the_clouds(k8s: K8sEnv) -> None:
     rdma = plan(load("num_nodes: 2\nresources:\n  accelerators: H100:8\n"
                      "  network: {fabric: rdma}\nrun: x\n"))
     assert all(x.cloud != "kubernetes" for x in rdma.placements)
+
+
+def test_a_kubeconfig_alone_is_not_asked_for_a_task_naming_no_cloud(k8s: K8sEnv) -> None:
+    """Without `kubernetes.allowed_contexts`, a plan that names no cloud never calls an API
+    server (a stale current context would slow every `cost` and `--dryrun`); a task that
+    names kubernetes still plans on the current context's nodes."""
+    k8s.config(allowed_contexts=[])
+    for f in k8s.fakes.values():
+        f.calls.clear()
+    p = plan(load("resources:\n  accelerators: H100:8\nrun: x\n"))
+    assert all(x.cloud != "kubernetes" for x in p.placements)
+    assert [c for f in k8s.fakes.values() for c in f.calls] == []
+    named = plan(load("resources:\n  infra: k8s\n  accelerators: H100:8\nrun: x\n"))
+    assert named.placements[named.chosen or 0].cloud == "kubernetes"
+    assert any(f.calls for f in k8s.fakes.values())
