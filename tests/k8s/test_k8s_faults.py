@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,60 @@ def test_orphans_show_in_status_refresh_and_down_orphan_removes_them(k8s: K8sEnv
     assert "kc" in out.stdout + out.stderr and "kubernetes" in out.stdout + out.stderr, out
     cli("down", "--orphan", "kc", "--cloud", "kubernetes")
     assert k8s.leftovers() == []
+
+
+def _recorded_calls(k8s: K8sEnv, provision: Callable[[], object]) -> list[tuple[str, int]]:
+    """(route, how many of that route came before) of every call a clean provision makes,
+    in order; the gang is then taken down."""
+    fake = k8s.fakes["ctx-a"]
+    fake.calls.clear()
+    provision()
+    routes = [r for r, _ in fake.calls]
+    _cloud().terminate("kc")
+    assert k8s.leftovers() == []
+    return [(r, routes[:i].count(r)) for i, r in enumerate(routes)]
+
+
+def _volumes_setup(k8s: K8sEnv) -> Callable[[], object]:
+    from launcher.task.volumes import VolumeMount
+
+    k8s.fakes["ctx-a"].store.create("persistentvolumeclaims", "default", {
+        "metadata": {"name": "datasets"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Ti"}}}})
+    vols = (VolumeMount("/mnt/datasets", name="datasets"),
+            VolumeMount("/mnt/scratch", size="5GiB"),
+            VolumeMount("/mnt/ckpt", name="ckpt", size="10"))
+    return lambda: _cloud().provision(_req(volumes=vols))
+
+
+def _kueue_setup(k8s: K8sEnv) -> Callable[[], object]:
+    k8s.config(contexts={"ctx-a": {"kueue": {"local_queue_name": "team-q"}}})
+    k8s.fakes["ctx-a"].store.kueue_queues = {"team-q"}
+    return lambda: _cloud().provision(_req(idempotency_token="tok-f"))
+
+
+@pytest.mark.parametrize("setup", [_volumes_setup, _kueue_setup], ids=["volumes", "kueue"])
+def test_a_fault_at_each_call_of_a_volume_or_kueue_provision_leaks_nothing(
+        k8s: K8sEnv, setup: Callable[[K8sEnv], Callable[[], object]]) -> None:
+    """Every call the provision makes (recorded from a clean run: the PVC reads and
+    creates, the gated pods, the admission watch...) fails in turn: the provision fails
+    or recovers, and nothing launcher made is left (the user's own PVC stays)."""
+    provision = setup(k8s)
+    fake = k8s.fakes["ctx-a"]
+    calls = _recorded_calls(k8s, provision)
+    assert len(calls) >= 6  # nodes, secret, service, 2 pods, their state (+ PVCs)
+    for route, skip in calls:
+        fake.calls.clear()
+        fake.fail(route, 500, skip=skip)
+        try:
+            provision()
+        except CloudError:
+            pass
+        else:
+            _cloud().terminate("kc")
+        assert (route, 500) in fake.calls, (route, skip)
+        assert k8s.leftovers() == [], (route, skip)
+        assert not fake.store.items("pods"), (route, skip)
+    if setup is _volumes_setup:
+        assert [c["metadata"]["name"] for c in fake.store.items("persistentvolumeclaims")] == [
+            "datasets"]
