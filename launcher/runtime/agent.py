@@ -525,7 +525,7 @@ def stop_daemon(paths: Paths, timeout: float = 10.0) -> bool:
 
 AGENT_FILES = ("agent.py", "agent_daemon.py", "agent_cli.py", "agent_notices.py",
                "agent_storage.py", "agent_ranks.py", "agent_disk.py", "agent_spec.py",
-               "agent_watch.py", "health_checks.py")
+               "agent_watch.py", "health_checks.py", "agent_autostop.py")
 
 
 def agent_version(home: str) -> str:

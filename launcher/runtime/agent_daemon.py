@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from launcher.runtime import agent as core
+    from launcher.runtime import agent_autostop as autostop
     from launcher.runtime import agent_disk as disk
     from launcher.runtime import agent_notices as notices
     from launcher.runtime import agent_storage as storage
@@ -42,12 +43,14 @@ if TYPE_CHECKING:
 else:
     try:
         from . import agent as core
+        from . import agent_autostop as autostop
         from . import agent_disk as disk
         from . import agent_notices as notices
         from . import agent_storage as storage
         from . import agent_watch as watch
     except ImportError:  # on the node: a sibling of agent.py
         import agent as core
+        import agent_autostop as autostop
         import agent_disk as disk
         import agent_notices as notices
         import agent_storage as storage
@@ -55,7 +58,6 @@ else:
 
 ADOPTED_POLL_S = 0.25
 SAFETY_WAKE_S = 30.0  # everything is event-driven; this only bounds a missed wake-up
-AUTOSTOP_RETRY_S = 300.0  # the cluster is still up after the action ran: try it again
 # Killing a rank group on a node the head cannot reach (network cut) is retried in the
 # background: attempt N waits min(2 N, 15) s, up to KILL_RETRY_MAX attempts (~10 min).
 KILL_RETRY_MAX = 40
@@ -148,9 +150,9 @@ class Daemon:
         self.kill_retries: list[tuple[float, core.WorkerAccess, str, int]] = []
         self.stop_requested = False
         self.draining_until = 0.0  # monotonic: no job starts while a notice's grace runs
-        self.autostop_at: float | None = None  # wall clock
         self.waiter = core.Waiter()
         self.base_env = _base_env()
+        self.autostop = autostop.Autostop(paths, self.base_env, self._event, self._ssh_helper)
         self.wal_dirty = False  # flush the write-ahead log at the next step
         self.sources: list[notices.NoticeSource] = []
         self.next_poll: dict[str, float] = {}
@@ -350,8 +352,8 @@ class Daemon:
                 t = min(t, self.job.kill_at - now)
             if any(r.proc is None and not r.ended for r in self.job.ranks):
                 t = min(t, ADOPTED_POLL_S)
-        if self.autostop_at is not None:
-            t = min(t, self.autostop_at - time.time())
+        if self.autostop.due_at is not None:
+            t = min(t, self.autostop.due_at - time.time())
         if self.draining_until > now:
             t = min(t, self.draining_until - now)
         if self.job is not None and not self.job.truncated:
@@ -746,75 +748,12 @@ class Daemon:
     # ----------------------------------------------------------------- autostop
 
     def _check_autostop(self) -> None:
-        self.autostop_at = None
-        cfg = core.get_setting(self.conn, "autostop")
-        if not isinstance(cfg, dict) or self.job is not None:
-            return
-        busy = self.conn.execute(
-            "SELECT COUNT(*) FROM jobs WHERE status IN ('PENDING', 'RUNNING')").fetchone()[0]
-        if busy:
-            return
-        last_end, last_sub = self.conn.execute(
-            "SELECT MAX(ended_at), MAX(submitted_at) FROM jobs").fetchone()
-        idle_since = max(cfg["set_at"], last_end or 0, last_sub or 0)
-        idle_s = float(cfg["idle_minutes"]) * 60
-        due = idle_since + idle_s
-        last_attempt = cfg.get("last_attempt") or 0
-        if last_attempt >= idle_since:  # fired in this idle period: retry only now and then
-            due = last_attempt + max(idle_s, AUTOSTOP_RETRY_S)
-        if time.time() < due:
-            self.autostop_at = due
-            return
-        cfg["last_attempt"] = time.time()
-        core.put_setting(self.conn, "autostop", cfg)
-        action = cfg.get("action") or ""
-        verb = "down" if cfg.get("down") else "stop"
-        if not action and cfg.get("down"):
-            self._autodown(cfg)
-            return
-        if not action:
-            self._event("autostop",
-                           f"idle for {cfg['idle_minutes']:g} min; {verb} due, no action configured")
-            return
-        self._event("autostop",
-                       f"idle for {cfg['idle_minutes']:g} min; {verb}: running {action}")
-        # Orphaned on purpose (the outer bash exits at once): the action usually tears down
-        # this very node, daemon included, and must not count the daemon as its ancestor.
-        script = '(bash -c "$1"; echo "autostop action exited with code $?") </dev/null &'
-        with open(self.paths.p("autostop.log"), "ab") as log:
-            proc = subprocess.Popen(["bash", "-c", script, "launcher-autostop", action],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=self.paths.home, env=self.base_env, start_new_session=True)
-        self.helpers.append((proc, "autostop"))
-
-    def _autodown(self, cfg: dict) -> None:
-        """Autostop --down with no action (clouds whose nodes cannot tear themselves down,
-        e.g. an ssh pool): kill what jobs left on every node, write the `autodowned`
-        marker (every later agent command but `setup` then answers kind "autodowned", and
-        the client releases the nodes and forgets the cluster), and stop this daemon."""
-        doc = {"at": time.time(), "idle_minutes": cfg["idle_minutes"]}
-        tmp = self.paths.autodowned + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, self.paths.autodowned)
-        self._event("autodowned",
-                       f"idle for {cfg['idle_minutes']:g} min; cluster down, agent stopped")
-        try:
-            workers = core.load_nodes(self.paths).workers
-        except core.AgentError:
-            workers = []
-        command = core.stale_kill_command()
-        for w in workers:
-            if w.kind in ("ssh", "srun"):
-                self._ssh_helper(w, command)
-                continue
-            home = os.path.expanduser(w.home or "~")
-            with contextlib.suppress(OSError):
-                subprocess.Popen(["bash", "-c", command], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 env=dict(self.base_env, HOME=home), cwd=home,
-                                 start_new_session=True)
-        self.stop_requested = True
+        """Fire the autostop when due (agent_autostop.py); an autodown stops this daemon."""
+        proc = self.autostop.check(self.conn, job_running=self.job is not None)
+        if proc is not None:
+            self.helpers.append((proc, "autostop"))
+        if self.autostop.downed:
+            self.stop_requested = True
 
 
 def run_daemon(paths: core.Paths) -> int:

@@ -7,6 +7,7 @@
     git_workdir       A git `workdir: {url, ref}`: the nodes clone the repository at the ref
     health            `resources.health`: the node health gate before setup (docs/health.md)
     model             The Task: a validated SkyPilot-format task YAML (plus launcher's additions)
+    path_fields       workdir, file_mounts, checkpoint: $ENV substitution and local paths
     pipeline          SkyPilot pipelines: a task file of several YAML documents, run stage after stage
     policies          Task-wide policies: checkpoint (ours), job_recovery (SkyPilot + our deadline), autostop
     pool              SkyPilot's `pool:` section (worker pools), validated and planned as a plain task
@@ -69,6 +70,7 @@ _MODULES = frozenset({
     "git_workdir",
     "health",
     "model",
+    "path_fields",
     "pipeline",
     "policies",
     "pool",

@@ -33,19 +33,24 @@ from launcher.task.fields import (
     expect_mapping,
     expect_str,
     format_path,
-    node_path_problem,
     scalar_text,
     string_map,
     unknown_accelerator_message,
 )
 from launcher.task.git_workdir import GitWorkdir, clone_script, parse_git_workdir
 from launcher.task.health import HealthSpec, parse_health
+from launcher.task.path_fields import (
+    is_uri,
+    parse_file_mounts,
+    parse_workdir,
+    substitute_envs,
+    substituted_checkpoint,
+)
 from launcher.task.policies import (
     AutostopSpec,
     CheckpointSpec,
     JobRecovery,
     parse_autostop,
-    parse_checkpoint,
     parse_job_recovery,
 )
 from launcher.task.pool import POOL_NOT_LAUNCHABLE, check_pool
@@ -60,7 +65,6 @@ from launcher.task.storage import (
     StorageMount,
     list_source_notes,
     list_source_refusal,
-    parse_storage_mount,
     placeholder_notes,
     placeholder_refusal,
 )
@@ -90,7 +94,6 @@ UNSUPPORTED_TASK_FIELDS = (
 )  # fmt: skip
 _RESOURCE_FIELD_HOME = {name: f"resources.{name}" for name in (*ENTRY_FIELDS, "any_of", "ordered")}
 _POLICY_FIELDS = ("job_recovery", "spot_recovery", "autostop", "health")
-_ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _PATH_PART_RE = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _LOCATION_FIELDS = ("cloud", "region", "zone", "infra")
 _T = TypeVar("_T")
@@ -296,7 +299,7 @@ class Task:
         if self.workdir is not None and not os.path.isdir(self.workdir):
             raise self.error("workdir", f"directory '{self.workdir}' does not exist.")
         for remote, local in self.file_mounts.items():
-            if not _is_uri(local) and not os.path.exists(local):
+            if not is_uri(local) and not os.path.exists(local):
                 raise self.error(f"file_mounts.{remote}", f"local path '{local}' does not exist.")
         for remote, mount in self.storage_mounts.items():
             if mount.source_is_local and not os.path.isdir(mount.source or ""):
@@ -561,16 +564,16 @@ def _build_task(
             top["num_nodes"], ("num_nodes",), origin, minimum=1, maximum=MAX_NUM_NODES
         )
 
-    file_mounts, storage_mounts = _parse_file_mounts(top.get("file_mounts"), origin, base, envs)
+    file_mounts, storage_mounts = parse_file_mounts(top.get("file_mounts"), origin, base, envs)
     config = parse_task_config(top.get("config"), origin)
-    volumes = parse_volumes(top.get("volumes"), origin, lambda text: _substitute(text, envs))
+    volumes = parse_volumes(top.get("volumes"), origin, lambda text: substitute_envs(text, envs))
     git_workdir = None
     if isinstance(top.get("workdir"), Mapping):
         git_workdir = parse_git_workdir(
-            top["workdir"], ("workdir",), origin, lambda text: _substitute(text, envs))
+            top["workdir"], ("workdir",), origin, lambda text: substitute_envs(text, envs))
     return Task(
         name=_text_field(top.get("name"), ("name",), origin),
-        workdir=None if git_workdir else _parse_workdir(top.get("workdir"), origin, base, envs),
+        workdir=None if git_workdir else parse_workdir(top.get("workdir"), origin, base, envs),
         num_nodes=num_nodes,
         resources=resources,
         envs=envs,
@@ -579,7 +582,7 @@ def _build_task(
         storage_mounts=storage_mounts,
         setup=_script(top.get("setup"), "setup", origin),
         run=_script(top.get("run"), "run", origin),
-        checkpoint=_substituted_checkpoint(top.get("checkpoint"), origin, envs),
+        checkpoint=substituted_checkpoint(top.get("checkpoint"), origin, envs),
         job_recovery=job_recovery,
         autostop=autostop,
         health=health,
@@ -740,63 +743,3 @@ def _agree(seen: tuple[Path, _T] | None, new: tuple[Path, _T], origin: Origin) -
             f"{new[0][-1]} policy, so give it once in 'resources'.",
         )
     return seen or new
-
-
-def _substitute(text: str, envs: Mapping[str, str]) -> str:
-    """Replace $NAME / ${NAME} with task envs (unknown names are left as written)."""
-    return _ENV_REF_RE.sub(lambda m: envs.get(m.group(1) or m.group(2), m.group(0)), text)
-
-
-def _is_uri(text: str) -> bool:
-    return "://" in text
-
-
-def _local_path(text: str, base: str) -> str:
-    return os.path.normpath(os.path.join(base, os.path.expanduser(text)))
-
-
-def _parse_workdir(value: object, origin: Origin, base: str, envs: Mapping[str, str]) -> str | None:
-    if value is None:
-        return None
-    text = _substitute(expect_str(value, ("workdir",), origin).strip(), envs)
-    if _is_uri(text):
-        raise origin.error(("workdir",), f"'{text}' is a URI; workdir must be a local directory.")
-    return _local_path(text, base)
-
-
-def _parse_file_mounts(
-    value: object, origin: Origin, base: str, envs: Mapping[str, str]
-) -> tuple[dict[str, str], dict[str, StorageMount]]:
-    """(remote -> local path or URI, remote -> storage mount) of `file_mounts`."""
-    if value is None:
-        return {}, {}
-    mounts = expect_mapping(
-        value, ("file_mounts",), origin, "a mapping of remote path -> local path or URI"
-    )
-    out: dict[str, str] = {}
-    storage: dict[str, StorageMount] = {}
-    for remote, source in mounts.items():
-        where: Path = ("file_mounts", remote)
-        target = _substitute(remote.strip(), envs)
-        if not target:
-            raise origin.error(where, "the remote path is empty.")
-        problem = node_path_problem(target)
-        if problem:
-            raise origin.error(where, problem)
-        if isinstance(source, Mapping):
-            storage[target] = parse_storage_mount(
-                source, where, origin, base, lambda text: _substitute(text, envs))
-            continue
-        text = _substitute(expect_str(source, where, origin).strip(), envs)
-        out[target] = text if _is_uri(text) else _local_path(text, base)
-    return out, storage
-
-
-def _substituted_checkpoint(
-    value: object, origin: Origin, envs: Mapping[str, str]
-) -> CheckpointSpec | None:
-    spec = parse_checkpoint(value, ("checkpoint",), origin)
-    if spec is None:
-        return None
-    store = None if spec.store is None else _substitute(spec.store, envs)
-    return CheckpointSpec(_substitute(spec.path, envs), store)

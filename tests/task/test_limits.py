@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from launcher.errors import TaskValidationError
+from launcher.task.fields import node_path_problem
 from launcher.task.model import (
     MAX_ENV_BYTES,
     MAX_SCRIPT_BYTES,
     MAX_TASK_FILE_BYTES,
     Task,
-    node_path_problem,
 )
 
 
