@@ -226,6 +226,7 @@ class ProcessWatch:
             return
         if self.tests and self.tests[-1][1] == float("inf"):
             self._note_new_pids(self.tests[-1][2])
+        _close_cached_ssh()
         found = self.node_processes(namespaces)
         if found:
             self.wait_gone(found, GRACE_S)
@@ -267,3 +268,15 @@ class ProcessWatch:
 
 
 WATCH = ProcessWatch()
+
+
+def _close_cached_ssh() -> None:
+    """Close this process's cached SSH connections (launcher/runtime/ssh_runner.py keeps
+    a released one open `linger` s for the next runner): their sshd sessions on the nodes
+    are the cache, not a leak, and would otherwise still be open when the lab is checked."""
+    import sys
+
+    runner = sys.modules.get("launcher.runtime.ssh_runner")
+    if runner is not None:
+        runner.close_all_connections()
+
